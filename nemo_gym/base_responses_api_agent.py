@@ -1,0 +1,35 @@
+"""Agent servers run rollouts: `/run` does one (seed, model/tool loop, verify); `/v1/responses` the loop only."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request, Response
+
+from nemo_gym.base_resources_server import BaseRunRequest, BaseVerifyResponse
+from nemo_gym.config_types import BaseRunServerInstanceConfig
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
+from nemo_gym.reward_profile import MetricsAggregationMixin
+from nemo_gym.server_utils import SimpleServer
+
+
+class BaseResponsesAPIAgentConfig(BaseRunServerInstanceConfig):
+    pass
+
+
+class SimpleResponsesAPIAgent(MetricsAggregationMixin, SimpleServer):
+    config: BaseResponsesAPIAgentConfig
+
+    def setup_webserver(self) -> FastAPI:
+        app = FastAPI()
+        self.setup_session_middleware(app)
+        app.post("/v1/responses")(self.responses)
+        app.post("/run")(self.run)
+        app.post("/aggregate_metrics")(self.aggregate_metrics)
+        return app
+
+    async def responses(
+        self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming
+    ) -> NeMoGymResponse:
+        raise NotImplementedError(f"{type(self).__name__} must implement responses()")
+
+    async def run(self, request: Request, body: BaseRunRequest) -> BaseVerifyResponse:
+        raise NotImplementedError(f"{type(self).__name__} must implement run()")

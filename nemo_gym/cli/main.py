@@ -1,0 +1,93 @@
+"""The `gym` command and its legacy `ng_*` aliases.
+
+Every argument after the command is a Hydra override (`+config_paths=[a.yaml]`, `++x.y=1`). A config
+mistake is a user error: one line on stderr, no traceback, a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+
+from nemo_gym.config_types import ConfigError
+
+USAGE = """usage: gym <command> [+key=value ...]
+
+commands:
+  run        start every server of a deployment (alias ng_run)
+  collect    run a dataset through an agent and write rollouts (alias ng_collect_rollouts)
+  dataset    upload | download | collate JSONL datasets
+  status     list the instances of a running deployment and their health (alias ng_status)
+  resolve    print the merged config, secrets masked (alias ng_dump_config)
+  validate   parse and check a config without starting anything
+  test       run an environment's tests
+  init       create a new environment folder from a template
+"""
+
+
+def _resolve(overrides: Sequence[str]) -> int:
+    from nemo_gym.global_config import parse_global_config_dict, to_yaml
+
+    print(to_yaml(parse_global_config_dict(list(overrides)), mask=True), end="")
+    return 0
+
+
+def _validate(overrides: Sequence[str]) -> int:
+    from nemo_gym.global_config import parse_global_config_dict, require_server_instances
+
+    instances = require_server_instances(parse_global_config_dict(list(overrides)))
+    print(f"Config is valid: {len(instances)} server instance(s).")
+    return 0
+
+
+def _not_yet_available(command: str) -> Callable[[Sequence[str]], int]:
+    def report(overrides: Sequence[str]) -> int:
+        print(f"`gym {command}` is not yet available in this version of Gym.", file=sys.stderr)
+        return 2
+
+    return report
+
+
+COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "run": _not_yet_available("run"),
+    "collect": _not_yet_available("collect"),
+    "dataset": _not_yet_available("dataset"),
+    "status": _not_yet_available("status"),
+    "resolve": _resolve,
+    "validate": _validate,
+    "test": _not_yet_available("test"),
+    "init": _not_yet_available("init"),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(USAGE, end="")
+        return 0
+    command, overrides = args[0], args[1:]
+    if command not in COMMANDS:
+        print(f"Error: unknown command '{command}'.\n{USAGE}", file=sys.stderr, end="")
+        return 2
+    try:
+        return COMMANDS[command](overrides)
+    except ConfigError as error:
+        print(f"Error: {error}", file=sys.stderr)
+        return 1
+
+
+def _alias(command: str) -> Callable[[], None]:
+    def entry_point() -> None:
+        sys.exit(main([command, *sys.argv[1:]]))
+
+    return entry_point
+
+
+def console_main() -> None:
+    sys.exit(main())
+
+
+ng_run = _alias("run")
+ng_collect_rollouts = _alias("collect")
+ng_dump_config = _alias("resolve")
+ng_status = _alias("status")

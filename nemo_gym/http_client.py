@@ -1,0 +1,277 @@
+"""The one outbound HTTP client of a Gym process.
+
+Every call between servers, and every call to a model upstream, goes through `request()`: one pooled
+aiohttp session per process (per event loop), a deadline per call, and a bounded retry with exponential
+backoff and jitter for the failures where retrying is safe or expected. Nothing here waits forever and
+nothing retries forever: the reference design retried some failures endlessly and silently, which turned
+a dead upstream into a hung training run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import random
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import aiohttp
+import orjson
+
+logger = logging.getLogger("nemo_gym.http")
+
+MAX_NUM_TRIES = 3
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+DEFAULT_DEADLINE_S = 1800.0
+DEFAULT_CONNECTOR_LIMIT = 102400
+DEFAULT_CONNECTOR_LIMIT_PER_HOST = 1024
+# Below the servers' 30 s keep-alive, so the client never reuses a socket the server is about to close.
+CLIENT_KEEPALIVE_S = 15.0
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long one logical call may take and which failures it may retry.
+
+    `deadline_s` bounds the whole call, every attempt and backoff sleep included. Connection failures
+    (refused, reset, dropped keep-alive socket, connect timeout) are retried; so are the statuses in
+    `retry_statuses`, honouring `Retry-After`. Anything else is returned or raised at once.
+    """
+
+    max_attempts: int = MAX_NUM_TRIES
+    deadline_s: float = DEFAULT_DEADLINE_S
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 8.0
+    retry_statuses: frozenset[int] = field(default_factory=frozenset)
+
+    def with_overrides(self, **changes: Any) -> RetryPolicy:
+        if "retry_statuses" in changes:
+            changes["retry_statuses"] = frozenset(changes["retry_statuses"])
+        return replace(self, **changes)
+
+    def backoff_delay(self, attempt: int) -> float:
+        """Exponential backoff with jitter in [50%, 100%] of the step, so clients do not retry in lockstep."""
+        step = min(self.backoff_max_s, self.backoff_base_s * (2 ** (attempt - 1)))
+        return step * random.uniform(0.5, 1.0)
+
+
+class RequestFailedError(aiohttp.ClientError):
+    """A call that produced no HTTP response: the last failure after all permitted attempts."""
+
+    kind = "connection"
+
+    def __init__(self, method: str, url: str, attempts: int, elapsed_s: float, cause: BaseException | None):
+        self.method = method
+        self.url = url
+        self.attempts = attempts
+        self.elapsed_s = elapsed_s
+        self.cause = cause
+        detail = f"{type(cause).__name__}: {cause}" if cause is not None else "no attempt was possible"
+        super().__init__(
+            f"{method} {url} failed ({self.kind}) after {attempts} attempt(s) in {elapsed_s:.1f}s: {detail}"
+        )
+
+
+class ConnectionFailedError(RequestFailedError, ConnectionError):
+    """The peer could not be reached or dropped the connection, on every attempt."""
+
+    kind = "connection"
+
+
+class DeadlineExceededError(RequestFailedError, TimeoutError):
+    """The call's deadline passed before a response arrived."""
+
+    kind = "timeout"
+
+
+class HTTPStatusError(aiohttp.ClientResponseError):
+    """A non-2xx answer, with the body kept (`response_content`) so the error can travel upward intact."""
+
+    def __init__(self, response: aiohttp.ClientResponse, body: bytes):
+        super().__init__(
+            response.request_info,
+            response.history,
+            status=response.status,
+            message=response.reason or "",
+            headers=response.headers,
+        )
+        self.response_content = body
+        self.url = str(response.url)
+
+    def __str__(self) -> str:
+        snippet = self.response_content[:500].decode("utf-8", errors="replace")
+        return f"HTTP {self.status} from {self.url}: {snippet}"
+
+
+@dataclass
+class _ClientState:
+    session: aiohttp.ClientSession | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    connector_limit: int = DEFAULT_CONNECTOR_LIMIT
+    connector_limit_per_host: int = DEFAULT_CONNECTOR_LIMIT_PER_HOST
+    default_policy: RetryPolicy = field(default_factory=RetryPolicy)
+
+
+_state = _ClientState()
+
+
+def configure_http_client(
+    *,
+    connector_limit: int | None = None,
+    connector_limit_per_host: int | None = None,
+    default_policy: RetryPolicy | None = None,
+) -> None:
+    """Set the process-wide pool sizes and default retry policy (before the first request)."""
+    if connector_limit is not None:
+        _state.connector_limit = connector_limit
+    if connector_limit_per_host is not None:
+        _state.connector_limit_per_host = connector_limit_per_host
+    if default_policy is not None:
+        _state.default_policy = default_policy
+
+
+def default_retry_policy() -> RetryPolicy:
+    return _state.default_policy
+
+
+def get_global_aiohttp_client() -> aiohttp.ClientSession:
+    """The process's pooled session, created on first use inside the running event loop.
+
+    A new session is made if the loop changed (a test or a CLI that runs several loops one after the
+    other), because an aiohttp session cannot outlive the loop it was created in.
+    """
+    loop = asyncio.get_running_loop()
+    if _state.session is None or _state.session.closed or _state.loop is not loop:
+        connector = aiohttp.TCPConnector(
+            limit=_state.connector_limit,
+            limit_per_host=_state.connector_limit_per_host,
+            keepalive_timeout=CLIENT_KEEPALIVE_S,
+            ttl_dns_cache=300,
+        )
+        _state.session = aiohttp.ClientSession(
+            connector=connector,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            json_serialize=lambda obj: orjson.dumps(obj).decode(),
+            timeout=aiohttp.ClientTimeout(total=None),
+        )
+        _state.loop = loop
+    return _state.session
+
+
+async def close_global_aiohttp_client() -> None:
+    if _state.session is not None and not _state.session.closed:
+        await _state.session.close()
+    _state.session = None
+    _state.loop = None
+
+
+def _retryable_failure(error: BaseException) -> bool:
+    """Failures where the request most likely never reached the handler, so a retry is safe."""
+    if isinstance(error, aiohttp.ConnectionTimeoutError):
+        return True
+    if isinstance(error, asyncio.TimeoutError):
+        return False
+    return isinstance(
+        error, aiohttp.ClientConnectorError | aiohttp.ServerDisconnectedError | aiohttp.ClientOSError
+    )
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a `Retry-After` header (delta-seconds or HTTP-date); None if absent or bad."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+async def request(
+    method: str,
+    url: str,
+    *,
+    retry_policy: RetryPolicy | None = None,
+    _internal: bool = False,
+    **aiohttp_kwargs: Any,
+) -> aiohttp.ClientResponse:
+    """Send one HTTP request with a deadline and bounded retries; return the unread response.
+
+    The status is not checked here (see `raise_for_status`) except for statuses the policy retries; when
+    those persist, the last response is returned with its body intact. Raises `ConnectionFailedError`
+    or `DeadlineExceededError` (both name the URL) when no response could be had.
+    `_internal` is accepted for compatibility with callers written for the reference client.
+    """
+    policy = retry_policy or _state.default_policy
+    payload = aiohttp_kwargs.pop("json", None)
+    if payload is not None:
+        aiohttp_kwargs["data"] = orjson.dumps(payload)
+        headers = dict(aiohttp_kwargs.get("headers") or {})
+        headers.setdefault("Content-Type", "application/json")
+        aiohttp_kwargs["headers"] = headers
+
+    session = get_global_aiohttp_client()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    deadline = started + policy.deadline_s
+    attempt = 0
+    last_error: BaseException | None = None
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise DeadlineExceededError(method, url, attempt, loop.time() - started, last_error)
+        attempt += 1
+        timeout = aiohttp.ClientTimeout(
+            total=remaining, sock_connect=min(policy.connect_timeout_s, remaining)
+        )
+        try:
+            response = await session.request(method, url, timeout=timeout, **aiohttp_kwargs)
+        except Exception as error:
+            if not _retryable_failure(error):
+                if isinstance(error, asyncio.TimeoutError):
+                    raise DeadlineExceededError(method, url, attempt, loop.time() - started, error) from error
+                raise
+            last_error = error
+            delay = policy.backoff_delay(attempt)
+            if attempt >= policy.max_attempts or loop.time() + delay >= deadline:
+                raise ConnectionFailedError(method, url, attempt, loop.time() - started, error) from error
+            logger.warning(
+                "HTTP retry: %s %s failed with %s: %s (attempt %d/%d, next in %.2fs)",
+                method, url, type(error).__name__, error, attempt, policy.max_attempts, delay,
+            )  # fmt: skip
+            await asyncio.sleep(delay)
+            continue
+
+        if response.status not in policy.retry_statuses or attempt >= policy.max_attempts:
+            return response
+        delay = policy.backoff_delay(attempt)
+        retry_after = parse_retry_after(response.headers.get("Retry-After"))
+        if retry_after is not None:
+            delay = max(delay, retry_after)
+        if loop.time() + delay >= deadline:
+            return response
+        logger.warning(
+            "HTTP retry: %s %s returned status %d (attempt %d/%d, next in %.2fs)",
+            method, url, response.status, attempt, policy.max_attempts, delay,
+        )  # fmt: skip
+        response.release()
+        await asyncio.sleep(delay)
+
+
+async def raise_for_status(response: aiohttp.ClientResponse) -> None:
+    """Raise `HTTPStatusError` for a non-2xx response, after reading its body so the cause is not lost."""
+    if response.ok:
+        return
+    body = await response.read()
+    raise HTTPStatusError(response, body)
+
+
+async def get_response_json(response: aiohttp.ClientResponse) -> Any:
+    return orjson.loads(await response.read())

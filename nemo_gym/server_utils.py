@@ -1,0 +1,308 @@
+"""Server plumbing: addressing peers by instance name, the server base classes, and the head server.
+
+A server process is started with the path of the merged config file and its own instance name; it
+validates its inner config with the class's declared config model, binds its socket itself, and serves a
+FastAPI app with liveness, signed sessions and the one error format of `nemo_gym.errors`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import resource
+import socket
+import sys
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, ClassVar
+
+import aiohttp
+import orjson
+import uvicorn
+import yaml
+from fastapi import FastAPI
+from omegaconf import DictConfig, OmegaConf
+from pydantic import BaseModel, ConfigDict, ValidationError
+from starlette.middleware import Middleware
+
+from nemo_gym.config_types import BaseRunServerInstanceConfig, BaseServerConfig, ServerRefNotFoundError
+from nemo_gym.errors import ErrorEnvelopeMiddleware
+from nemo_gym.global_config import (
+    DEFAULT_HEAD_SERVER_PORT,
+    NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME,
+    get_first_server_config_dict,
+    get_global_config_dict,
+    resolve_instance_config,
+    to_yaml,
+)
+from nemo_gym.http_client import (
+    MAX_NUM_TRIES,
+    RetryPolicy,
+    configure_http_client,
+    get_response_json,
+    raise_for_status,
+    request,
+)
+from nemo_gym.sessions import deployment_session_secret, install_session_middleware, session_cookie_name
+
+__all__ = [
+    "MAX_NUM_TRIES",
+    "BaseServer",
+    "HeadServer",
+    "ServerClient",
+    "SimpleServer",
+    "get_response_json",
+    "raise_for_status",
+    "request",
+]
+
+logger = logging.getLogger("nemo_gym.server")
+
+BOUND_ADDRESS_FILE_ENV_VAR_NAME = "NEMO_GYM_BOUND_ADDRESS_FILE"
+SERVER_KEEPALIVE_S = 30
+HEAD_CONFIG_FETCH_TIMEOUT_S = 10.0
+TARGET_NOFILE_LIMIT = 65535
+
+
+def head_server_config_from(global_config_dict: DictConfig) -> BaseServerConfig:
+    head = global_config_dict.get("head_server") or {}
+    return BaseServerConfig(
+        host=head.get("host") or "127.0.0.1", port=head.get("port") or DEFAULT_HEAD_SERVER_PORT
+    )
+
+
+def configure_http_client_from(global_config_dict: DictConfig) -> None:
+    """Apply the `global_aiohttp_*` / `global_http_*` knobs of the merged config to this process."""
+    workers = max(1, int(global_config_dict.get("num_workers") or 1))
+    defaults = RetryPolicy()
+    configure_http_client(
+        connector_limit=int(global_config_dict.get("global_aiohttp_connector_limit", 102400)) // workers,
+        connector_limit_per_host=int(global_config_dict.get("global_aiohttp_connector_limit_per_host", 1024))
+        // workers,
+        default_policy=RetryPolicy(
+            max_attempts=int(global_config_dict.get("global_http_max_attempts", defaults.max_attempts)),
+            deadline_s=float(global_config_dict.get("global_http_deadline_s", defaults.deadline_s)),
+            connect_timeout_s=float(
+                global_config_dict.get("global_http_connect_timeout_s", defaults.connect_timeout_s)
+            ),
+        ),
+    )
+
+
+class ServerClient(BaseModel):
+    """Calls other servers of the deployment by instance name (never by hard-coded address)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    head_server_config: BaseServerConfig
+    global_config_dict: DictConfig
+
+    @classmethod
+    def load_from_global_config(cls, head_server_config: BaseServerConfig | None = None) -> ServerClient:
+        """Fetch the running deployment's config from its head server (secrets arrive masked)."""
+        head = head_server_config or head_server_config_from(get_global_config_dict())
+        url = f"http://{head.host}:{head.port}/global_config_dict_yaml"
+        try:
+            with urllib.request.urlopen(url, timeout=HEAD_CONFIG_FETCH_TIMEOUT_S) as response:
+                config_yaml = json.loads(response.read())
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+            raise ValueError(
+                f"Could not connect to the head server at {head.host}:{head.port} ({error}). "
+                "Is `gym run` running, and does head_server.host/port match it?"
+            ) from error
+        return cls(head_server_config=head, global_config_dict=OmegaConf.create(yaml.safe_load(config_yaml)))
+
+    def server_base_url(self, server_name: str) -> str:
+        if server_name not in self.global_config_dict:
+            known = ", ".join(
+                sorted(k for k, v in self.global_config_dict.items() if isinstance(v, DictConfig))
+            )
+            raise ServerRefNotFoundError(
+                f"No server instance named '{server_name}' in the config. Known: {known}"
+            )
+        inner = get_first_server_config_dict(self.global_config_dict, server_name)
+        return f"http://{inner['host']}:{inner['port']}"
+
+    async def request(
+        self, server_name: str, url_path: str, method: str, **kwargs: Any
+    ) -> aiohttp.ClientResponse:
+        payload = kwargs.get("json")
+        if isinstance(payload, BaseModel):
+            kwargs["json"] = payload.model_dump(mode="json", exclude_unset=True)
+        return await request(method, self.server_base_url(server_name) + url_path, _internal=True, **kwargs)
+
+    async def get(self, server_name: str, url_path: str, **kwargs: Any) -> aiohttp.ClientResponse:
+        return await self.request(server_name, url_path, "GET", **kwargs)
+
+    async def post(self, server_name: str, url_path: str, **kwargs: Any) -> aiohttp.ClientResponse:
+        return await self.request(server_name, url_path, "POST", **kwargs)
+
+
+class BaseServer(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    config: BaseRunServerInstanceConfig
+
+
+def bind_listening_socket(host: str, port: int) -> socket.socket:
+    """Bind and listen before serving, so the bound port is known and no other process can take it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(4096)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _report_bound_address(sock: socket.socket) -> None:
+    """Write `{"host", "port"}` atomically to the file the launcher named, if it named one."""
+    target = os.environ.get(BOUND_ADDRESS_FILE_ENV_VAR_NAME)
+    if not target:
+        return
+    host, port = sock.getsockname()[:2]
+    temporary = Path(f"{target}.tmp")
+    temporary.write_bytes(orjson.dumps({"host": host, "port": port, "pid": os.getpid()}))
+    temporary.replace(target)
+
+
+def _raise_open_file_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = TARGET_NOFILE_LIMIT if hard == resource.RLIM_INFINITY else min(TARGET_NOFILE_LIMIT, hard)
+    if soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except (ValueError, OSError) as error:
+            logger.warning("could not raise the open-file limit from %d to %d: %s", soft, wanted, error)
+
+
+def finalize_app(app: FastAPI, server_label: str) -> FastAPI:
+    """Add what every Gym server has: `GET /` liveness and the error format (innermost middleware,
+    so error responses still carry the session cookie)."""
+    if not any(getattr(route, "path", None) == "/" for route in app.router.routes):
+        app.add_api_route("/", _liveness, methods=["GET"])
+    app.user_middleware.append(Middleware(ErrorEnvelopeMiddleware, server_label=server_label))
+    return app
+
+
+async def _liveness() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+def serve_app(app: FastAPI, sock: socket.socket) -> None:
+    """Serve on an already-bound socket with uvloop and the deployment's keep-alive (blocks)."""
+    config = uvicorn.Config(
+        app,
+        loop="uvloop",
+        timeout_keep_alive=SERVER_KEEPALIVE_S,
+        timeout_graceful_shutdown=5,
+        access_log=False,
+        log_level="warning",
+    )
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+class SimpleServer(BaseServer):
+    """A server with a FastAPI app, started by `run_webserver()` from its `app.py`."""
+
+    server_client: ServerClient
+
+    def setup_webserver(self) -> FastAPI:
+        raise NotImplementedError
+
+    @property
+    def server_label(self) -> str:
+        """`<ServerClass>___<instance>`: the session cookie name and the `server` of error bodies."""
+        return session_cookie_name(type(self).__name__, self.config.name)
+
+    def setup_session_middleware(self, app: FastAPI) -> None:
+        install_session_middleware(app, self.server_label, deployment_session_secret())
+
+    @classmethod
+    def load_config(cls, global_config_dict: DictConfig, instance_name: str) -> BaseRunServerInstanceConfig:
+        config_class = cls.model_fields["config"].annotation
+        return config_class.model_validate(resolve_instance_config(global_config_dict, instance_name))
+
+    @classmethod
+    def run_webserver(cls) -> None:
+        """Build this server from the launcher's config file and serve until stopped."""
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        instance_name = os.environ.get(NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME)
+        if not instance_name:
+            sys.exit(f"Error: {NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME} must name this server's instance.")
+        global_config_dict = get_global_config_dict()
+        try:
+            config = cls.load_config(global_config_dict, instance_name)
+        except ValidationError as error:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))} ({e['msg']})" for e in error.errors())
+            sys.exit(f"Error: invalid config for server instance '{instance_name}': {problems}")
+        configure_http_client_from(global_config_dict)
+        server = cls(
+            config=config,
+            server_client=ServerClient(
+                head_server_config=head_server_config_from(global_config_dict),
+                global_config_dict=global_config_dict,
+            ),
+        )
+        app = finalize_app(server.setup_webserver(), server.server_label)
+        _raise_open_file_limit()
+        sock = bind_listening_socket(config.host, config.port)
+        _report_bound_address(sock)
+        logger.info("%s listening on %s:%d", server.server_label, *sock.getsockname()[:2])
+        serve_app(app, sock)
+
+
+class RunningServer:
+    """A uvicorn server serving in a daemon thread of this process (the head server's way to run)."""
+
+    def __init__(self, app: FastAPI, sock: socket.socket) -> None:
+        self.host, self.port = sock.getsockname()[:2]
+        self._server = uvicorn.Server(
+            uvicorn.Config(
+                app,
+                loop="asyncio",
+                access_log=False,
+                log_level="warning",
+                timeout_keep_alive=SERVER_KEEPALIVE_S,
+            )
+        )
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout_s)
+
+
+class HeadServer(BaseModel):
+    """Serves the deployment's merged config (secrets masked) and its list of server instances."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    SERVER_LABEL: ClassVar[str] = "HeadServer"
+
+    config: BaseServerConfig
+    global_config_dict: DictConfig
+    server_instances: list[dict[str, Any]] = []
+
+    def setup_webserver(self) -> FastAPI:
+        app = FastAPI()
+        masked_yaml = to_yaml(self.global_config_dict, mask=True)
+
+        @app.get("/global_config_dict_yaml")
+        async def global_config_dict_yaml() -> str:
+            return masked_yaml
+
+        @app.get("/server_instances")
+        async def server_instances() -> list[dict[str, Any]]:
+            return self.server_instances
+
+        return finalize_app(app, self.SERVER_LABEL)
+
+    def start_in_thread(self) -> RunningServer:
+        return RunningServer(
+            self.setup_webserver(), bind_listening_socket(self.config.host, self.config.port)
+        )

@@ -1,0 +1,69 @@
+"""Start real server subprocesses on 127.0.0.1 and learn the address they bound."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+STARTUP_DEADLINE_S = 30.0
+
+
+@dataclass
+class StartedServer:
+    process: subprocess.Popen
+    host: str
+    port: int
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def wait_for_bound_address(process: subprocess.Popen, address_file: Path, log_path: Path) -> dict:
+    """Poll for the address file the server writes once its socket is listening (bounded in time)."""
+    deadline = time.monotonic() + STARTUP_DEADLINE_S
+    while time.monotonic() < deadline:
+        if address_file.exists():
+            return orjson.loads(address_file.read_bytes())
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"server exited with {process.returncode} before binding:\n{log_path.read_text()}"
+            )
+        time.sleep(0.02)
+    raise TimeoutError(f"server did not bind within {STARTUP_DEADLINE_S}s:\n{log_path.read_text()}")
+
+
+@contextmanager
+def run_server(args: list[str], workdir: Path, env: dict[str, str] | None = None) -> Iterator[StartedServer]:
+    """Run `python <args>` as a subprocess, yield once it listens, and always stop it (by its pid)."""
+    address_file = workdir / f"bound-{time.monotonic_ns()}.json"
+    log_path = workdir / f"server-{time.monotonic_ns()}.log"
+    full_env = {**os.environ, **(env or {}), "NEMO_GYM_BOUND_ADDRESS_FILE": str(address_file)}
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full_env.get("PYTHONPATH")]))
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, *args], env=full_env, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        address = wait_for_bound_address(process, address_file, log_path)
+        yield StartedServer(process, address["host"], address["port"], log_path)
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)

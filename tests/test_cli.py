@@ -1,0 +1,48 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+
+
+def run_command(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(BIN / name), *args], cwd=cwd, capture_output=True, text=True, timeout=60, env=os.environ
+    )
+
+
+@pytest.mark.parametrize("alias", ["ng_run", "ng_collect_rollouts", "ng_status"])
+def test_legacy_aliases_exist(alias, tmp_path):
+    result = run_command(alias, cwd=tmp_path)
+    assert result.returncode != 0
+    assert "not yet available" in result.stderr
+
+
+def test_resolve_masks_secrets(tmp_path):
+    (tmp_path / "cfg.yaml").write_text(
+        "rs:\n  resources_servers:\n    example:\n      entrypoint: app.py\n      domain: agent\n"
+        "policy_api_key: sk-live-123\nhf_token: hf_abc\n"
+    )
+    result = run_command("ng_dump_config", "+config_paths=[cfg.yaml]", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "sk-live-123" not in result.stdout and "hf_abc" not in result.stdout
+    assert "policy_api_key: '****'" in result.stdout
+
+
+def test_config_error_is_one_line_without_traceback(tmp_path):
+    result = run_command("gym", "validate", "+config_paths=[missing.yaml]", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and "missing.yaml" in lines[0]
+
+
+def test_malformed_yaml_names_file_line_and_column(tmp_path):
+    (tmp_path / "bad.yaml").write_text("a: 1\nb: [1, 2\nc: 3\n")
+    result = run_command("gym", "validate", "+config_paths=[bad.yaml]", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "bad.yaml" in result.stderr and "Traceback" not in result.stderr
+    assert ":3:" in result.stderr or "line 3" in result.stderr

@@ -1,0 +1,531 @@
+"""The config pipeline on real YAML files and real Hydra override parsing."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from pathlib import Path
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from nemo_gym.config_types import (
+    AlmostServerError,
+    ConfigError,
+    ConfigMissingValuesError,
+    ConfigPathNotFoundError,
+    InheritPathNotFoundError,
+    MalformedConfigPathsError,
+    NoServerInstancesError,
+    ServerRefNotFoundError,
+)
+from nemo_gym.global_config import (
+    DEFAULT_HEAD_SERVER_PORT,
+    NEMO_GYM_CONFIG_DICT_ENV_VAR_NAME,
+    NEMO_GYM_CONFIG_FILE_ENV_VAR_NAME,
+    RESERVED_TOP_LEVEL_KEYS,
+    find_server_instances,
+    get_first_server_config_dict,
+    get_global_config_dict,
+    install_root,
+    mask_secrets,
+    parse_global_config_dict,
+    parse_overrides,
+    require_server_instances,
+    reset_global_config_dict_cache,
+    resolve_instance_config,
+    to_yaml,
+)
+
+POLICY_MODEL = {
+    "responses_api_models": {
+        "openai_model": {
+            "entrypoint": "app.py",
+            "openai_base_url": "${policy_base_url}",
+            "openai_api_key": "${policy_api_key}",
+            "openai_model": "${policy_model_name}",
+        }
+    }
+}
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """The current directory of a parse; its sibling `root` plays the install root."""
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "root").mkdir()
+    return tmp_path / "cwd"
+
+
+def write(path: Path, content: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content if isinstance(content, str) else yaml.safe_dump(content, sort_keys=False))
+    return path
+
+
+def parse(workdir: Path, *overrides: str, initial: dict | None = None):
+    return parse_global_config_dict(
+        list(overrides), initial_global_config_dict=initial, cwd=workdir, install_root=workdir.parent / "root"
+    )
+
+
+def resources(port: int | None = None, **inner: object) -> dict:
+    block = {"entrypoint": "app.py", "domain": "agent", **inner}
+    if port is not None:
+        block["port"] = port
+    return {"resources_servers": {"weather": block}}
+
+
+def agent(**inner: object) -> dict:
+    return {"responses_api_agents": {"simple_agent": {"entrypoint": "app.py", **inner}}}
+
+
+def inner(cfg, name: str):
+    return get_first_server_config_dict(cfg, name)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Overrides and precedence
+
+
+def test_hydra_override_grammar() -> None:
+    config = parse_overrides(["+a.b=1", "+xs=[1,two]", "++a.c=x", "++a.b=2", "+d={k: v}", "+n=null"])
+    assert OmegaConf.to_container(config) == {
+        "a": {"b": 2, "c": "x"},
+        "xs": [1, "two"],
+        "d": {"k": "v"},
+        "n": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("token", "message"),
+    [
+        ("a=1", r"must start with '\+' \(add\) or '\+\+'"),
+        ("~a", "must start with"),
+        ("+a=1,2", "several comma-separated values"),
+        ("+a=[1", r"Cannot parse override '\+a=\[1'"),
+    ],
+)
+def test_overrides_outside_the_grammar_are_config_errors(token: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_overrides([token])
+
+
+def test_adding_a_key_twice_needs_force_add() -> None:
+    with pytest.raises(ConfigError, match=r"'a' is already set.*\+\+a="):
+        parse_overrides(["+a=1", "+a=2"])
+
+
+def test_precedence_files_then_env_yaml_then_initial_dict_then_cli(workdir: Path) -> None:
+    write(workdir / "c.yaml", {"a": "file", "b": "file", "c": "file", "d": "file"})
+    write(workdir / "env.yaml", {"b": "env", "c": "env", "d": "env"})
+    cfg = parse(workdir, "+config_paths=[c.yaml]", "++d=cli", initial={"c": "initial", "d": "initial"})
+    assert [cfg.a, cfg.b, cfg.c, cfg.d] == ["file", "env", "initial", "cli"]
+
+
+def test_later_files_override_earlier_ones(workdir: Path) -> None:
+    write(workdir / "one.yaml", {"x": 1, "only_one": True})
+    write(workdir / "two.yaml", {"x": 2})
+    cfg = parse(workdir, "+config_paths=[one.yaml,two.yaml]")
+    assert (cfg.x, cfg.only_one) == (2, True)
+
+
+def test_config_paths_are_followed_recursively_and_written_back(workdir: Path) -> None:
+    write(workdir / "top.yaml", {"config_paths": ["sub/base.yaml"], "x": "top"})
+    write(workdir / "sub/base.yaml", {"config_paths": ["sub/deep.yaml"], "x": "base", "base_only": 1})
+    write(workdir / "sub/deep.yaml", {"deep_only": 2, "config_paths": ["top.yaml"]})  # a cycle, loaded once
+    cfg = parse(workdir, "+config_paths=[top.yaml]")
+    assert (cfg.x, cfg.base_only, cfg.deep_only) == ("top", 1, 2)  # the including file wins
+    assert list(cfg.config_paths) == ["sub/deep.yaml", "sub/base.yaml", "top.yaml"]
+
+
+def test_config_paths_are_tried_in_cwd_then_in_install_root(workdir: Path) -> None:
+    root = workdir.parent / "root"
+    write(root / "configs/only_in_root.yaml", {"from_root": True})
+    write(root / "configs/both.yaml", {"both": "root"})
+    write(workdir / "configs/both.yaml", {"both": "cwd"})
+    cfg = parse(workdir, "+config_paths=[configs/only_in_root.yaml,configs/both.yaml]")
+    assert (cfg.from_root, cfg.both) == (True, "cwd")
+
+
+def test_env_yaml_of_cwd_wins_over_install_root_and_may_list_config_paths(workdir: Path) -> None:
+    write(workdir.parent / "root/env.yaml", {"policy_model_name": "root-model"})
+    write(workdir / "c.yaml", {"from_file": True})
+    assert parse(workdir).policy_model_name == "root-model"
+    write(workdir / "env.yaml", {"policy_model_name": "cwd-model", "config_paths": ["c.yaml"]})
+    cfg = parse(workdir)
+    assert (cfg.policy_model_name, cfg.from_file) == ("cwd-model", True)
+
+
+def test_install_root_is_the_parent_of_the_package() -> None:
+    assert (install_root() / "nemo_gym" / "global_config.py").is_file()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Errors of core-spec §3.1
+
+
+def test_missing_config_path_names_both_places_tried(workdir: Path) -> None:
+    with pytest.raises(ConfigPathNotFoundError) as error_info:
+        parse(workdir, "+config_paths=[nowhere.yaml]")
+    message = str(error_info.value)
+    assert "'nowhere.yaml'" in message
+    assert (
+        str(workdir / "nowhere.yaml") in message and str(workdir.parent / "root" / "nowhere.yaml") in message
+    )
+
+
+def test_missing_config_path_listed_by_a_file_names_that_file(workdir: Path) -> None:
+    including = write(workdir / "a.yaml", {"config_paths": ["gone.yaml"]})
+    with pytest.raises(ConfigPathNotFoundError, match=f"listed in config_paths of {including}"):
+        parse(workdir, "+config_paths=[a.yaml]")
+
+
+def test_config_paths_as_a_string_is_malformed(workdir: Path) -> None:
+    with pytest.raises(MalformedConfigPathsError, match=r"write \+config_paths=\[a.yaml\]"):
+        parse(workdir, "+config_paths=a.yaml")
+
+
+def test_malformed_config_paths_in_a_file_names_the_file(workdir: Path) -> None:
+    bad = write(workdir / "a.yaml", {"config_paths": [1, 2]})
+    with pytest.raises(
+        MalformedConfigPathsError, match=f"config_paths in {bad} must be a list of file paths"
+    ):
+        parse(workdir, "+config_paths=[a.yaml]")
+
+
+def test_malformed_yaml_names_file_line_and_column(workdir: Path) -> None:
+    bad = write(workdir / "bad.yaml", "a: 1\nb: [1, 2\nc: 3\n")
+    with pytest.raises(ConfigError, match=rf"^{bad}:3:2: expected ',' or '\]'"):
+        parse(workdir, "+config_paths=[bad.yaml]")
+
+
+def test_a_yaml_file_must_hold_a_mapping(workdir: Path) -> None:
+    bad = write(workdir / "list.yaml", "- 1\n- 2\n")
+    with pytest.raises(ConfigError, match=f"{bad}: the top level must be a mapping"):
+        parse(workdir, "+config_paths=[list.yaml]")
+
+
+def test_every_unset_value_is_listed(workdir: Path) -> None:
+    write(workdir / "c.yaml", {"a": {"b": "???", "ok": 1}, "rs": resources(model="???"), "xs": [1, "???"]})
+    with pytest.raises(ConfigMissingValuesError) as error_info:
+        parse(workdir, "+config_paths=[c.yaml]", "+c.d=???")
+    message = str(error_info.value)
+    assert "a.b, rs.resources_servers.weather.model, xs.1, c.d" in message
+    assert "++a.b=<value>" in message
+
+
+def test_missing_values_set_on_the_command_line_are_not_reported(workdir: Path) -> None:
+    write(workdir / "c.yaml", {"a": {"b": "???"}})
+    assert parse(workdir, "+config_paths=[c.yaml]", "++a.b=5").a.b == 5
+
+
+def test_no_server_instances_is_raised_for_callers_that_start_servers(workdir: Path) -> None:
+    cfg = parse(workdir, "+policy_model_name=m")
+    assert find_server_instances(cfg) == []
+    with pytest.raises(NoServerInstancesError, match=r"No server instances.*\+config_paths="):
+        require_server_instances(cfg)
+
+
+def test_a_dangling_server_reference_suggests_the_close_name(workdir: Path) -> None:
+    config = {
+        "my_rs": resources(),
+        "my_agent": agent(resources_server={"type": "resources_servers", "name": "my_rss"}),
+    }
+    write(workdir / "c.yaml", config)
+    with pytest.raises(ServerRefNotFoundError) as error_info:
+        parse(workdir, "+config_paths=[c.yaml]")
+    assert str(error_info.value) == (
+        "In server instance 'my_agent', field 'resources_server' references resources_servers/'my_rss', "
+        "which is not defined in the merged config. Did you mean: 'my_rs'?"
+    )
+
+
+def test_a_dangling_reference_of_the_wrong_type_says_so(workdir: Path) -> None:
+    config = {
+        "my_rs": resources(),
+        "my_agent": agent(model_server={"type": "responses_api_models", "name": "my_rs"}),
+    }
+    write(workdir / "c.yaml", config)
+    with pytest.raises(ServerRefNotFoundError, match="'my_rs' is an instance of resources_servers"):
+        parse(workdir, "+config_paths=[c.yaml]")
+
+
+def test_references_nested_in_lists_are_checked_too(workdir: Path) -> None:
+    config = {
+        "rs_a": resources(),
+        "my_agent": agent(tools=[{"server": {"type": "resources_servers", "name": "zzz"}}]),
+    }
+    write(workdir / "c.yaml", config)
+    with pytest.raises(
+        ServerRefNotFoundError, match=r"field 'tools.0.server'.*Defined resources_servers instances"
+    ):
+        parse(workdir, "+config_paths=[c.yaml]")
+
+
+def test_valid_references_pass(workdir: Path) -> None:
+    model_ref = {"type": "responses_api_models", "name": "policy_model"}
+    rs_ref = {"type": "resources_servers", "name": "rs"}
+    write(
+        workdir / "c.yaml", {"rs": resources(), "a": agent(resources_server=rs_ref, model_server=model_ref)}
+    )
+    cfg = parse(workdir, "+config_paths=[c.yaml]", "+policy_model=" + _hydra(POLICY_MODEL))
+    assert [instance.name for instance in find_server_instances(cfg)] == ["rs", "a", "policy_model"]
+
+
+def test_an_almost_server_is_an_error_naming_the_instance_and_the_problem(workdir: Path) -> None:
+    write(
+        workdir / "c.yaml",
+        {"weather": {"resources_servers": {"w": {"entrypoint": "app.py", "api_key": "sk-1"}}}},
+    )
+    with pytest.raises(AlmostServerError) as error_info:
+        parse(workdir, "+config_paths=[c.yaml]")
+    message = str(error_info.value)
+    assert "Server instance 'weather' looks like a server but is not valid" in message
+    assert "must set `domain`" in message
+    assert "api_key: '****'" in message and "sk-1" not in message
+    assert "++error_on_almost_servers=false" in message
+
+
+def test_almost_servers_are_only_warned_about_when_asked(
+    workdir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(workdir / "c.yaml", {"weather": resources(port="nope"), "rs": resources()})
+    with caplog.at_level(logging.WARNING, logger="nemo_gym.global_config"):
+        cfg = parse(workdir, "+config_paths=[c.yaml]", "+error_on_almost_servers=false")
+    assert [instance.name for instance in find_server_instances(cfg)] == ["rs"]
+    assert "'weather' looks like a server" in caplog.text and "will not be started" in caplog.text
+
+
+def test_a_reserved_key_cannot_name_a_server(workdir: Path) -> None:
+    assert "query" in RESERVED_TOP_LEVEL_KEYS
+    write(workdir / "c.yaml", {"query": resources()})
+    with pytest.raises(AlmostServerError, match="'query' is a reserved top-level key"):
+        parse(workdir, "+config_paths=[c.yaml]")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Structural directives
+
+
+def test_inherit_from_moves_and_copy_copies(workdir: Path) -> None:
+    config = {
+        "templates": {"agent": agent(max_steps=5), "shared": {"temperature": 0.5}},
+        "my_agent": {"_inherit_from": "templates.agent"},
+        "params": "${copy:templates.shared}",
+        "tuned": {"_copy": "templates.shared", "top_p": 0.9, "_delete_key": "temperature"},
+    }
+    write(workdir / "c.yaml", config)
+    cfg = parse(workdir, "+config_paths=[c.yaml]")
+    assert "agent" not in cfg.templates  # moved
+    assert inner(cfg, "my_agent").max_steps == 5
+    assert OmegaConf.to_container(cfg.params) == {"temperature": 0.5}
+    assert OmegaConf.to_container(cfg.tuned) == {"top_p": 0.9}
+    assert [instance.name for instance in find_server_instances(cfg)] == ["my_agent"]
+
+
+def test_a_directive_naming_a_missing_path_says_which(workdir: Path) -> None:
+    write(workdir / "c.yaml", {"templates": {"agent": {}}, "x": {"_inherit_from": "templates.agnet"}})
+    with pytest.raises(
+        InheritPathNotFoundError, match=r"_inherit_from at 'x' names 'templates.agnet'.*templates.agent"
+    ):
+        parse(workdir, "+config_paths=[c.yaml]")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Interpolation
+
+
+def test_policy_interpolations_stay_unresolved_until_an_instance_is_resolved(workdir: Path) -> None:
+    write(
+        workdir / "env.yaml",
+        {"policy_base_url": "http://u/v1", "policy_api_key": "sk-x", "policy_model_name": "m"},
+    )
+    write(workdir / "c.yaml", {"policy_model": POLICY_MODEL})
+    cfg = parse(workdir, "+config_paths=[c.yaml]")
+    raw = OmegaConf.to_container(inner(cfg, "policy_model"), resolve=False)
+    assert raw["openai_model"] == "${policy_model_name}"
+    assert "openai_model: ${policy_model_name}" in to_yaml(cfg, mask=False)
+    resolved = resolve_instance_config(cfg, "policy_model")
+    assert (resolved["openai_model"], resolved["openai_api_key"], resolved["name"]) == (
+        "m",
+        "sk-x",
+        "policy_model",
+    )
+    assert resolved["port"] == inner(cfg, "policy_model").port
+
+
+def test_an_unresolvable_reference_does_not_break_parsing_but_resolution_names_it(workdir: Path) -> None:
+    write(workdir / "c.yaml", {"policy_model": POLICY_MODEL})
+    cfg = parse(workdir, "+config_paths=[c.yaml]")
+    assert [instance.name for instance in find_server_instances(cfg)] == ["policy_model"]
+    with pytest.raises(ConfigError, match="openai_model.openai_base_url of server instance 'policy_model'"):
+        resolve_instance_config(cfg, "policy_model")
+
+
+def test_unknown_instance_lookup_suggests_a_name(workdir: Path) -> None:
+    write(workdir / "c.yaml", {"weather_rs": resources()})
+    cfg = parse(workdir, "+config_paths=[c.yaml]")
+    assert inner(cfg, "weather_rs").entrypoint == "app.py"
+    with pytest.raises(
+        ServerRefNotFoundError, match="No server instance named 'weather_r'.*Did you mean: 'weather_rs'"
+    ):
+        get_first_server_config_dict(cfg, "weather_r")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Hosts and ports
+
+
+def test_hosts_ports_and_derived_keys_are_filled(workdir: Path) -> None:
+    write(workdir / "c.yaml", {"a": resources(), "b": resources(port=15000, host="0.0.0.0")})
+    cfg = parse(workdir, "+config_paths=[c.yaml]")
+    assert (inner(cfg, "a").host, inner(cfg, "b").host, inner(cfg, "b").port) == (
+        "127.0.0.1",
+        "0.0.0.0",
+        15000,
+    )
+    assert 10001 <= inner(cfg, "a").port <= 20000
+    assert OmegaConf.to_container(cfg.head_server) == {"host": "127.0.0.1", "port": DEFAULT_HEAD_SERVER_PORT}
+    assert list(cfg.disallowed_ports) == [DEFAULT_HEAD_SERVER_PORT, inner(cfg, "a").port, 15000]
+    assert (cfg.port_range_low, cfg.port_range_high) == (10001, 20000)
+
+
+def test_default_host_is_used_for_instances_and_head_server(workdir: Path) -> None:
+    write(workdir / "c.yaml", {"a": resources()})
+    cfg = parse(workdir, "+config_paths=[c.yaml]", "+default_host=127.0.0.2")
+    assert inner(cfg, "a").host == "127.0.0.2" and cfg.head_server.host == "127.0.0.2"
+
+
+def test_duplicate_explicit_ports_name_both_instances(workdir: Path) -> None:
+    write(workdir / "c.yaml", {"first": resources(port=15000), "second": resources(port=15000)})
+    with pytest.raises(ConfigError, match="'first' and 'second' both have port 15000"):
+        parse(workdir, "+config_paths=[c.yaml]")
+
+
+def test_an_explicit_port_may_not_be_the_head_port(workdir: Path) -> None:
+    write(workdir / "c.yaml", {"first": resources(port=12345)})
+    with pytest.raises(ConfigError, match="'first' has port 12345, which is the head server's port"):
+        parse(workdir, "+config_paths=[c.yaml]", "+head_server.port=12345")
+
+
+def test_many_random_ports_never_collide_with_each_other_explicit_or_head_ports(workdir: Path) -> None:
+    explicit = {f"fixed_{i}": resources(port=10001 + i * 3) for i in range(50)}
+    randoms = {f"random_{i}": resources() for i in range(200)}
+    write(workdir / "c.yaml", {**randoms, **explicit})
+    cfg = parse(workdir, "+config_paths=[c.yaml]", "+port_range_low=10001", "+port_range_high=10400")
+    ports = [inner(cfg, name).port for name in [*randoms, *explicit]]
+    assert len(set(ports)) == len(ports) == 250
+    assert DEFAULT_HEAD_SERVER_PORT not in ports
+    assert all(10001 <= port <= 10400 for port in ports)
+
+
+def test_random_ports_fill_exactly_the_ports_left_in_a_narrow_range(workdir: Path) -> None:
+    low = _free_port_block(10)
+    explicit = {f"fixed_{i}": resources(port=low + i) for i in range(5)}
+    randoms = {f"random_{i}": resources() for i in range(4)}
+    write(workdir / "c.yaml", {**randoms, **explicit})
+    overrides = ["+config_paths=[c.yaml]", f"+head_server.port={low + 5}", f"+port_range_low={low}"]
+    cfg = parse(workdir, *overrides, f"+port_range_high={low + 9}")
+    assert sorted(inner(cfg, name).port for name in randoms) == [low + 6, low + 7, low + 8, low + 9]
+    write(workdir / "c.yaml", {**randoms, "random_extra": resources(), **explicit})
+    with pytest.raises(ConfigError, match="No free port left"):
+        parse(workdir, *overrides, f"+port_range_high={low + 9}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Secrets
+
+
+def test_mask_secrets_hides_values_under_key_and_token_keys() -> None:
+    config = OmegaConf.create(
+        {
+            "policy_api_key": "sk-1",
+            "nested": {"HF_TOKEN": "hf-1", "tokens": ["a", "b"], "keep": "visible", "session_key": 123},
+            "openai_api_key": "${policy_api_key}",
+            "unset_key": None,
+            "use_key_rotation": True,
+        }
+    )
+    assert mask_secrets(config) == {
+        "policy_api_key": "****",
+        "nested": {"HF_TOKEN": "****", "tokens": ["****", "****"], "keep": "visible", "session_key": "****"},
+        "openai_api_key": "${policy_api_key}",
+        "unset_key": None,
+        "use_key_rotation": True,
+    }
+    assert config.policy_api_key == "sk-1"  # a copy was masked
+
+
+def test_to_yaml_masks_only_when_asked() -> None:
+    config = {"policy_api_key": "sk-1", "url": "${policy_base_url}"}
+    assert "sk-1" not in to_yaml(config, mask=True) and "'****'" in to_yaml(config, mask=True)
+    assert "policy_api_key: sk-1" in to_yaml(config, mask=False)
+    assert "url: ${policy_base_url}" in to_yaml(config, mask=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The process-wide config
+
+
+@pytest.fixture
+def fresh_process_config(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv(NEMO_GYM_CONFIG_FILE_ENV_VAR_NAME, raising=False)
+    monkeypatch.delenv(NEMO_GYM_CONFIG_DICT_ENV_VAR_NAME, raising=False)
+    reset_global_config_dict_cache()
+    yield monkeypatch
+    reset_global_config_dict_cache()
+
+
+def test_a_server_process_loads_the_merged_config_file_once(tmp_path: Path, fresh_process_config) -> None:
+    config_file = write(tmp_path / "merged.yaml", {"a": {"b": "${x}"}, "x": 1})
+    fresh_process_config.setenv(NEMO_GYM_CONFIG_FILE_ENV_VAR_NAME, str(config_file))
+    first = get_global_config_dict()
+    assert first.a.b == 1
+    write(config_file, {"changed": True})
+    assert get_global_config_dict() is first
+    reset_global_config_dict_cache()
+    assert get_global_config_dict().changed is True
+
+
+def test_the_legacy_config_text_variable_is_still_read(fresh_process_config) -> None:
+    fresh_process_config.setenv(NEMO_GYM_CONFIG_DICT_ENV_VAR_NAME, "policy_model_name: m\n")
+    assert get_global_config_dict().policy_model_name == "m"
+
+
+def test_without_a_launcher_the_config_is_parsed_from_overrides(fresh_process_config) -> None:
+    cfg = get_global_config_dict(["+policy_model_name=m", "+head_server.port=11999"])
+    assert (cfg.policy_model_name, cfg.head_server.port) == ("m", 11999)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _hydra(value: dict) -> str:
+    """A mapping as a Hydra override value (flow YAML without spaces after separators)."""
+    return (
+        yaml.safe_dump(value, default_flow_style=True, width=10_000)
+        .strip()
+        .replace(", ", ",")
+        .replace(": ", ":")
+    )
+
+
+def _free_port_block(size: int) -> int:
+    """The lowest port of `size` consecutive ports that can all be bound now (above the default range)."""
+    for low in range(20100, 30000, size):
+        if all(_bindable(port) for port in range(low, low + size)):
+            return low
+    raise RuntimeError("no block of free ports")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True

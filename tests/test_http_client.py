@@ -1,0 +1,148 @@
+import asyncio
+import logging
+import time
+
+import pytest
+
+from nemo_gym.http_client import (
+    ConnectionFailedError,
+    DeadlineExceededError,
+    HTTPStatusError,
+    RetryPolicy,
+    get_response_json,
+    parse_retry_after,
+    raise_for_status,
+    request,
+)
+from nemo_gym.openai_utils import RETRY_ERROR_CODES, NeMoGymAsyncOpenAI
+from tests.conftest import closed_port, unique_key
+
+FAST = RetryPolicy(
+    max_attempts=5, deadline_s=20, backoff_base_s=0.01, retry_statuses=frozenset(RETRY_ERROR_CODES)
+)
+
+
+async def attempts_seen(server, key: str) -> dict:
+    return await get_response_json(await request("GET", f"{server.url}/attempts/{key}"))
+
+
+async def test_503_n_times_then_200_succeeds_on_attempt_n_plus_1(flaky_server):
+    key = unique_key()
+    response = await request("POST", f"{flaky_server.url}/s/{key}/503/3/", json={"x": 1}, retry_policy=FAST)
+    assert response.status == 200
+    assert (await get_response_json(response))["attempts"] == 4
+    assert (await attempts_seen(flaky_server, key))["hits"] == 4
+
+
+async def test_persistent_retry_status_stops_at_max_attempts_and_keeps_body(flaky_server):
+    key = unique_key()
+    policy = FAST.with_overrides(max_attempts=3)
+    response = await request("GET", f"{flaky_server.url}/s/{key}/503/99/", retry_policy=policy)
+    assert response.status == 503
+    with pytest.raises(HTTPStatusError) as raised:
+        await raise_for_status(response)
+    assert b"scripted 503" in raised.value.response_content
+    assert (await attempts_seen(flaky_server, key))["hits"] == 3
+
+
+async def test_other_4xx_is_returned_at_once(flaky_server):
+    key = unique_key()
+    response = await request("GET", f"{flaky_server.url}/s/{key}/400/99/", retry_policy=FAST)
+    assert response.status == 400
+    assert (await attempts_seen(flaky_server, key))["hits"] == 1
+
+
+async def test_retry_after_delays_the_next_attempt(flaky_server):
+    key = unique_key()
+    response = await request("GET", f"{flaky_server.url}/s/{key}/429/1/?retry_after=1", retry_policy=FAST)
+    assert response.status == 200
+    times = (await attempts_seen(flaky_server, key))["times"]
+    assert len(times) == 2
+    assert times[1] - times[0] >= 1.0
+
+
+async def test_a_server_that_never_answers_fails_after_the_deadline(flaky_server):
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceededError) as raised:
+        await request("GET", f"{flaky_server.url}/hang", retry_policy=FAST.with_overrides(deadline_s=1.0))
+    elapsed = time.monotonic() - started
+    assert 1.0 <= elapsed < 5.0
+    assert f"{flaky_server.url}/hang" in str(raised.value)
+    assert isinstance(raised.value, TimeoutError)
+
+
+async def test_refused_connection_fails_within_deadline_naming_the_url(caplog):
+    url = f"http://127.0.0.1:{closed_port()}/anything"
+    policy = FAST.with_overrides(max_attempts=3, deadline_s=5.0)
+    started = time.monotonic()
+    with (
+        caplog.at_level(logging.WARNING, logger="nemo_gym.http"),
+        pytest.raises(ConnectionFailedError) as raised,
+    ):
+        await request("POST", url, json={"a": 1}, retry_policy=policy)
+    assert time.monotonic() - started < 5.0
+    assert url in str(raised.value)
+    assert raised.value.attempts == 3
+    retry_lines = [record.getMessage() for record in caplog.records if "HTTP retry" in record.getMessage()]
+    assert len(retry_lines) == 2, "each retry is logged once, the first failure at once"
+    assert all(url in line for line in retry_lines)
+    assert "attempt 1/3" in retry_lines[0]
+
+
+async def test_deadline_bounds_the_total_of_all_attempts():
+    url = f"http://127.0.0.1:{closed_port()}/anything"
+    policy = RetryPolicy(max_attempts=1000, deadline_s=1.5, backoff_base_s=0.2, backoff_max_s=0.4)
+    started = time.monotonic()
+    with pytest.raises(ConnectionFailedError):
+        await request("GET", url, retry_policy=policy)
+    assert time.monotonic() - started < 3.0
+
+
+def test_parse_retry_after_accepts_seconds_and_dates():
+    assert parse_retry_after("2") == 2.0
+    assert parse_retry_after(None) is None
+    assert parse_retry_after("soon") is None
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
+
+
+async def test_upstream_client_retries_statuses_then_succeeds(flaky_server):
+    key = unique_key()
+    client = NeMoGymAsyncOpenAI(
+        base_url=f"{flaky_server.url}/s/{key}/502/2/v1", api_key="sk-test", max_retries=4
+    )
+    assert (await client.create_response(input="hi"))["attempts"] == 3
+
+
+async def test_upstream_client_caps_attempts_and_raises_with_the_body(flaky_server):
+    key = unique_key()
+    client = NeMoGymAsyncOpenAI(base_url=f"{flaky_server.url}/s/{key}/500/99/v1", api_key="sk", max_retries=2)
+    with pytest.raises(HTTPStatusError) as raised:
+        await client.create_chat_completion(messages=[{"role": "user", "content": "hi"}])
+    assert raised.value.status == 500
+    assert b"scripted 500" in raised.value.response_content
+    assert (await attempts_seen(flaky_server, key))["hits"] == 2
+
+
+async def test_upstream_client_does_not_retry_a_400(flaky_server):
+    key = unique_key()
+    client = NeMoGymAsyncOpenAI(base_url=f"{flaky_server.url}/s/{key}/400/99/v1", api_key="sk", max_retries=5)
+    with pytest.raises(HTTPStatusError) as raised:
+        await client.create_response(input="hi")
+    assert raised.value.status == 400
+    assert (await attempts_seen(flaky_server, key))["hits"] == 1
+
+
+async def test_upstream_client_sends_bearer_key_and_json_body(flaky_server):
+    client = NeMoGymAsyncOpenAI(
+        base_url=f"{flaky_server.url}/echo/v1", api_key="sk-secret", default_headers={"X-A": "b"}
+    )
+    echoed = await client.create_chat_completion(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert echoed["body"] == {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    assert echoed["headers"]["Authorization"] == "Bearer sk-secret"
+    assert echoed["headers"]["X-A"] == "b"
+
+
+async def test_concurrent_requests_share_one_pool(flaky_server):
+    keys = [unique_key() for _ in range(50)]
+    responses = await asyncio.gather(*(request("GET", f"{flaky_server.url}/s/{k}/200/0/") for k in keys))
+    assert {response.status for response in responses} == {200}

@@ -1,0 +1,485 @@
+"""The OpenAI-compatible types accept NeMo Gym's real data unchanged and keep training token data."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import TypeAdapter, ValidationError
+
+from nemo_gym import openai_utils
+from nemo_gym.openai_utils import (
+    RESPONSES_TO_TRAIN,
+    RETRY_ERROR_CODES,
+    NeMoGymChatCompletion,
+    NeMoGymChatCompletionCreateParamsNonStreaming,
+    NeMoGymChatCompletionMessage,
+    NeMoGymChatCompletionMessageForTraining,
+    NeMoGymEasyInputMessage,
+    NeMoGymEasyInputMessageForTraining,
+    NeMoGymFunctionCallOutput,
+    NeMoGymMessage,
+    NeMoGymMessageForTraining,
+    NeMoGymResponse,
+    NeMoGymResponseCreateParamsNonStreaming,
+    NeMoGymResponseFunctionToolCall,
+    NeMoGymResponseFunctionToolCallForTraining,
+    NeMoGymResponseInputItem,
+    NeMoGymResponseOutputMessage,
+    NeMoGymResponseOutputMessageForTraining,
+    NeMoGymResponseOutputText,
+    NeMoGymResponseReasoningItem,
+    NeMoGymResponseReasoningItemForTraining,
+    NeMoGymSummary,
+    TokenIDLogProbMixin,
+)
+
+PUBLIC_NAMES = """
+TokenIDLogProbMixin TokenIDLogProbTypedDictMixin
+NeMoGymSummary NeMoGymResponseReasoningItem NeMoGymResponseOutputText NeMoGymResponseOutputRefusal
+NeMoGymContent NeMoGymResponseOutputMessage NeMoGymEasyInputMessage NeMoGymMessage NeMoGymFunctionCallOutput
+NeMoGymResponseFunctionToolCall NeMoGymResponseInputText
+NeMoGymEasyInputMessageForTraining NeMoGymMessageForTraining NeMoGymResponseOutputMessageForTraining
+NeMoGymResponseFunctionToolCallForTraining NeMoGymResponseReasoningItemForTraining RESPONSES_TO_TRAIN
+NeMoGymResponseInputItem NeMoGymResponseInput NeMoGymResponseOutputItem
+NeMoGymResponseCreateParamsNonStreaming NeMoGymResponse
+NeMoGymFunction NeMoGymChatCompletionMessageToolCall NeMoGymChatCompletionMessage
+NeMoGymChatCompletionMessageForTraining NeMoGymChoice NeMoGymChatCompletion
+NeMoGymFunctionDefinition NeMoGymChatCompletionToolParam NeMoGymChatCompletionContentPartTextParam
+NeMoGymChatCompletionUserMessageParam NeMoGymChatCompletionSystemMessageParam
+NeMoGymChatCompletionDeveloperMessageParam NeMoGymChatCompletionMessageToolCallFunctionParam
+NeMoGymChatCompletionMessageToolCallParam NeMoGymChatCompletionAssistantMessageParam
+NeMoGymChatCompletionAssistantMessageForTrainingParam NeMoGymChatCompletionToolMessageParam
+NeMoGymFunctionToolParam NeMoGymChatCompletionMessageParam NeMoGymChatCompletionCreateParamsNonStreaming
+RATE_LIMIT_ERROR_CODES RETRY_ERROR_CODES
+""".split()
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA_FILES = sorted(SHARED_DATA.glob("*/*.jsonl")) if SHARED_DATA.is_dir() else []
+# Files of rollout results (each row has the `response` of one rollout).
+ROLLOUT_FILES = [path for path in DATA_FILES if any("response" in row for row in read_rows(path))]
+NO_DATA = pytest.param(None, marks=pytest.mark.skip(reason=f"{SHARED_DATA} does not exist"))
+
+TOKENS = {
+    "prompt_token_ids": [1, 2, 3],
+    "generation_token_ids": [4, 5],
+    "generation_log_probs": [-0.5, -0.25],
+}
+ITEM_ADAPTER = TypeAdapter(NeMoGymResponseInputItem)
+
+WEATHER_TOOL = {
+    "type": "function",
+    "name": "get_weather",
+    "strict": True,
+    "description": "",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
+}
+SPEC_INPUT_ROW_PARAMS = {
+    "input": [
+        {"role": "developer", "content": "You are helpful."},
+        {"role": "user", "content": "what's it like in sf?"},
+    ],
+    "tools": [WEATHER_TOOL],
+}
+SPEC_VERIFY_RESPONSE = {
+    "id": "resp_1",
+    "object": "response",
+    "created_at": 1795317170.38,
+    "model": "fake-model",
+    "output": [
+        {
+            "type": "function_call",
+            "id": "fc_1",
+            "call_id": "call_1",
+            "name": "get_weather",
+            "arguments": '{"city": "SF"}',
+            "status": "completed",
+        },
+        {
+            "type": "function_call_output",
+            "call_id": "call_1",
+            "output": '{"city":"SF","weather_description":"The weather in SF is cold."}',
+            "id": None,
+            "status": None,
+        },
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "It is cold.", "annotations": [], "logprobs": None}],
+        },
+    ],
+    "parallel_tool_calls": True,
+    "tool_choice": "auto",
+    "tools": [WEATHER_TOOL],
+    "incomplete_details": None,
+    "usage": {
+        "input_tokens": 20,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 10,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 30,
+    },
+}
+
+# One plain item of each trainable kind, and the classes it must validate as without / with token fields.
+TRAINABLE_ITEMS = [
+    (
+        {"role": "user", "content": "hi"},
+        NeMoGymEasyInputMessage,
+        NeMoGymEasyInputMessageForTraining,
+    ),
+    (
+        {
+            "type": "message",
+            "role": "user",
+            "status": "completed",
+            "content": [{"type": "input_text", "text": "hi"}],
+        },
+        NeMoGymMessage,
+        NeMoGymMessageForTraining,
+    ),
+    (
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "hello", "annotations": []}],
+        },
+        NeMoGymResponseOutputMessage,
+        NeMoGymResponseOutputMessageForTraining,
+    ),
+    (
+        {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"},
+        NeMoGymResponseFunctionToolCall,
+        NeMoGymResponseFunctionToolCallForTraining,
+    ),
+    (
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "hmm"}]},
+        NeMoGymResponseReasoningItem,
+        NeMoGymResponseReasoningItemForTraining,
+    ),
+]
+TRAINABLE_IDS = [plain.__name__ for _, plain, _ in TRAINABLE_ITEMS]
+
+
+def dump(model: Any) -> dict[str, Any]:
+    return model.model_dump(mode="json", exclude_unset=True)
+
+
+def response_row(output: list[dict[str, Any]]) -> dict[str, Any]:
+    return {**SPEC_VERIFY_RESPONSE, "output": output}
+
+
+def test_every_public_name_is_defined() -> None:
+    missing = [name for name in PUBLIC_NAMES if not hasattr(openai_utils, name)]
+    assert missing == []
+
+
+def test_retry_codes() -> None:
+    assert openai_utils.RATE_LIMIT_ERROR_CODES == [429, 502, 503, 504, 520]
+    assert sorted(RETRY_ERROR_CODES) == [429, 500, 502, 503, 504, 520]
+
+
+def test_shared_data_is_present_when_the_folder_is() -> None:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"{SHARED_DATA} does not exist")
+    assert DATA_FILES
+    assert {path for path in DATA_FILES if path.name == "example_rollouts.jsonl"} <= set(ROLLOUT_FILES)
+
+
+@pytest.mark.parametrize(
+    "path", DATA_FILES or [NO_DATA], ids=lambda path: path and f"{path.parent.name}/{path.name}"
+)
+def test_shared_create_params_round_trip(path: Path) -> None:
+    for row in read_rows(path):
+        raw = row["responses_create_params"]
+        params = NeMoGymResponseCreateParamsNonStreaming.model_validate(raw)
+        assert dump(params) == raw
+        if set(raw) == set(NeMoGymResponseCreateParamsNonStreaming.model_fields):
+            # Rows written by a rollout carry every default: our defaults must reproduce them exactly.
+            assert params.model_dump(mode="json") == raw
+
+
+@pytest.mark.parametrize(
+    "path", ROLLOUT_FILES or [NO_DATA], ids=lambda path: path and f"{path.parent.name}/{path.name}"
+)
+def test_shared_rollout_responses_round_trip(path: Path) -> None:
+    for row in read_rows(path):
+        response = NeMoGymResponse.model_validate(row["response"])
+        assert dump(response) == row["response"]
+        for item, raw in zip(response.output, row["response"]["output"], strict=True):
+            assert not isinstance(item, TokenIDLogProbMixin)
+            if set(type(item).model_fields) <= set(raw):
+                assert item.model_dump(mode="json") == raw
+
+
+def test_shared_rollout_items_validate_as_the_expected_classes() -> None:
+    if not ROLLOUT_FILES:
+        pytest.skip(f"{SHARED_DATA} does not exist")
+    expected = {
+        ("message", "assistant"): NeMoGymResponseOutputMessage,
+        ("message", "user"): NeMoGymEasyInputMessage,
+        ("function_call", None): NeMoGymResponseFunctionToolCall,
+        ("function_call_output", None): NeMoGymFunctionCallOutput,
+        ("reasoning", None): NeMoGymResponseReasoningItem,
+    }
+    seen = set()
+    for path in ROLLOUT_FILES:
+        for row in read_rows(path):
+            for raw in row["response"]["output"]:
+                key = (raw["type"], raw.get("role"))
+                assert type(ITEM_ADAPTER.validate_python(raw)) is expected[key]
+                seen.add(key)
+    assert seen == set(expected)
+
+
+def test_spec_input_row_round_trips() -> None:
+    params = NeMoGymResponseCreateParamsNonStreaming.model_validate(SPEC_INPUT_ROW_PARAMS)
+    assert dump(params) == SPEC_INPUT_ROW_PARAMS
+    assert [type(item) for item in params.input] == [NeMoGymEasyInputMessage, NeMoGymEasyInputMessage]
+
+
+def test_spec_verify_response_round_trips() -> None:
+    response = NeMoGymResponse.model_validate(SPEC_VERIFY_RESPONSE)
+    assert dump(response) == SPEC_VERIFY_RESPONSE
+    assert NeMoGymResponse.model_validate_json(response.model_dump_json(exclude_unset=True)) == response
+    assert [type(item) for item in response.output] == [
+        NeMoGymResponseFunctionToolCall,
+        NeMoGymFunctionCallOutput,
+        NeMoGymResponseOutputMessage,
+    ]
+
+
+@pytest.mark.parametrize(("raw", "plain", "training"), TRAINABLE_ITEMS, ids=TRAINABLE_IDS)
+def test_item_with_token_fields_validates_as_training_variant(raw: dict, plain: type, training: type) -> None:
+    with_tokens = {**raw, **TOKENS}
+    assert RESPONSES_TO_TRAIN[plain] is training
+
+    item = ITEM_ADAPTER.validate_python(with_tokens)
+    assert type(item) is training
+    assert dump(item) == with_tokens
+    assert type(ITEM_ADAPTER.validate_python(raw)) is plain
+
+    params = NeMoGymResponseCreateParamsNonStreaming.model_validate({"input": [with_tokens, raw]})
+    assert [type(x) for x in params.input] == [training, plain]
+    assert dump(params) == {"input": [with_tokens, raw]}
+
+    response = NeMoGymResponse.model_validate(response_row([with_tokens, raw]))
+    assert [type(x) for x in response.output] == [training, plain]
+    assert dump(response)["output"] == [with_tokens, raw]
+
+
+@pytest.mark.parametrize(("raw", "plain", "training"), TRAINABLE_ITEMS, ids=TRAINABLE_IDS)
+def test_constructed_training_item_keeps_tokens_through_a_response(
+    raw: dict, plain: type, training: type
+) -> None:
+    routed = [[[0, 1]], [[2, 3]]]
+    item = training.model_validate({**raw, **TOKENS, "routed_experts": routed})
+    response = NeMoGymResponse.model_validate(response_row([]))
+    response.output = [item]
+    dumped = dump(response)["output"][0]
+    assert dumped == {**raw, **TOKENS, "routed_experts": routed}
+    assert type(NeMoGymResponse.model_validate_json(response.model_dump_json()).output[0]) is training
+
+
+def test_partial_token_fields_are_an_error_not_silently_dropped() -> None:
+    with pytest.raises(ValidationError, match="generation_token_ids"):
+        ITEM_ADAPTER.validate_python({"role": "user", "content": "hi", "prompt_token_ids": [1]})
+
+
+def test_training_variants_are_their_plain_kind_plus_the_mixin() -> None:
+    assert len(RESPONSES_TO_TRAIN) == 5
+    for plain, training in RESPONSES_TO_TRAIN.items():
+        assert issubclass(training, plain) and issubclass(training, TokenIDLogProbMixin)
+    assert set(openai_utils.TokenIDLogProbTypedDictMixin.__required_keys__) == set(TOKENS)
+
+
+def test_unknown_item_type_is_a_clear_error() -> None:
+    with pytest.raises(ValidationError) as error:
+        NeMoGymResponseCreateParamsNonStreaming.model_validate(
+            {"input": [{"type": "computer_call", "id": "x"}]}
+        )
+    assert [e["loc"] for e in error.value.errors() if e["type"] == "unknown_response_item"] == [
+        ("input", "items", 0)
+    ]
+    assert "'type' must be one of" in str(error.value)
+
+
+def test_unknown_create_param_is_rejected_by_name() -> None:
+    with pytest.raises(ValidationError) as error:
+        NeMoGymResponseCreateParamsNonStreaming.model_validate({"input": "hi", "top_k": 20})
+    assert [e["loc"] for e in error.value.errors()] == [("top_k",)]
+    assert "top_k" in str(error.value)
+
+
+def test_create_params_defaults_are_not_emitted_but_nulls_are_kept() -> None:
+    params = NeMoGymResponseCreateParamsNonStreaming.model_validate({"input": "hi"})
+    assert (params.parallel_tool_calls, params.tool_choice, params.tools) == (True, "auto", [])
+    assert dump(params) == {"input": "hi"}
+    nulls = {"input": "hi", "parallel_tool_calls": None, "tool_choice": None, "user": "", "stream": False}
+    assert dump(NeMoGymResponseCreateParamsNonStreaming.model_validate(nulls)) == nulls
+
+
+@pytest.mark.parametrize("tool_choice", ["none", "auto", "required", {"type": "function", "name": "f"}])
+def test_tool_choice_values(tool_choice: Any) -> None:
+    params = NeMoGymResponseCreateParamsNonStreaming.model_validate(
+        {"input": "hi", "tool_choice": tool_choice}
+    )
+    assert params.tool_choice == tool_choice
+
+
+def test_streaming_is_rejected() -> None:
+    with pytest.raises(ValidationError, match="stream"):
+        NeMoGymResponseCreateParamsNonStreaming.model_validate({"input": "hi", "stream": True})
+
+
+def test_function_tools_are_typed_and_other_tools_pass_through() -> None:
+    tools = [
+        WEATHER_TOOL,
+        {"type": "web_search", "search_context_size": "low"},
+        {"type": "mcp", "server_label": "x"},
+    ]
+    params = NeMoGymResponseCreateParamsNonStreaming.model_validate({"input": "hi", "tools": tools})
+    assert dump(params)["tools"] == tools
+    with pytest.raises(ValidationError, match="paramters"):
+        NeMoGymResponseCreateParamsNonStreaming.model_validate(
+            {"input": "hi", "tools": [{"type": "function", "name": "f", "paramters": {}}]}
+        )
+    with pytest.raises(ValidationError, match="name"):
+        NeMoGymResponseCreateParamsNonStreaming.model_validate(
+            {"input": "hi", "tools": [{"type": "function"}]}
+        )
+
+
+def test_assistant_input_message_shape_depends_on_content() -> None:
+    easy = ITEM_ADAPTER.validate_python({"role": "assistant", "content": "earlier answer"})
+    output = ITEM_ADAPTER.validate_python(
+        {
+            "role": "assistant",
+            "id": "msg_1",
+            "content": [{"type": "output_text", "text": "x", "annotations": []}],
+        }
+    )
+    assert type(easy) is NeMoGymEasyInputMessage
+    assert type(output) is NeMoGymResponseOutputMessage
+
+
+def test_identifying_constants_are_dumped_even_when_defaulted() -> None:
+    call = NeMoGymResponseFunctionToolCall(call_id="c", name="f", arguments="{}")
+    assert dump(call) == {"call_id": "c", "name": "f", "arguments": "{}", "type": "function_call"}
+    message = NeMoGymResponseOutputMessage(
+        id="m", content=[NeMoGymResponseOutputText(text="x", annotations=[])]
+    )
+    assert dump(message) == {
+        "id": "m",
+        "role": "assistant",
+        "type": "message",
+        "content": [{"type": "output_text", "text": "x", "annotations": []}],
+    }
+    reasoning = NeMoGymResponseReasoningItem(id="rs", summary=[NeMoGymSummary(text="t")])
+    assert dump(reasoning) == {
+        "id": "rs",
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": "t"}],
+    }
+    for item in (call, message, reasoning):
+        assert type(ITEM_ADAPTER.validate_python(dump(item))) is type(item)
+    output = NeMoGymFunctionCallOutput(call_id="c", output="ok")
+    response = NeMoGymResponse(
+        id="r",
+        created_at=1.0,
+        model="m",
+        output=[output],
+        parallel_tool_calls=True,
+        tool_choice="auto",
+        tools=[],
+    )
+    assert dump(response)["object"] == "response"
+
+
+def test_unknown_fields_of_newer_servers_survive_a_response_round_trip() -> None:
+    reasoning = {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": "thinking"}],
+    }
+    raw = {**response_row([reasoning]), "store": True, "billing": {"payer": "developer"}}
+    raw["usage"] = {
+        **raw["usage"],
+        "input_tokens_details": {"cached_tokens": 0, "input_tokens_per_turn": [20]},
+    }
+    assert dump(NeMoGymResponse.model_validate(raw)) == raw
+
+
+def chat_completion(message: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "logprobs": {"content": [{"token": "token_id:4", "logprob": -0.5, "top_logprobs": []}]},
+                "message": message,
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+    }
+
+
+def test_chat_completion_with_training_message() -> None:
+    tool_call = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    message = {"role": "assistant", "content": "hi", "tool_calls": [tool_call], **TOKENS}
+    completion = NeMoGymChatCompletion.model_validate(chat_completion(message))
+    parsed = completion.choices[0].message
+    assert type(parsed) is NeMoGymChatCompletionMessageForTraining
+    assert parsed.generation_token_ids == TOKENS["generation_token_ids"]
+    assert parsed.tool_calls[0].function.name == "f"
+    assert completion.choices[0].logprobs.content[0].logprob == -0.5
+    assert dump(completion) == chat_completion(message)
+
+    plain = {"role": "assistant", "content": "hi", "reasoning_content": "because"}
+    completion = NeMoGymChatCompletion.model_validate(chat_completion(plain))
+    assert type(completion.choices[0].message) is NeMoGymChatCompletionMessage
+    assert dump(completion) == chat_completion(plain)
+
+
+def test_chat_create_params_keep_assistant_token_fields_and_ignore_unknown_keys() -> None:
+    messages = [
+        {"role": "system", "content": "be brief"},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "hi"}, {"type": "image_url", "image_url": {"url": "u"}}],
+        },
+        {"role": "assistant", "content": "hello", **TOKENS},
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": ""}}],
+        },
+        {"role": "tool", "tool_call_id": "c", "content": "ok"},
+    ]
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    body = {"messages": messages, "tools": tools, "max_tokens": 5, "top_k": 20}
+    params = NeMoGymChatCompletionCreateParamsNonStreaming.model_validate(body)
+    assert dump(params) == {"messages": messages, "tools": tools, "max_tokens": 5}
+    assert params.parallel_tool_calls is True
+    with pytest.raises(ValidationError, match="role"):
+        NeMoGymChatCompletionCreateParamsNonStreaming.model_validate(
+            {"messages": [{"role": "robot", "content": ""}]}
+        )

@@ -1,0 +1,163 @@
+import base64
+import json
+
+import itsdangerous
+import pytest
+import yaml
+
+from nemo_gym.config_types import BaseServerConfig
+from nemo_gym.http_client import get_response_json, request
+from nemo_gym.server_utils import ServerClient
+from tests.conftest import COOKIE_NAME, SECRET, closed_port, unique_key
+from tests.helpers import StartedServer
+
+VERIFY_BODY = {
+    "responses_create_params": {"input": "hi"},
+    "response": {
+        "id": "resp_1",
+        "created_at": 1.0,
+        "model": "m",
+        "object": "response",
+        "output": [],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    },
+}
+
+
+def signed_cookie(session_id: str, secret: str) -> str:
+    payload = base64.b64encode(json.dumps({"session_id": session_id}).encode())
+    return itsdangerous.TimestampSigner(secret).sign(payload).decode()
+
+
+async def post(server: StartedServer, path: str, body: dict, cookie: str | None = None):
+    cookies = {COOKIE_NAME: cookie} if cookie else None
+    response = await request("POST", server.url + path, json=body, cookies=cookies)
+    return response, await get_response_json(response)
+
+
+async def test_liveness(counter_server):
+    response = await request("GET", counter_server.url + "/")
+    assert response.status == 200
+    assert await get_response_json(response) == {"status": "ok"}
+
+
+async def test_session_state_survives_across_calls_carrying_the_cookie(counter_server):
+    response, body = await post(counter_server, "/seed_session", {"initial_count": 5})
+    assert response.status == 200 and body == {}
+    cookie = response.cookies[COOKIE_NAME]
+    assert cookie["max-age"] == str(14 * 24 * 3600)
+    _, first = await post(counter_server, "/increment", {}, cookie.value)
+    _, second = await post(counter_server, "/increment", {"by": 2}, cookie.value)
+    assert (first["count"], second["count"]) == (6, 8)
+    assert first["session_id"] == second["session_id"]
+    _, without_cookie = await post(counter_server, "/increment", {})
+    assert without_cookie["count"] == 1 and without_cookie["session_id"] != first["session_id"]
+
+
+async def test_cookie_signed_with_the_deployment_secret_is_accepted(counter_server):
+    response, _ = await post(counter_server, "/seed_session", {"initial_count": 10})
+    _, state = await post(counter_server, "/increment", {}, response.cookies[COOKIE_NAME].value)
+    _, again = await post(counter_server, "/increment", {}, signed_cookie(state["session_id"], SECRET))
+    assert again == {"session_id": state["session_id"], "count": 12}
+
+
+@pytest.mark.parametrize("forger_secret", [COOKIE_NAME, "some-other-deployment"])
+async def test_forged_or_foreign_cookie_is_a_new_session(counter_server, forger_secret):
+    response, _ = await post(counter_server, "/seed_session", {"initial_count": 100})
+    _, victim = await post(counter_server, "/increment", {}, response.cookies[COOKIE_NAME].value)
+    _, attacker = await post(
+        counter_server, "/increment", {}, signed_cookie(victim["session_id"], forger_secret)
+    )
+    assert attacker["session_id"] != victim["session_id"]
+    assert attacker["count"] == 1
+
+
+async def test_tampered_payload_with_original_signature_is_a_new_session(counter_server):
+    response, _ = await post(counter_server, "/seed_session", {"initial_count": 100})
+    genuine = response.cookies[COOKIE_NAME].value
+    _, victim = await post(counter_server, "/increment", {}, genuine)
+    _, signature_part = genuine.split(".", 1)
+    forged = base64.b64encode(json.dumps({"session_id": victim["session_id"] + "x"}).encode()).decode()
+    _, attacker = await post(counter_server, "/increment", {}, f"{forged}.{signature_part}")
+    assert attacker["count"] == 1
+
+
+async def test_bad_body_gets_422_with_field_locations(counter_server):
+    response, body = await post(counter_server, "/verify", {"responses_create_params": {"input": "hi"}})
+    assert response.status == 422
+    assert ["body", "response"] in [error["loc"] for error in body["detail"]]
+    assert COOKIE_NAME in response.cookies
+
+    response, body = await post(counter_server, "/increment", {"by": "lots"})
+    assert response.status == 422
+    assert body["detail"][0]["loc"] == ["body", "by"]
+
+
+async def test_unknown_key_in_responses_create_params_is_named(counter_server):
+    bad = {**VERIFY_BODY, "responses_create_params": {"input": "hi", "top_k": 5}}
+    response, body = await post(counter_server, "/verify", bad)
+    assert response.status == 422
+    assert ["body", "responses_create_params", "top_k"] in [error["loc"] for error in body["detail"]]
+
+
+async def test_verify_reads_session_state(counter_server):
+    response, _ = await post(counter_server, "/seed_session", {"initial_count": 3})
+    response, body = await post(counter_server, "/verify", VERIFY_BODY, response.cookies[COOKIE_NAME].value)
+    assert response.status == 200
+    assert body["reward"] == 3.0
+    assert body["response"]["id"] == "resp_1"
+
+
+async def test_inner_server_error_keeps_its_status_and_structured_cause(counter_server):
+    key = unique_key()
+    response, body = await post(
+        counter_server, "/relay", {"server_name": "fake_upstream", "url_path": f"/s/{key}/400/9/"}
+    )
+    assert response.status == 400
+    assert body["error"]["status"] == 400
+    assert body["error"]["type"] == "inner_server_error"
+    assert body["error"]["server"] == COOKIE_NAME
+    assert body["error"]["cause"] == {"message": "scripted 400", "code": 400}
+
+
+async def test_unreachable_inner_server_is_a_502_naming_the_url(counter_server):
+    response, body = await post(counter_server, "/relay", {"server_name": "dead_upstream", "url_path": "/x"})
+    assert response.status == 502
+    assert body["error"]["type"] == "connection"
+    assert "/x" in body["error"]["message"]
+
+
+async def test_relay_through_the_deployment_succeeds(counter_server):
+    key = unique_key()
+    response, body = await post(
+        counter_server, "/relay", {"server_name": "fake_upstream", "url_path": f"/s/{key}/200/0/"}
+    )
+    assert response.status == 200 and body == {"attempts": 1}
+
+
+async def test_head_server_serves_masked_config_and_instances(head_server):
+    response = await request("GET", head_server.url + "/")
+    assert await get_response_json(response) == {"status": "ok"}
+    config_yaml = await get_response_json(await request("GET", head_server.url + "/global_config_dict_yaml"))
+    assert isinstance(config_yaml, str)
+    assert "sk-very-secret" not in config_yaml
+    assert yaml.safe_load(config_yaml)["policy_api_key"] == "****"
+    instances = await get_response_json(await request("GET", head_server.url + "/server_instances"))
+    assert instances[0]["process_name"] == "counter"
+
+
+def test_server_client_resolves_instances_from_the_head_server(head_server, flaky_server):
+    client = ServerClient.load_from_global_config(
+        BaseServerConfig(host=head_server.host, port=head_server.port)
+    )
+    assert client.server_base_url("fake_upstream") == f"http://127.0.0.1:{flaky_server.port}"
+    with pytest.raises(ValueError, match="No server instance named 'nope'"):
+        client.server_base_url("nope")
+
+
+def test_server_client_names_an_unreachable_head_server():
+    port = closed_port()
+    with pytest.raises(ValueError, match=f"127.0.0.1:{port}"):
+        ServerClient.load_from_global_config(BaseServerConfig(host="127.0.0.1", port=port))
