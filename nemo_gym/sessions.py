@@ -31,11 +31,12 @@ def deployment_session_secret() -> str:
     if from_env:
         return from_env
     if _process_secret is None:
-        _process_secret = secrets.token_hex(32)
+        _process_secret = new_session_secret()
     return _process_secret
 
 
 def new_session_secret() -> str:
+    """A fresh signing secret; the launcher makes one per deployment and hands it to every server."""
     return secrets.token_hex(32)
 
 
