@@ -249,7 +249,13 @@ class SimpleServer(BaseServer):
         )
         app = finalize_app(server.setup_webserver(), server.server_label)
         _raise_open_file_limit()
-        sock = bind_listening_socket(config.host, config.port)
+        try:
+            sock = bind_listening_socket(config.host, config.port)
+        except OSError as error:
+            sys.exit(
+                f"Error: server instance '{instance_name}' cannot listen on {config.host}:{config.port} "
+                f"({error.strerror or error}). Choose another port, or leave it unset to get a free one."
+            )
         _report_bound_address(sock)
         logger.info("%s listening on %s:%d", server.server_label, *sock.getsockname()[:2])
         serve_app(app, sock)

@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from tests.helpers import StartedServer, run_server
+from tests.upstream_script import ScriptedUpstream
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SECRET = "test-deployment-secret"
@@ -75,3 +76,11 @@ def head_server(tmp_path_factory, flaky_server) -> Iterator[StartedServer]:
     env = {"NEMO_GYM_CONFIG_FILE": str(write_config(workdir / "config.yaml", flaky_server))}
     with run_server([str(FIXTURES / "head_server_main.py")], workdir, env) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def scripted_upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScriptedUpstream]:
+    """The scripted OpenAI-compatible upstream (tests/scripted_upstream.py); script it per model name."""
+    server_file = FIXTURES.parent / "scripted_upstream.py"
+    with run_server([str(server_file)], tmp_path_factory.mktemp("scripted_upstream")) as server:
+        yield ScriptedUpstream(server.host, server.port)

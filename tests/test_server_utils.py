@@ -1,5 +1,8 @@
 import base64
 import json
+import os
+import subprocess
+import sys
 
 import itsdangerous
 import pytest
@@ -8,8 +11,8 @@ import yaml
 from nemo_gym.config_types import BaseServerConfig
 from nemo_gym.http_client import get_response_json, request
 from nemo_gym.server_utils import ServerClient
-from tests.conftest import COOKIE_NAME, SECRET, closed_port, unique_key
-from tests.helpers import StartedServer
+from tests.conftest import COOKIE_NAME, FIXTURES, SECRET, closed_port, unique_key
+from tests.helpers import REPO_ROOT, StartedServer
 
 VERIFY_BODY = {
     "responses_create_params": {"input": "hi"},
@@ -161,3 +164,39 @@ def test_server_client_names_an_unreachable_head_server():
     port = closed_port()
     with pytest.raises(ValueError, match=f"127.0.0.1:{port}"):
         ServerClient.load_from_global_config(BaseServerConfig(host="127.0.0.1", port=port))
+
+
+def test_a_server_whose_port_is_taken_exits_with_one_line(tmp_path, flaky_server):
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "counter": {
+                    "resources_servers": {
+                        "counter": {
+                            "entrypoint": "app.py",
+                            "host": "127.0.0.1",
+                            "port": flaky_server.port,
+                            "domain": "other",
+                        }
+                    }
+                }
+            }
+        )
+    )
+    env = {
+        **os.environ,
+        "NEMO_GYM_CONFIG_FILE": str(config),
+        "NEMO_GYM_CONFIG_PATH": "counter",
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+    result = subprocess.run(
+        [sys.executable, str(FIXTURES / "counter_resources_server.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert f"cannot listen on 127.0.0.1:{flaky_server.port}" in result.stderr.strip().splitlines()[-1]
