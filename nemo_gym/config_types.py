@@ -32,6 +32,14 @@ from pydantic import (
     model_validator,
 )
 
+from nemo_gym.http_client import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_CONNECTOR_LIMIT,
+    DEFAULT_CONNECTOR_LIMIT_PER_HOST,
+    DEFAULT_DEADLINE_S,
+    MAX_NUM_TRIES,
+)
+
 # ---------------------------------------------------------------------------------------------------------
 # Errors
 
@@ -276,7 +284,7 @@ class DeleteJsonlDatasetGitlabConfig(BaseNeMoGymCLIConfig):
 class BaseUploadJsonlDatasetHuggingFaceConfig(BaseNeMoGymCLIConfig):
     """Upload a JSONL dataset to the Hugging Face hub and add it to a collection."""
 
-    hf_token: str
+    hf_token: str = Field(repr=False)
     hf_organization: str
     hf_collection_name: str
     hf_collection_slug: str
@@ -317,7 +325,7 @@ class DownloadJsonlDatasetHuggingFaceConfig(BaseNeMoGymCLIConfig):
     artifact_fpath: str | None = None
     output_dirpath: str | None = None
     output_fpath: str | None = None
-    hf_token: str | None = None
+    hf_token: str | None = Field(default=None, repr=False)
     split: Literal["train", "validation", "test"] | None = None
 
     @model_validator(mode="after")
@@ -339,7 +347,7 @@ class WANDBConfig(BaseModel):
 
     wandb_project: str | None = None
     wandb_name: str | None = None
-    wandb_api_key: str | None = None
+    wandb_api_key: str | None = Field(default=None, repr=False)
 
     @property
     def is_active(self) -> bool:
@@ -410,6 +418,18 @@ def is_server_ref(value: Any) -> ServerRef | None:
 
 # ---------------------------------------------------------------------------------------------------------
 # Server configs
+
+
+class HTTPClientSettings(BaseModel):
+    """The top-level `global_aiohttp_*` / `global_http_*` knobs of every server's outbound client."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    global_aiohttp_connector_limit: int = Field(default=DEFAULT_CONNECTOR_LIMIT, ge=1)
+    global_aiohttp_connector_limit_per_host: int = Field(default=DEFAULT_CONNECTOR_LIMIT_PER_HOST, ge=1)
+    global_http_max_attempts: int = Field(default=MAX_NUM_TRIES, ge=1)
+    global_http_deadline_s: float = Field(default=DEFAULT_DEADLINE_S, gt=0)
+    global_http_connect_timeout_s: float = Field(default=DEFAULT_CONNECT_TIMEOUT_S, gt=0)
 
 
 class BaseServerConfig(BaseModel):

@@ -56,6 +56,7 @@ from nemo_gym.config_types import (
     ConfigError,
     ConfigMissingValuesError,
     ConfigPathNotFoundError,
+    HTTPClientSettings,
     InheritPathNotFoundError,
     MalformedConfigPathsError,
     NoServerInstancesError,
@@ -117,7 +118,8 @@ RESERVED_TOP_LEVEL_KEYS: frozenset[str] = frozenset(
 )
 
 _INSTALL_ROOT = Path(__file__).resolve().parent.parent
-_SECRET_KEY_PARTS = ("key", "token")
+_SECRET_KEY_PARTS = ("key", "token", "secret", "password", "authorization")
+_COUNT_KEY_SUFFIXES = ("tokens", "_count", "_size")
 _PURE_INTERPOLATION = re.compile(r"^\$\{[^${}]*\}$")
 _DIRECTIVE_STRING = re.compile(r"^\$\{(inherit_from|copy):\s*([^}]*?)\s*\}$")
 
@@ -157,6 +159,7 @@ def parse_global_config_dict(
     apply_structural_directives(tree)
     _raise_if_missing_values(tree)
     cfg = OmegaConf.create(tree)
+    http_client_settings(cfg)
     instances = _checked_server_instances(cfg)
     _assign_addresses(cfg, instances)
     return cfg
@@ -224,11 +227,19 @@ def parse_overrides(overrides: Sequence[str]) -> DictConfig:
     return config
 
 
+def _displayed_override(token: str) -> str:
+    """The override as it may appear in a message: the value is hidden when the key names a secret."""
+    key, equals, _ = token.partition("=")
+    return f"{key}={MASKED_VALUE}" if equals and _is_secret_key(key.rsplit(".", 1)[-1]) else token
+
+
 def _parsed_override(parser: OverridesParser, token: str) -> Override:
     try:
         override = parser.parse_override(token)
     except HydraException as error:
-        raise ConfigError(f"Cannot parse override '{token}': {_first_line(error)}") from error
+        message = _first_line(error) if _displayed_override(token) == token else "invalid syntax"
+        raise ConfigError(f"Cannot parse override '{_displayed_override(token)}': {message}") from error
+    token = _displayed_override(token)
     if override.is_sweep_override():
         raise ConfigError(
             f"Override '{token}' has several comma-separated values; quote the value or write a list [a,b]"
@@ -245,8 +256,16 @@ def _apply_override(config: DictConfig, token: str, override: Override) -> None:
     key = override.key_or_group
     if override.is_add() and OmegaConf.select(config, key, throw_on_missing=False) is not None:
         raise ConfigError(
-            f"Override '{token}': '{key}' is already set by an earlier override; use ++{key}=... to replace it"
+            f"Override '{_displayed_override(token)}': '{key}' is already set by an earlier override; use ++{key}=... to replace it"
         )
+    parts = key.split(".")
+    for depth in range(1, len(parts)):
+        parent = ".".join(parts[:depth])
+        if not isinstance(OmegaConf.select(config, parent, default={}), DictConfig | dict):
+            raise ConfigError(
+                f"Override '{_displayed_override(token)}': '{parent}' is already set to a plain value, "
+                f"so it cannot hold '{key}'; set {parent} as a mapping instead"
+            )
     OmegaConf.update(config, key, override.value(), merge=True, force_add=True)
 
 
@@ -260,6 +279,8 @@ def load_yaml_file(path: Path) -> DictConfig:
         text = path.read_text()
     except FileNotFoundError as error:
         raise ConfigPathNotFoundError(f"Config file {path} does not exist") from error
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {error.start}); save the file as UTF-8") from error
     except OSError as error:
         raise ConfigError(f"Cannot read config file {path}: {error.strerror}") from error
     return _mapping_from_yaml_text(text, str(path))
@@ -272,6 +293,12 @@ def _mapping_from_yaml_text(text: str, source: str) -> DictConfig:
         raise ConfigError(_yaml_error_message(error, source)) from error
     except yaml.YAMLError as error:
         raise ConfigError(f"{source}: {error}") from error
+    except RecursionError as error:
+        raise ConfigError(f"{source}: a YAML alias refers to a node that contains it") from error
+    except OmegaConfBaseException as error:
+        key = getattr(error, "full_key", None)
+        where = f" at '{key}'" if key else ""
+        raise ConfigError(f"{source}{where}: {_first_line(error)}") from error
     if not isinstance(config, DictConfig):
         raise ConfigError(f"{source}: the top level must be a mapping of keys to values, not a list")
     return config
@@ -450,6 +477,17 @@ def _taken_from_source(
     value = copy.deepcopy(parent[last])
     if move:
         del parent[last]
+    return _fully_expanded(root, value, target, (*active, source))
+
+
+def _fully_expanded(root: dict[str, Any], value: Any, path: tuple, active: tuple[str, ...]) -> Any:
+    """`value` with its own directives and those below it expanded, so chains resolve in any order."""
+    expansion = _expanded_directive(root, value, path, active)
+    if expansion is not None:
+        value, source = expansion
+        active = (*active, source) if source else active
+    if isinstance(value, dict | list):
+        _expand_directives_below(root, value, path, active)
     return value
 
 
@@ -657,7 +695,7 @@ def _assign_addresses(cfg: DictConfig, instances: list[ServerInstanceConfig]) ->
             inner_dict["host"] = default_host
         port = inner_config.port
         if not port:
-            port = inner_dict["port"] = _random_free_port(port_low, port_high, taken)
+            port = inner_dict["port"] = _random_free_port(inner_dict["host"], port_low, port_high, taken)
         taken.add(port)
         ports.append(port)
     cfg["port_range_low"], cfg["port_range_high"] = port_low, port_high
@@ -686,23 +724,27 @@ def _explicit_ports(instances: list[ServerInstanceConfig], head_port: int) -> di
     return owners
 
 
-def _random_free_port(low: int, high: int, taken: set[int]) -> int:
-    """A random port of [low, high] not in `taken` that can be bound right now on 127.0.0.1."""
+def _random_free_port(host: str, low: int, high: int, taken: set[int]) -> int:
+    """A random port of [low, high] not in `taken` that can be bound right now on `host`."""
     free = [port for port in range(low, high + 1) if port not in taken]
     if not free:
         raise ConfigError(
             f"No free port left in port_range_low..port_range_high ({low}..{high}); widen the range"
         )
     for candidate in random.sample(free, min(len(free), MAX_PORT_PROBES)):
-        if _can_bind(candidate):
+        if _can_bind(host, candidate):
             return candidate
-    raise RuntimeError(f"No bindable port found in {low}..{high} after {MAX_PORT_PROBES} attempts")
+    raise ConfigError(
+        f"No bindable port on {host} found in {low}..{high} after {MAX_PORT_PROBES} tries; "
+        "set port_range_low/port_range_high to a less busy range"
+    )
 
 
-def _can_bind(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+def _can_bind(host: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
         try:
-            probe.bind((DEFAULT_HOST, port))
+            probe.bind((host, port))
         except OSError:
             return False
     return True
@@ -752,6 +794,18 @@ def _top_level_setting(cfg: DictConfig, key: str, default: Any) -> Any:
     except OmegaConfBaseException as error:
         raise ConfigError(f"Cannot resolve top-level key '{key}': {_first_line(error)}") from error
     return default if value is None else value
+
+
+def http_client_settings(cfg: DictConfig) -> HTTPClientSettings:
+    """The outbound-client knobs of the config, checked; a bad value names its key."""
+    values = {key: _top_level_setting(cfg, key, None) for key in HTTPClientSettings.model_fields}
+    try:
+        return HTTPClientSettings.model_validate({k: v for k, v in values.items() if v is not None})
+    except ValidationError as error:
+        problem = error.errors()[0]
+        raise ConfigError(
+            f"Top-level key '{problem['loc'][0]}': {problem['msg']} (got {problem['input']!r})"
+        ) from error
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -812,27 +866,57 @@ def resolve_instance_config(cfg: DictConfig, instance_name: str) -> dict[str, An
 
 
 def mask_secrets(value: Any) -> Any:
-    """A plain deep copy in which every value under a key containing "key" or "token" reads "****".
+    """A plain deep copy in which secret values read "****", for any display of a config.
 
-    Lists become lists of "****". Left visible: None and booleans (they reveal nothing) and a value that
-    is only an interpolation such as `${policy_api_key}` (a reference, not the secret; the key it refers
-    to is masked where it is defined).
+    A key is secret when it contains "key", "token", "secret", "password" or "authorization"; every
+    string below it is masked, in nested mappings and lists too. Left visible: None, booleans, numbers
+    under a count-like key (`max_tokens`), a value that is only an interpolation such as
+    `${policy_api_key}` (the key it refers to is masked where it is defined), and the structure of server
+    instances: an instance, server-type or implementation name like `tokenizer_rs` never hides its host
+    and port, which clients need to find it.
     """
-    return _masked(value, under_secret_key=False)
+    return _masked(value, under_secret_key=False, names_level=3)
 
 
-def _masked(value: Any, under_secret_key: bool) -> Any:
+def _masked(value: Any, under_secret_key: bool, names_level: int = 0, key: Any = "") -> Any:
+    """`names_level`: 3 at the root (keys are instance names), 2 for a top-level block, 1 under a
+    server-type key (keys are implementation names), 0 for ordinary config below."""
     if OmegaConf.is_config(value):
         value = OmegaConf.to_container(value, resolve=False)
     if isinstance(value, Mapping):
-        return {key: _masked(child, under_secret_key or _is_secret_key(key)) for key, child in value.items()}
+        return {
+            child_key: _masked(
+                child,
+                under_secret_key or (_names_a_setting(names_level, child) and _is_secret_key(child_key)),
+                _child_names_level(names_level, child_key),
+                child_key,
+            )
+            for child_key, child in value.items()
+        }
     if isinstance(value, list | tuple):
-        return [_masked(child, under_secret_key) for child in value]
+        return [_masked(child, under_secret_key, 0, key) for child in value]
     if not under_secret_key or value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and str(key).lower().endswith(_COUNT_KEY_SUFFIXES):
         return value
     if isinstance(value, str) and _PURE_INTERPOLATION.match(value):
         return value
     return MASKED_VALUE
+
+
+def _names_a_setting(names_level: int, child: Any) -> bool:
+    """False for a key that names a server instance or implementation rather than a setting."""
+    if names_level == 3:
+        return not (isinstance(child, Mapping) and child.keys() & set(SERVER_TYPES))
+    return names_level != 1
+
+
+def _child_names_level(names_level: int, child_key: Any) -> int:
+    if names_level == 3:
+        return 2
+    if names_level == 2 and child_key in SERVER_TYPES:
+        return 1
+    return 0
 
 
 def _is_secret_key(key: Any) -> bool:

@@ -35,9 +35,10 @@ CLIENT_KEEPALIVE_S = 15.0
 class RetryPolicy:
     """How long one logical call may take and which failures it may retry.
 
-    `deadline_s` bounds the whole call, every attempt and backoff sleep included. Connection failures
-    (refused, reset, dropped keep-alive socket, connect timeout) are retried; so are the statuses in
-    `retry_statuses`, honouring `Retry-After`. Anything else is returned or raised at once.
+    `deadline_s` bounds the whole call, every attempt and backoff sleep included. Failures to connect
+    (refused, connect timeout) are always retried; a connection dropped after the request was sent is
+    retried only for idempotent calls, since the handler may already have run. Statuses in
+    `retry_statuses` are retried honouring `Retry-After`. Anything else is returned or raised at once.
     """
 
     max_attempts: int = MAX_NUM_TRIES
@@ -168,15 +169,16 @@ async def close_global_aiohttp_client() -> None:
     _state.loop = None
 
 
-def _retryable_failure(error: BaseException) -> bool:
-    """Failures where the request most likely never reached the handler, so a retry is safe."""
-    if isinstance(error, aiohttp.ConnectionTimeoutError):
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+
+
+def _retryable_failure(error: BaseException, idempotent: bool) -> bool:
+    """Whether retrying cannot run a handler twice (or the caller said running it twice is harmless)."""
+    if isinstance(error, aiohttp.ConnectionTimeoutError | aiohttp.ClientConnectorError):
         return True
     if isinstance(error, asyncio.TimeoutError):
         return False
-    return isinstance(
-        error, aiohttp.ClientConnectorError | aiohttp.ServerDisconnectedError | aiohttp.ClientOSError
-    )
+    return idempotent and isinstance(error, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -199,6 +201,7 @@ async def request(
     url: str,
     *,
     retry_policy: RetryPolicy | None = None,
+    idempotent: bool | None = None,
     _internal: bool = False,
     **aiohttp_kwargs: Any,
 ) -> aiohttp.ClientResponse:
@@ -206,10 +209,14 @@ async def request(
 
     The status is not checked here (see `raise_for_status`) except for statuses the policy retries; when
     those persist, the last response is returned with its body intact. Raises `ConnectionFailedError`
-    or `DeadlineExceededError` (both name the URL) when no response could be had.
+    or `DeadlineExceededError` (both name the URL) when no response could be had. `idempotent` defaults
+    to the method's semantics (GET, HEAD, OPTIONS, PUT, DELETE); pass True for a POST that is safe to
+    repeat after a dropped connection.
     `_internal` is accepted for compatibility with callers written for the reference client.
     """
     policy = retry_policy or _state.default_policy
+    if idempotent is None:
+        idempotent = method.upper() in IDEMPOTENT_METHODS
     payload = aiohttp_kwargs.pop("json", None)
     if payload is not None:
         aiohttp_kwargs["data"] = orjson.dumps(payload)
@@ -234,9 +241,11 @@ async def request(
         try:
             response = await session.request(method, url, timeout=timeout, **aiohttp_kwargs)
         except Exception as error:
-            if not _retryable_failure(error):
+            if not _retryable_failure(error, idempotent):
                 if isinstance(error, asyncio.TimeoutError):
                     raise DeadlineExceededError(method, url, attempt, loop.time() - started, error) from error
+                if isinstance(error, aiohttp.ClientConnectionError):
+                    raise ConnectionFailedError(method, url, attempt, loop.time() - started, error) from error
                 raise
             last_error = error
             delay = policy.backoff_delay(attempt)

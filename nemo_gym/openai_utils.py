@@ -741,7 +741,7 @@ class NeMoGymAsyncOpenAI(BaseModel):
     base_url: str
     api_key: str = Field(default="", repr=False)
     internal: bool = False
-    default_headers: dict[str, str] = {}
+    default_headers: dict[str, str] = Field(default_factory=dict, repr=False)
     max_retries: int = Field(default=MAX_NUM_TRIES + 2, ge=1)
     timeout: float = Field(default=DEFAULT_DEADLINE_S, gt=0)
 

@@ -56,8 +56,11 @@ def group_by_task(verify_responses: list[dict[str, Any]]) -> dict[int, list[dict
     """Rollouts keyed by task index (sorted); a repeated (task, rollout) pair is a client error."""
     seen: set[tuple[int, int]] = set()
     tasks: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for verify_response in verify_responses:
-        key = (int(verify_response.get(TASK_INDEX_KEY, 0)), int(verify_response.get(ROLLOUT_INDEX_KEY, 0)))
+    for position, verify_response in enumerate(verify_responses):
+        key = (
+            _index_of(verify_response, TASK_INDEX_KEY, position),
+            _index_of(verify_response, ROLLOUT_INDEX_KEY, position),
+        )
         if key in seen:
             raise HTTPException(
                 status_code=422,
@@ -66,8 +69,18 @@ def group_by_task(verify_responses: list[dict[str, Any]]) -> dict[int, list[dict
         seen.add(key)
         tasks[key[0]].append(verify_response)
     for rollouts in tasks.values():
-        rollouts.sort(key=lambda rollout: int(rollout.get(ROLLOUT_INDEX_KEY, 0)))
+        rollouts.sort(key=lambda rollout: rollout.get(ROLLOUT_INDEX_KEY, 0))
     return dict(sorted(tasks.items()))
+
+
+def _index_of(verify_response: dict[str, Any], key: str, position: int) -> int:
+    value = verify_response.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise HTTPException(
+            status_code=422,
+            detail=f"verify_responses[{position}].{key} must be an integer, got {value!r}",
+        )
+    return value
 
 
 class MetricsAggregationMixin:

@@ -28,19 +28,22 @@ from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.middleware import Middleware
 
-from nemo_gym.config_types import BaseRunServerInstanceConfig, BaseServerConfig, ServerRefNotFoundError
+from nemo_gym.config_types import BaseRunServerInstanceConfig, BaseServerConfig, ConfigError
 from nemo_gym.errors import ErrorEnvelopeMiddleware
 from nemo_gym.global_config import (
     DEFAULT_HEAD_SERVER_PORT,
+    DEFAULT_HOST,
     NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME,
     get_first_server_config_dict,
     get_global_config_dict,
+    http_client_settings,
     resolve_instance_config,
     to_yaml,
 )
 from nemo_gym.http_client import (
     MAX_NUM_TRIES,
     RetryPolicy,
+    close_global_aiohttp_client,
     configure_http_client,
     get_response_json,
     raise_for_status,
@@ -70,24 +73,22 @@ TARGET_NOFILE_LIMIT = 65535
 def head_server_config_from(global_config_dict: DictConfig) -> BaseServerConfig:
     head = global_config_dict.get("head_server") or {}
     return BaseServerConfig(
-        host=head.get("host") or "127.0.0.1", port=head.get("port") or DEFAULT_HEAD_SERVER_PORT
+        host=head.get("host") or DEFAULT_HOST, port=head.get("port") or DEFAULT_HEAD_SERVER_PORT
     )
 
 
-def configure_http_client_from(global_config_dict: DictConfig) -> None:
-    """Apply the `global_aiohttp_*` / `global_http_*` knobs of the merged config to this process."""
-    workers = max(1, int(global_config_dict.get("num_workers") or 1))
-    defaults = RetryPolicy()
+def configure_http_client_from(global_config_dict: DictConfig, num_workers: int | None = None) -> None:
+    """Apply the `global_aiohttp_*` / `global_http_*` knobs to this process; the pool limits are shared
+    by the server's `num_workers` worker processes."""
+    settings = http_client_settings(global_config_dict)
+    workers = num_workers or 1
     configure_http_client(
-        connector_limit=int(global_config_dict.get("global_aiohttp_connector_limit", 102400)) // workers,
-        connector_limit_per_host=int(global_config_dict.get("global_aiohttp_connector_limit_per_host", 1024))
-        // workers,
+        connector_limit=max(1, settings.global_aiohttp_connector_limit // workers),
+        connector_limit_per_host=max(1, settings.global_aiohttp_connector_limit_per_host // workers),
         default_policy=RetryPolicy(
-            max_attempts=int(global_config_dict.get("global_http_max_attempts", defaults.max_attempts)),
-            deadline_s=float(global_config_dict.get("global_http_deadline_s", defaults.deadline_s)),
-            connect_timeout_s=float(
-                global_config_dict.get("global_http_connect_timeout_s", defaults.connect_timeout_s)
-            ),
+            max_attempts=settings.global_http_max_attempts,
+            deadline_s=settings.global_http_deadline_s,
+            connect_timeout_s=settings.global_http_connect_timeout_s,
         ),
     )
 
@@ -116,13 +117,7 @@ class ServerClient(BaseModel):
         return cls(head_server_config=head, global_config_dict=OmegaConf.create(yaml.safe_load(config_yaml)))
 
     def server_base_url(self, server_name: str) -> str:
-        if server_name not in self.global_config_dict:
-            known = ", ".join(
-                sorted(k for k, v in self.global_config_dict.items() if isinstance(v, DictConfig))
-            )
-            raise ServerRefNotFoundError(
-                f"No server instance named '{server_name}' in the config. Known: {known}"
-            )
+        """Raises `ServerRefNotFoundError` (naming the known instances) for an unknown name."""
         inner = get_first_server_config_dict(self.global_config_dict, server_name)
         return f"http://{inner['host']}:{inner['port']}"
 
@@ -184,6 +179,7 @@ def finalize_app(app: FastAPI, server_label: str) -> FastAPI:
     so error responses still carry the session cookie)."""
     if not any(getattr(route, "path", None) == "/" for route in app.router.routes):
         app.add_api_route("/", _liveness, methods=["GET"])
+    app.router.on_shutdown.append(close_global_aiohttp_client)
     app.user_middleware.append(Middleware(ErrorEnvelopeMiddleware, server_label=server_label))
     return app
 
@@ -233,13 +229,15 @@ class SimpleServer(BaseServer):
         instance_name = os.environ.get(NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME)
         if not instance_name:
             sys.exit(f"Error: {NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME} must name this server's instance.")
-        global_config_dict = get_global_config_dict()
         try:
+            global_config_dict = get_global_config_dict()
             config = cls.load_config(global_config_dict, instance_name)
+            configure_http_client_from(global_config_dict, config.num_workers)
         except ValidationError as error:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))} ({e['msg']})" for e in error.errors())
             sys.exit(f"Error: invalid config for server instance '{instance_name}': {problems}")
-        configure_http_client_from(global_config_dict)
+        except ConfigError as error:
+            sys.exit(f"Error: server instance '{instance_name}': {error}")
         server = cls(
             config=config,
             server_client=ServerClient(

@@ -1,11 +1,12 @@
 import socket
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
+from nemo_gym.http_client import close_global_aiohttp_client
 from tests.helpers import StartedServer, run_server
 from tests.upstream_script import ScriptedUpstream
 
@@ -23,6 +24,13 @@ def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@pytest.fixture(autouse=True)
+async def _close_pooled_http_client() -> AsyncIterator[None]:
+    """Each test runs in its own event loop; close the pooled session made in it."""
+    yield
+    await close_global_aiohttp_client()
 
 
 @pytest.fixture(scope="session")

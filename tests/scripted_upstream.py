@@ -10,6 +10,7 @@ their own model name never see each other's steps. Model routes:
     POST /v1/responses          Responses API
     POST /v1/chat/completions   Chat Completions API
     POST /tokenize              vLLM-style tokenizer (deterministic, one token per whitespace word)
+    GET  /v1/models             every model name that has been scripted or called
 
 Control routes (JSON):
 
@@ -350,6 +351,14 @@ def make_control_routes(state: Upstream) -> list[web.RouteDef]:
     ]
 
 
+def make_models_handler(state: Upstream):
+    async def handle(request: web.Request) -> web.Response:
+        names = sorted(state.scripts.keys() | state.requests.keys())
+        return json_response({"object": "list", "data": [{"id": name, "object": "model"} for name in names]})
+
+    return handle
+
+
 def make_app() -> web.Application:
     state = Upstream()
     app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -357,6 +366,7 @@ def make_app() -> web.Application:
     app.router.add_post(RESPONSES_PATH, model_handler)
     app.router.add_post(CHAT_PATH, model_handler)
     app.router.add_post(TOKENIZE_PATH, make_tokenize_handler(state))
+    app.router.add_get("/v1/models", make_models_handler(state))
     app.router.add_routes(make_control_routes(state))
     return app
 

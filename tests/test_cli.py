@@ -46,3 +46,9 @@ def test_malformed_yaml_names_file_line_and_column(tmp_path):
     assert result.returncode == 1
     assert "bad.yaml" in result.stderr and "Traceback" not in result.stderr
     assert ":3:" in result.stderr or "line 3" in result.stderr
+
+
+def test_command_help_is_shown_not_parsed_as_an_override(tmp_path):
+    result = run_command("gym", "resolve", "-h", cwd=tmp_path)
+    assert result.returncode == 0
+    assert result.stdout.startswith("usage: gym resolve") and "merged config" in result.stdout

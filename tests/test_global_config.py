@@ -118,6 +118,22 @@ def test_adding_a_key_twice_needs_force_add() -> None:
         parse_overrides(["+a=1", "+a=2"])
 
 
+def test_a_key_below_a_plain_value_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"'a' is already set to a plain value"):
+        parse_overrides(["+a=1", "+a.b=2"])
+
+
+def test_override_errors_never_echo_a_secret_value() -> None:
+    for tokens in (
+        ["+policy_api_key=sk-abc,def"],
+        ["+hf_token=[hf-abc"],
+        ["+x.api_key=sk-1", "+x.api_key=sk-2"],
+    ):
+        with pytest.raises(ConfigError) as raised:
+            parse_overrides(tokens)
+        assert "sk-" not in str(raised.value) and "hf-" not in str(raised.value)
+
+
 def test_precedence_files_then_env_yaml_then_initial_dict_then_cli(workdir: Path) -> None:
     write(workdir / "c.yaml", {"a": "file", "b": "file", "c": "file", "d": "file"})
     write(workdir / "env.yaml", {"b": "env", "c": "env", "d": "env"})
@@ -310,6 +326,27 @@ def test_a_reserved_key_cannot_name_a_server(workdir: Path) -> None:
 # Structural directives
 
 
+@pytest.mark.parametrize("order", ["source first", "user first"])
+def test_chained_copies_resolve_in_any_order(workdir: Path, order: str) -> None:
+    blocks = {
+        "base": {"x": 1, "y": 2},
+        "middle": {"_copy": "base", "y": 3},
+        "user": {"_copy": "middle", "z": 4},
+    }
+    if order == "user first":
+        blocks = dict(reversed(blocks.items()))
+    write(workdir / "c.yaml", blocks)
+    cfg = parse(workdir, "+config_paths=[c.yaml]")
+    assert OmegaConf.to_container(cfg.user) == {"x": 1, "y": 3, "z": 4}
+    assert OmegaConf.to_container(cfg.middle) == {"x": 1, "y": 3}
+
+
+def test_cyclic_directives_are_reported(workdir: Path) -> None:
+    write(workdir / "c.yaml", {"a": {"_copy": "b"}, "b": {"_copy": "c"}, "c": {"_copy": "a"}})
+    with pytest.raises(ConfigError, match="cycle"):
+        parse(workdir, "+config_paths=[c.yaml]")
+
+
 def test_inherit_from_moves_and_copy_copies(workdir: Path) -> None:
     config = {
         "templates": {"agent": agent(max_steps=5), "shared": {"temperature": 0.5}},
@@ -457,6 +494,34 @@ def test_mask_secrets_hides_values_under_key_and_token_keys() -> None:
         "use_key_rotation": True,
     }
     assert config.policy_api_key == "sk-1"  # a copy was masked
+
+
+def test_mask_secrets_keeps_server_addresses_and_counts_visible() -> None:
+    config = {
+        "tokenizer_rs": {
+            "resources_servers": {
+                "token_counter": {"host": "127.0.0.1", "port": 12001, "api_key": "sk-2", "max_tokens": 64}
+            }
+        },
+        "monkey_model": {
+            "responses_api_models": {
+                "openai_model": {"port": 12002, "default_headers": {"Authorization": "Bearer sk-3"}}
+            }
+        },
+        "hf_token": "hf-2",
+        "db": {"password": "p", "client_secret": "s"},
+    }
+    masked = mask_secrets(config)
+    assert masked["tokenizer_rs"]["resources_servers"]["token_counter"] == {
+        "host": "127.0.0.1",
+        "port": 12001,
+        "api_key": "****",
+        "max_tokens": 64,
+    }
+    model = masked["monkey_model"]["responses_api_models"]["openai_model"]
+    assert model == {"port": 12002, "default_headers": {"Authorization": "****"}}
+    assert masked["hf_token"] == "****"
+    assert masked["db"] == {"password": "****", "client_secret": "****"}
 
 
 def test_to_yaml_masks_only_when_asked() -> None:

@@ -16,6 +16,7 @@ from nemo_gym.http_client import (
 )
 from nemo_gym.openai_utils import RETRY_ERROR_CODES, NeMoGymAsyncOpenAI
 from tests.conftest import closed_port, unique_key
+from tests.upstream_script import fresh_model
 
 FAST = RetryPolicy(
     max_attempts=5, deadline_s=20, backoff_base_s=0.01, retry_statuses=frozenset(RETRY_ERROR_CODES)
@@ -26,12 +27,26 @@ async def attempts_seen(server, key: str) -> dict:
     return await get_response_json(await request("GET", f"{server.url}/attempts/{key}"))
 
 
-async def test_503_n_times_then_200_succeeds_on_attempt_n_plus_1(flaky_server):
+async def test_503_n_times_then_200_succeeds_on_attempt_n_plus_1(flaky_server, caplog):
     key = unique_key()
-    response = await request("POST", f"{flaky_server.url}/s/{key}/503/3/", json={"x": 1}, retry_policy=FAST)
+    url = f"{flaky_server.url}/s/{key}/503/3/"
+    with caplog.at_level(logging.WARNING, logger="nemo_gym.http"):
+        response = await request("POST", url, json={"x": 1}, retry_policy=FAST)
     assert response.status == 200
     assert (await get_response_json(response))["attempts"] == 4
     assert (await attempts_seen(flaky_server, key))["hits"] == 4
+    retry_lines = [record.getMessage() for record in caplog.records if "HTTP retry" in record.getMessage()]
+    assert [
+        f"attempt {n}/5" in line and url in line and "503" in line for n, line in enumerate(retry_lines, 1)
+    ] == [True] * 3
+
+
+def test_backoff_grows_exponentially_with_jitter_up_to_the_cap():
+    policy = RetryPolicy(backoff_base_s=0.5, backoff_max_s=4.0)
+    for attempt, step in [(1, 0.5), (2, 1.0), (3, 2.0), (4, 4.0), (9, 4.0)]:
+        delays = {policy.backoff_delay(attempt) for _ in range(50)}
+        assert all(step / 2 <= delay <= step for delay in delays)
+        assert len(delays) > 1, "jitter spreads the delays"
 
 
 async def test_persistent_retry_status_stops_at_max_attempts_and_keeps_body(flaky_server):
@@ -87,6 +102,24 @@ async def test_refused_connection_fails_within_deadline_naming_the_url(caplog):
     assert len(retry_lines) == 2, "each retry is logged once, the first failure at once"
     assert all(url in line for line in retry_lines)
     assert "attempt 1/3" in retry_lines[0]
+
+
+async def test_a_post_dropped_after_sending_is_not_repeated(flaky_server):
+    key = unique_key()
+    with pytest.raises(ConnectionFailedError) as raised:
+        await request("POST", f"{flaky_server.url}/drop/{key}", json={"n": 1}, retry_policy=FAST)
+    assert raised.value.attempts == 1
+    assert (await attempts_seen(flaky_server, key))["hits"] == 1
+
+
+async def test_an_idempotent_call_dropped_after_sending_is_retried(flaky_server):
+    for method, options in (("GET", {}), ("POST", {"idempotent": True})):
+        key = unique_key()
+        with pytest.raises(ConnectionFailedError) as raised:
+            await request(method, f"{flaky_server.url}/drop/{key}", retry_policy=FAST, **options)
+        assert raised.value.attempts == FAST.max_attempts
+        # aiohttp itself may resend an idempotent request once on a reused pooled connection.
+        assert (await attempts_seen(flaky_server, key))["hits"] >= FAST.max_attempts
 
 
 async def test_deadline_bounds_the_total_of_all_attempts():
@@ -146,3 +179,13 @@ async def test_concurrent_requests_share_one_pool(flaky_server):
     keys = [unique_key() for _ in range(50)]
     responses = await asyncio.gather(*(request("GET", f"{flaky_server.url}/s/{k}/200/0/") for k in keys))
     assert {response.status for response in responses} == {200}
+
+
+async def test_upstream_client_tokenize_and_models_reach_the_vllm_routes(scripted_upstream):
+    model = fresh_model()
+    client = NeMoGymAsyncOpenAI(base_url=scripted_upstream.base_url, api_key="sk-test")
+    tokens = await client.create_tokenize(model=model, prompt="one two one")
+    assert tokens["count"] == 3 and tokens["tokens"][0] == tokens["tokens"][2]
+    assert [entry["path"] for entry in scripted_upstream.requests(model)] == ["/tokenize"]
+    listed = await client.create_models()
+    assert model in [entry["id"] for entry in listed["data"]]

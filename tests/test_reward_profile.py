@@ -51,6 +51,11 @@ async def test_empty_and_duplicate_inputs(counter_server):
     status, body = await aggregate(counter_server, [rollout(0, 0, 1.0), rollout(0, 0, 0.0)])
     assert status == 422
     assert "Duplicate rollout" in body["detail"]
+    status, body = await aggregate(
+        counter_server, [rollout(0, 0, 1.0), {**rollout(1, 0, 1.0), "_ng_task_index": "x"}]
+    )
+    assert status == 422
+    assert "verify_responses[1]._ng_task_index must be an integer" in body["detail"]
 
 
 def test_numeric_record_counts_bools_and_skips_text():

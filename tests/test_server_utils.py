@@ -166,37 +166,56 @@ def test_server_client_names_an_unreachable_head_server():
         ServerClient.load_from_global_config(BaseServerConfig(host="127.0.0.1", port=port))
 
 
-def test_a_server_whose_port_is_taken_exits_with_one_line(tmp_path, flaky_server):
-    config = tmp_path / "config.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "counter": {
-                    "resources_servers": {
-                        "counter": {
-                            "entrypoint": "app.py",
-                            "host": "127.0.0.1",
-                            "port": flaky_server.port,
-                            "domain": "other",
-                        }
-                    }
-                }
-            }
-        )
-    )
+def counter_config(port: int, **top_level) -> dict:
+    inner = {"entrypoint": "app.py", "host": "127.0.0.1", "port": port, "domain": "other"}
+    return {"counter": {"resources_servers": {"counter": inner}}, **top_level}
+
+
+def start_counter_server(
+    tmp_path, config: dict | None, instance: str = "counter"
+) -> subprocess.CompletedProcess:
+    config_file = tmp_path / "config.yaml"
+    if config is not None:
+        config_file.write_text(yaml.safe_dump(config))
     env = {
         **os.environ,
-        "NEMO_GYM_CONFIG_FILE": str(config),
-        "NEMO_GYM_CONFIG_PATH": "counter",
+        "NEMO_GYM_CONFIG_FILE": str(config_file),
+        "NEMO_GYM_CONFIG_PATH": instance,
         "PYTHONPATH": str(REPO_ROOT),
     }
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, str(FIXTURES / "counter_resources_server.py")],
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("port taken", "cannot listen on 127.0.0.1:"),
+        ("missing config file", "does not exist"),
+        ("unknown instance", "No server instance named 'countr'"),
+        ("bad http setting", "'global_http_max_attempts'"),
+        ("bad port", "port"),
+    ],
+)
+def test_a_server_that_cannot_start_exits_with_one_line(tmp_path, flaky_server, case, expected):
+    config, instance = counter_config(closed_port()), "counter"
+    if case == "port taken":
+        config = counter_config(flaky_server.port)
+    elif case == "missing config file":
+        config = None
+    elif case == "unknown instance":
+        instance = "countr"
+    elif case == "bad http setting":
+        config = counter_config(closed_port(), global_http_max_attempts="many")
+    elif case == "bad port":
+        config = counter_config("high")
+    result = start_counter_server(tmp_path, config, instance)
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
-    assert f"cannot listen on 127.0.0.1:{flaky_server.port}" in result.stderr.strip().splitlines()[-1]
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("Error: ") and expected in last_line

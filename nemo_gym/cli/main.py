@@ -69,6 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command not in COMMANDS:
         print(f"Error: unknown command '{command}'.\n{USAGE}", file=sys.stderr, end="")
         return 2
+    if any(arg in ("-h", "--help") for arg in overrides):
+        summary = next(line for line in USAGE.splitlines() if line.strip().startswith(command + " "))
+        print(f"usage: gym {command} [+key=value ...]\n\n{summary.strip()}")
+        return 0
     try:
         return COMMANDS[command](overrides)
     except ConfigError as error:
