@@ -47,7 +47,9 @@ def wait_for_bound_address(process: subprocess.Popen, address_file: Path, log_pa
 
 
 @contextmanager
-def run_server(args: list[str], workdir: Path, env: dict[str, str] | None = None) -> Iterator[StartedServer]:
+def run_server(
+    args: list[str], workdir: Path, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> Iterator[StartedServer]:
     """Run `python <args>` as a subprocess, yield once it listens, and always stop it (by its pid)."""
     address_file = workdir / f"bound-{time.monotonic_ns()}.json"
     log_path = workdir / f"server-{time.monotonic_ns()}.log"
@@ -55,7 +57,7 @@ def run_server(args: list[str], workdir: Path, env: dict[str, str] | None = None
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full_env.get("PYTHONPATH")]))
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, *args], env=full_env, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, *args], env=full_env, stdout=log, stderr=subprocess.STDOUT, cwd=cwd
         )
     try:
         address = wait_for_bound_address(process, address_file, log_path)
@@ -67,3 +69,30 @@ def run_server(args: list[str], workdir: Path, env: dict[str, str] | None = None
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(10)
+
+
+def instance_config(server_type: str, implementation: str, **inner: object) -> dict:
+    """The config block of one instance: `{server_type: {implementation: {entrypoint, host, port, ...}}}`.
+
+    `port` defaults to 0: the server binds a free port itself and reports it (see `run_instance`).
+    """
+    return {server_type: {implementation: {"entrypoint": "app.py", "host": "127.0.0.1", "port": 0, **inner}}}
+
+
+@contextmanager
+def run_instance(
+    config: dict, instance_name: str, workdir: Path, env: dict[str, str] | None = None
+) -> Iterator[StartedServer]:
+    """Start one instance of `config` from its implementation folder's `app.py`, as `gym run` would.
+
+    `config` maps instance names to `instance_config(...)` blocks; peers the instance calls must be in it
+    with their real ports. The config is handed over as a file (NEMO_GYM_CONFIG_FILE).
+    """
+    server_type, implementations = next(iter(config[instance_name].items()))
+    implementation, inner = next(iter(implementations.items()))
+    app_path = REPO_ROOT / server_type / implementation / inner["entrypoint"]
+    config_file = workdir / f"config-{instance_name}-{time.monotonic_ns()}.yaml"
+    config_file.write_bytes(orjson.dumps(config))  # JSON is YAML
+    instance_env = {"NEMO_GYM_CONFIG_FILE": str(config_file), "NEMO_GYM_CONFIG_PATH": instance_name}
+    with run_server([str(app_path)], workdir, {**instance_env, **(env or {})}, cwd=app_path.parent) as server:
+        yield server

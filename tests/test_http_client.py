@@ -15,7 +15,7 @@ from nemo_gym.http_client import (
     request,
 )
 from nemo_gym.openai_utils import RETRY_ERROR_CODES, NeMoGymAsyncOpenAI
-from tests.conftest import closed_port, unique_key
+from tests.shared_fixtures import closed_port, unique_key
 from tests.upstream_script import fresh_model
 
 FAST = RetryPolicy(

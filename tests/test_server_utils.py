@@ -11,8 +11,8 @@ import yaml
 from nemo_gym.config_types import BaseServerConfig
 from nemo_gym.http_client import get_response_json, request
 from nemo_gym.server_utils import ServerClient
-from tests.conftest import COOKIE_NAME, FIXTURES, SECRET, closed_port, unique_key
 from tests.helpers import REPO_ROOT, StartedServer
+from tests.shared_fixtures import COOKIE_NAME, FIXTURES, SECRET, closed_port, unique_key
 
 VERIFY_BODY = {
     "responses_create_params": {"input": "hi"},

@@ -1,6 +1,6 @@
 """Test-side client of tests/scripted_upstream.py: script its answers and read what it received.
 
-Typical use, with the session fixture `scripted_upstream` of tests/conftest.py:
+Typical use, with the session fixture `scripted_upstream` of tests/shared_fixtures.py:
 
     model = fresh_model()
     scripted_upstream.script(model, [
