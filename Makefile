@@ -20,8 +20,7 @@ test: lint
 	$(PYTHON) -m pytest -q
 
 demo: $(INSTALLED)
-	@echo "make demo: the end-to-end demo arrives with 'gym run' (issue 3). For now: $(VENV)/bin/gym --help"
-	@$(VENV)/bin/gym --help
+	$(VENV)/bin/gym demo
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

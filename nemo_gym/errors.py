@@ -28,6 +28,17 @@ def error_body(error_type: str, status: int, message: str, server: str, cause: A
     }
 
 
+class GymError(Exception):
+    """An error a handler raises on purpose, answered with its own status, type and message."""
+
+    def __init__(self, status: int, error_type: str, message: str, cause: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+        self.message = message
+        self.cause = cause
+
+
 def _inner_cause(body: bytes) -> Any:
     """The inner server's error as data: its own envelope's `error` object, other JSON, or text."""
     try:
@@ -52,6 +63,8 @@ def exception_to_error_body(error: BaseException, server: str) -> dict[str, Any]
     if isinstance(error, RequestFailedError):
         status = _STATUS_FOR_FAILED_REQUEST.get(error.kind, 502)
         return error_body(error.kind, status, str(error), server)
+    if isinstance(error, GymError):
+        return error_body(error.error_type, error.status, error.message, server, error.cause)
     return error_body("internal_error", 500, f"{type(error).__name__}: {error}", server)
 
 
@@ -81,7 +94,7 @@ class ErrorEnvelopeMiddleware:
                 raise
             body = exception_to_error_body(error, self.server_label)
             status = body["error"]["status"]
-            if status >= 500 and not isinstance(error, HTTPStatusError | RequestFailedError):
+            if status >= 500 and not isinstance(error, HTTPStatusError | RequestFailedError | GymError):
                 logger.exception("%s: unhandled error on %s", self.server_label, scope.get("path"))
             else:
                 logger.warning("%s: %s", self.server_label, body["error"]["message"])

@@ -37,7 +37,7 @@ import random
 import re
 import socket
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +118,8 @@ RESERVED_TOP_LEVEL_KEYS: frozenset[str] = frozenset(
 )
 
 _INSTALL_ROOT = Path(__file__).resolve().parent.parent
+
+PortReserver = Callable[[str, int], bool]
 _SECRET_KEY_PARTS = ("key", "token", "secret", "password", "authorization")
 _COUNT_KEY_SUFFIXES = ("tokens", "_count", "_size")
 _PURE_INTERPOLATION = re.compile(r"^\$\{[^${}]*\}$")
@@ -140,8 +142,14 @@ def parse_global_config_dict(
     initial_global_config_dict: Mapping[str, Any] | DictConfig | None = None,
     cwd: Path | None = None,
     install_root: Path | None = None,
+    port_reserver: PortReserver | None = None,
 ) -> DictConfig:
-    """Build, check and complete the merged config (see the module docstring for the steps)."""
+    """Build, check and complete the merged config (see the module docstring for the steps).
+
+    `port_reserver(host, port) -> bool` decides whether a free port may be given to an instance; the
+    default only probes. The launcher passes one that binds and keeps the socket, so no other process
+    can take the port before the server starts.
+    """
     cwd = cwd if cwd is not None else Path.cwd()
     root = install_root if install_root is not None else _INSTALL_ROOT
     command_line = _merged(
@@ -161,7 +169,7 @@ def parse_global_config_dict(
     cfg = OmegaConf.create(tree)
     http_client_settings(cfg)
     instances = _checked_server_instances(cfg)
-    _assign_addresses(cfg, instances)
+    _assign_addresses(cfg, instances, port_reserver or _can_bind)
     return cfg
 
 
@@ -675,7 +683,9 @@ def _dangling_ref_message(
 # Hosts and ports
 
 
-def _assign_addresses(cfg: DictConfig, instances: list[ServerInstanceConfig]) -> None:
+def _assign_addresses(
+    cfg: DictConfig, instances: list[ServerInstanceConfig], port_reserver: PortReserver
+) -> None:
     """Fill each instance's missing host/port; no two instances and not the head server share a port."""
     default_host = _default_host(cfg)
     head_port = _head_server_port(cfg)
@@ -695,7 +705,8 @@ def _assign_addresses(cfg: DictConfig, instances: list[ServerInstanceConfig]) ->
             inner_dict["host"] = default_host
         port = inner_config.port
         if not port:
-            port = inner_dict["port"] = _random_free_port(inner_dict["host"], port_low, port_high, taken)
+            port = _random_free_port(inner_dict["host"], port_low, port_high, taken, port_reserver)
+            inner_dict["port"] = port
         taken.add(port)
         ports.append(port)
     cfg["port_range_low"], cfg["port_range_high"] = port_low, port_high
@@ -724,7 +735,7 @@ def _explicit_ports(instances: list[ServerInstanceConfig], head_port: int) -> di
     return owners
 
 
-def _random_free_port(host: str, low: int, high: int, taken: set[int]) -> int:
+def _random_free_port(host: str, low: int, high: int, taken: set[int], port_reserver: PortReserver) -> int:
     """A random port of [low, high] not in `taken` that can be bound right now on `host`."""
     free = [port for port in range(low, high + 1) if port not in taken]
     if not free:
@@ -732,7 +743,7 @@ def _random_free_port(host: str, low: int, high: int, taken: set[int]) -> int:
             f"No free port left in port_range_low..port_range_high ({low}..{high}); widen the range"
         )
     for candidate in random.sample(free, min(len(free), MAX_PORT_PROBES)):
-        if _can_bind(host, candidate):
+        if port_reserver(host, candidate):
             return candidate
     raise ConfigError(
         f"No bindable port on {host} found in {low}..{high} after {MAX_PORT_PROBES} tries; "
@@ -759,7 +770,9 @@ def _default_host(cfg: DictConfig) -> str:
 def _head_server_port(cfg: DictConfig) -> int:
     head_server = _top_level_setting(cfg, "head_server", None)
     port = head_server.get("port") if isinstance(head_server, Mapping) else None
-    return _validated_port(port, "head_server.port") if port else DEFAULT_HEAD_SERVER_PORT
+    if port == 0:
+        return 0  # any free port, chosen when the launcher binds it
+    return _validated_port(port, "head_server.port") if port is not None else DEFAULT_HEAD_SERVER_PORT
 
 
 def _completed_head_server(cfg: DictConfig, default_host: str, head_port: int) -> dict[str, Any]:

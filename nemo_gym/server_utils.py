@@ -7,10 +7,12 @@ FastAPI app with liveness, signed sessions and the one error format of `nemo_gym
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
 import resource
+import signal
 import socket
 import sys
 import threading
@@ -65,6 +67,9 @@ __all__ = [
 logger = logging.getLogger("nemo_gym.server")
 
 BOUND_ADDRESS_FILE_ENV_VAR_NAME = "NEMO_GYM_BOUND_ADDRESS_FILE"
+LISTEN_FD_ENV_VAR_NAME = "NEMO_GYM_LISTEN_FD"
+LAUNCHER_PID_ENV_VAR_NAME = "NEMO_GYM_LAUNCHER_PID"
+PR_SET_PDEATHSIG = 1
 SERVER_KEEPALIVE_S = 30
 HEAD_CONFIG_FETCH_TIMEOUT_S = 10.0
 TARGET_NOFILE_LIMIT = 65535
@@ -146,11 +151,40 @@ def bind_listening_socket(host: str, port: int) -> socket.socket:
     """Bind and listen before serving, so the bound port is known and no other process can take it."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(4096)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(4096)
+    except OSError:
+        sock.close()
+        raise
     sock.set_inheritable(True)
     return sock
+
+
+def _listening_socket(instance_name: str, config: BaseServerConfig) -> socket.socket:
+    """The socket the launcher reserved for this server (NEMO_GYM_LISTEN_FD), else a newly bound one."""
+    inherited_fd = os.environ.pop(LISTEN_FD_ENV_VAR_NAME, None)
+    if inherited_fd:
+        return socket.socket(fileno=int(inherited_fd))
+    try:
+        return bind_listening_socket(config.host, config.port)
+    except OSError as error:
+        sys.exit(
+            f"Error: server instance '{instance_name}' cannot listen on {config.host}:{config.port} "
+            f"({error.strerror or error}). Choose another port, or leave it unset to get a free one."
+        )
+
+
+def _exit_with_the_launcher() -> None:
+    """Ask Linux to stop this server when the launcher dies, even by SIGKILL, so no child is orphaned."""
+    launcher_pid = os.environ.get(LAUNCHER_PID_ENV_VAR_NAME)
+    if not launcher_pid or not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != int(launcher_pid):
+        sys.exit("Error: the launcher exited before this server started.")
 
 
 def _report_bound_address(sock: socket.socket) -> None:
@@ -226,6 +260,7 @@ class SimpleServer(BaseServer):
     def run_webserver(cls) -> None:
         """Build this server from the launcher's config file and serve until stopped."""
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        _exit_with_the_launcher()
         instance_name = os.environ.get(NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME)
         if not instance_name:
             sys.exit(f"Error: {NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME} must name this server's instance.")
@@ -247,13 +282,7 @@ class SimpleServer(BaseServer):
         )
         app = finalize_app(server.setup_webserver(), server.server_label)
         _raise_open_file_limit()
-        try:
-            sock = bind_listening_socket(config.host, config.port)
-        except OSError as error:
-            sys.exit(
-                f"Error: server instance '{instance_name}' cannot listen on {config.host}:{config.port} "
-                f"({error.strerror or error}). Choose another port, or leave it unset to get a free one."
-            )
+        sock = _listening_socket(instance_name, config)
         _report_bound_address(sock)
         logger.info("%s listening on %s:%d", server.server_label, *sock.getsockname()[:2])
         serve_app(app, sock)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import queue
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -96,3 +99,98 @@ def run_instance(
     instance_env = {"NEMO_GYM_CONFIG_FILE": str(config_file), "NEMO_GYM_CONFIG_PATH": instance_name}
     with run_server([str(app_path)], workdir, {**instance_env, **(env or {})}, cwd=app_path.parent) as server:
         yield server
+
+
+class OutputReader:
+    """Collects a process's output lines in a thread, so a test can wait for a line with a timeout."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._seen_up_to = 0
+        threading.Thread(target=self._read, args=(process,), daemon=True).start()
+
+    def _read(self, process: subprocess.Popen) -> None:
+        for line in process.stdout:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def wait_for(self, text: str, timeout_s: float) -> str:
+        """The first line containing `text`, looking at lines already read first."""
+        for line in self.lines:
+            if text in line:
+                return line
+        deadline = time.monotonic() + timeout_s
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                line = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            self.lines.append(line)
+            if text in line:
+                return line
+        raise AssertionError(f"never printed {text!r}; the output was:\n" + "\n".join(self.lines))
+
+
+@dataclass
+class RunningDeployment:
+    """A `gym run` process started by a test, with the instances its head server reports."""
+
+    process: subprocess.Popen
+    head_url: str
+    instances: dict[str, dict]
+    output: OutputReader
+
+    def url(self, instance_name: str) -> str:
+        return self.instances[instance_name]["url"]
+
+    def pids(self) -> list[int]:
+        return [instance["pid"] for instance in self.instances.values()]
+
+    def wait_for_output(self, text: str, timeout_s: float = STARTUP_DEADLINE_S) -> str:
+        return self.output.wait_for(text, timeout_s)
+
+
+def gym_command(*args: str) -> list[str]:
+    return [str(Path(sys.executable).parent / "gym"), *args]
+
+
+def process_alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+@contextmanager
+def running_deployment(
+    args: list[str], cwd: Path, head_port: int, env: dict[str, str] | None = None
+) -> Iterator[RunningDeployment]:
+    """Run `gym run <args> ++head_server.port=<head_port>` until every server is up; always stop it."""
+    process = subprocess.Popen(
+        gym_command("run", *args, f"++head_server.port={head_port}"),
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        output = OutputReader(process)
+        output.wait_for("server(s) are up", STARTUP_DEADLINE_S * 2)
+        head_url = f"http://127.0.0.1:{head_port}"
+        with urllib.request.urlopen(f"{head_url}/server_instances", timeout=10) as answer:
+            instances = {entry["process_name"]: entry for entry in orjson.loads(answer.read())}
+        yield RunningDeployment(process, head_url, instances, output)
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)

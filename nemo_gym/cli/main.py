@@ -6,8 +6,10 @@ mistake is a user error: one line on stderr, no traceback, a non-zero exit.
 
 from __future__ import annotations
 
+import asyncio
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 from nemo_gym.config_types import ConfigError
 
@@ -15,6 +17,7 @@ USAGE = """usage: gym <command> [+key=value ...]
 
 commands:
   run        start every server of a deployment (alias ng_run)
+  demo       start the quickstart deployment, run its example tasks, print rewards, stop
   collect    run a dataset through an agent and write rollouts (alias ng_collect_rollouts)
   dataset    upload | download | collate JSONL datasets
   status     list the instances of a running deployment and their health (alias ng_status)
@@ -23,6 +26,42 @@ commands:
   test       run an environment's tests
   init       create a new environment folder from a template
 """
+
+
+def _run_async(work: Coroutine[Any, Any, int]) -> int:
+    """Run a command's coroutine, closing the pooled HTTP client before the loop ends."""
+    from nemo_gym.http_client import close_global_aiohttp_client
+
+    async def run_then_close() -> int:
+        try:
+            return await work
+        finally:
+            await close_global_aiohttp_client()
+
+    return asyncio.run(run_then_close())
+
+
+def _run(overrides: Sequence[str]) -> int:
+    from nemo_gym.launcher import Deployment, DeploymentError, run_until_stopped
+
+    deployment = Deployment(list(overrides))
+    try:
+        return _run_async(run_until_stopped(deployment))
+    except DeploymentError as error:
+        print(f"Error: {error}", file=sys.stderr)
+        return 1
+
+
+def _status(overrides: Sequence[str]) -> int:
+    from nemo_gym.cli.status import print_status
+
+    return _run_async(print_status(list(overrides)))
+
+
+def _demo(overrides: Sequence[str]) -> int:
+    from nemo_gym.cli.demo import run_demo
+
+    return _run_async(run_demo(list(overrides)))
 
 
 def _resolve(overrides: Sequence[str]) -> int:
@@ -49,10 +88,11 @@ def _not_yet_available(command: str) -> Callable[[Sequence[str]], int]:
 
 
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
-    "run": _not_yet_available("run"),
+    "run": _run,
+    "demo": _demo,
     "collect": _not_yet_available("collect"),
     "dataset": _not_yet_available("dataset"),
-    "status": _not_yet_available("status"),
+    "status": _status,
     "resolve": _resolve,
     "validate": _validate,
     "test": _not_yet_available("test"),

@@ -1,0 +1,82 @@
+"""`gym demo`: start the quickstart deployment, send its example tasks through `/run`, print the rewards.
+
+Without a model configured it plays recorded model turns (replay_model), so it needs no API key. With
+`policy_base_url`, `policy_api_key` and `policy_model_name` set (env.yaml or `+key=value`), the same
+deployment talks to that live model through openai_model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from nemo_gym.global_config import install_root, parse_global_config_dict
+from nemo_gym.http_client import (
+    HTTPStatusError,
+    RequestFailedError,
+    get_response_json,
+    raise_for_status,
+    request,
+)
+from nemo_gym.launcher import Deployment, DeploymentError
+
+OFFLINE_CONFIG = "configs/quickstart.yaml"
+LIVE_CONFIG = "configs/quickstart_live.yaml"
+AGENT_NAME = "example_single_tool_call_simple_agent"
+LIVE_MODEL_KEYS = ("policy_base_url", "policy_api_key", "policy_model_name")
+
+
+def chosen_config(overrides: Sequence[str]) -> str:
+    """The live quickstart when every policy_* key is set (e.g. in env.yaml), else the offline one."""
+    settings = parse_global_config_dict(list(overrides))
+    return LIVE_CONFIG if all(settings.get(key) for key in LIVE_MODEL_KEYS) else OFFLINE_CONFIG
+
+
+def example_rows(deployment: Deployment) -> list[dict[str, Any]]:
+    """The agent's `example` dataset, as listed in its config."""
+    agent = deployment.global_config_dict[AGENT_NAME]["responses_api_agents"]["simple_agent"]
+    dataset = next(entry for entry in agent["datasets"] if entry["type"] == "example")
+    path = Path(dataset["jsonl_fpath"])
+    if not path.is_absolute():
+        path = next(
+            (root / path for root in (deployment.cwd, install_root()) if (root / path).is_file()), path
+        )
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+async def run_one(url: str, index: int, row: dict[str, Any]) -> float:
+    response = await request("POST", url + "/run", json=row)
+    await raise_for_status(response)
+    result = await get_response_json(response)
+    reward = float(result["reward"])
+    print(f"rollout {index}: reward {reward:.2f}  ({_task_text(row)})", flush=True)
+    return reward
+
+
+async def run_demo(overrides: Sequence[str]) -> int:
+    config = chosen_config(overrides)
+    print(f"Starting the quickstart deployment ({config}).", flush=True)
+    deployment = Deployment([f"+config_paths=[{config}]", "++head_server.port=0", *overrides])
+    try:
+        await deployment.start()
+        url = deployment.server_url(AGENT_NAME)
+        rows = example_rows(deployment)
+        rewards = await asyncio.gather(*(run_one(url, index, row) for index, row in enumerate(rows)))
+        print(f"mean reward over {len(rewards)} rollouts: {sum(rewards) / len(rewards):.3f}", flush=True)
+        return 0
+    except (DeploymentError, HTTPStatusError, RequestFailedError) as error:
+        print(f"Error: {error}", file=sys.stderr)
+        return 1
+    finally:
+        await deployment.stop()
+
+
+def _task_text(row: dict[str, Any]) -> str:
+    messages = row["responses_create_params"]["input"]
+    text = messages if isinstance(messages, str) else messages[-1].get("content", "")
+    return text if isinstance(text, str) else "..."

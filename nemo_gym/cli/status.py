@@ -1,0 +1,74 @@
+"""`gym status`: the instances of a running deployment, from its head server, and whether each answers."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from nemo_gym.global_config import parse_global_config_dict
+from nemo_gym.http_client import (
+    HTTPStatusError,
+    RequestFailedError,
+    RetryPolicy,
+    get_response_json,
+    raise_for_status,
+    request,
+)
+from nemo_gym.launcher import format_table
+from nemo_gym.server_utils import head_server_config_from
+
+HEAD_POLICY = RetryPolicy(max_attempts=1, deadline_s=5.0, connect_timeout_s=2.0)
+INSTANCE_POLICY = RetryPolicy(max_attempts=1, deadline_s=2.0, connect_timeout_s=2.0)
+
+
+async def instance_health(url: str) -> str:
+    """`success` for any HTTP answer on `/`, else the kind of failure (`connection_error`, `timeout`)."""
+    try:
+        response = await request("GET", url + "/", retry_policy=INSTANCE_POLICY)
+        response.release()
+    except RequestFailedError as error:
+        return "timeout" if error.kind == "timeout" else "connection_error"
+    return "success"
+
+
+async def print_status(overrides: Sequence[str]) -> int:
+    """Exit 0 when every instance answers, 1 when one does not or the head server is unreachable."""
+    cfg = parse_global_config_dict(list(overrides))
+    head = head_server_config_from(cfg)
+    head_url = f"http://{head.host}:{head.port}"
+    try:
+        response = await request("GET", head_url + "/server_instances", retry_policy=HEAD_POLICY)
+        await raise_for_status(response)
+        instances: list[dict[str, Any]] = await get_response_json(response)
+    except RequestFailedError as error:
+        print(
+            f"Error: no head server answers at {head_url} ({error.kind} failed); is `gym run` running, "
+            "and does head_server.port match it?",
+            file=sys.stderr,
+        )
+        return 1
+    except (HTTPStatusError, ValueError) as error:
+        print(f"Error: {head_url} is not a Gym head server ({error})", file=sys.stderr)
+        return 1
+    statuses = await asyncio.gather(*(instance_health(instance["url"]) for instance in instances))
+    for instance, status in zip(instances, statuses, strict=True):
+        instance["status"] = status
+        instance["uptime_seconds"] = round(time.time() - instance["start_time"], 1)
+    if cfg.get("json"):
+        print(orjson.dumps(instances, option=orjson.OPT_INDENT_2).decode())
+    else:
+        rows = [("INSTANCE", "TYPE", "IMPLEMENTATION", "URL", "PID", "STATUS", "UPTIME_S")]
+        rows += [
+            (
+                i["process_name"], i["server_type"], i["name"], i["url"], str(i["pid"]), i["status"],
+                f"{i['uptime_seconds']:g}",
+            )
+            for i in instances
+        ]  # fmt: skip
+        print(format_table(rows))
+    return 0 if all(status == "success" for status in statuses) else 1

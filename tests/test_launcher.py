@@ -1,0 +1,186 @@
+"""`gym run` as a user runs it: a real launcher process starting real server processes."""
+
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import gym_command, process_alive, running_deployment
+from tests.shared_fixtures import closed_port
+
+COUNTER_APP = "from tests.fixtures.counter_resources_server import CounterResourcesServer\n\n" + (
+    'if __name__ == "__main__":\n    CounterResourcesServer.run_webserver()\n'
+)
+SLEEPY_APP = "import runpy\n\nrunpy.run_module('tests.fixtures.sleepy_server', run_name='__main__')\n"
+
+
+def counter_instance(implementation: str = "counter", **inner) -> dict:
+    return {"resources_servers": {implementation: {"entrypoint": "app.py", "domain": "other", **inner}}}
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A project folder with its own server implementations, as a user's checkout would have."""
+    for implementation, source in (("counter", COUNTER_APP), ("sleepy", SLEEPY_APP)):
+        folder = tmp_path / "resources_servers" / implementation
+        folder.mkdir(parents=True)
+        (folder / "app.py").write_text(source)
+    return tmp_path
+
+
+def write_config(workdir: Path, config: dict) -> str:
+    (workdir / "deployment.yaml").write_text(yaml.safe_dump(config))
+    return "+config_paths=[deployment.yaml]"
+
+
+def wait_until_gone(pids: list[int], timeout_s: float) -> list[int]:
+    """The pids still alive after `timeout_s` (checked until then; returns early when all are gone)."""
+    deadline = time.monotonic() + timeout_s
+    alive = list(pids)
+    while alive and time.monotonic() < deadline:
+        alive = [pid for pid in alive if process_alive(pid)]
+        if alive:
+            time.sleep(0.05)
+    return alive
+
+
+def get_status(url: str) -> int:
+    with urllib.request.urlopen(url + "/", timeout=5) as answer:
+        return answer.status
+
+
+def test_run_starts_every_instance_and_prints_the_table(workdir):
+    config = {"first": counter_instance(), "second": counter_instance()}
+    with running_deployment([write_config(workdir, config)], workdir, closed_port()) as deployment:
+        assert set(deployment.instances) == {"first", "second"}
+        for name in ("first", "second"):
+            assert get_status(deployment.url(name)) == 200
+            assert process_alive(deployment.instances[name]["pid"])
+        header = deployment.wait_for_output("INSTANCE")
+        assert header.split() == ["INSTANCE", "TYPE", "IMPLEMENTATION", "URL", "PID"]
+        row = next(line.split() for line in deployment.output.lines if line.startswith("first "))
+        pid = str(deployment.instances["first"]["pid"])
+        assert row == ["first", "resources_servers", "counter", deployment.url("first"), pid]
+        status = subprocess.run(
+            gym_command("status", f"++head_server.port={deployment.head_url.rsplit(':', 1)[1]}"),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert status.returncode == 0, status.stderr
+        assert status.stdout.count("success") == 2
+
+
+def test_child_output_is_prefixed_with_its_instance_name(workdir):
+    config = {"first": counter_instance()}
+    with running_deployment([write_config(workdir, config)], workdir, closed_port()) as deployment:
+        line = deployment.wait_for_output("listening on")
+        assert line.startswith("(first) ")
+
+
+def test_a_dying_child_is_named_and_stops_the_deployment(workdir):
+    config = {"victim": counter_instance(), "bystander": counter_instance()}
+    with running_deployment([write_config(workdir, config)], workdir, closed_port()) as deployment:
+        pids = deployment.pids()
+        os.kill(deployment.instances["victim"]["pid"], signal.SIGKILL)
+        line = deployment.wait_for_output("exited with code")
+        assert "'victim'" in line and "-9" in line
+        assert deployment.process.wait(15) != 0
+        assert wait_until_gone(pids, 5) == []
+
+
+def test_ctrl_c_stops_every_child_within_5_seconds(workdir):
+    config = {"a": counter_instance(), "b": counter_instance()}
+    with running_deployment([write_config(workdir, config)], workdir, closed_port()) as deployment:
+        pids = deployment.pids()
+        started = time.monotonic()
+        deployment.process.send_signal(signal.SIGINT)
+        assert deployment.process.wait(10) == 0
+        assert wait_until_gone(pids, 5) == []
+        assert time.monotonic() - started < 5
+
+
+def test_killing_the_launcher_leaves_no_orphan(workdir):
+    config = {"a": counter_instance()}
+    with running_deployment([write_config(workdir, config)], workdir, closed_port()) as deployment:
+        pids = deployment.pids()
+        deployment.process.kill()
+        deployment.process.wait(10)
+        assert wait_until_gone(pids, 10) == []
+
+
+def test_two_deployments_run_side_by_side(workdir):
+    config_arg = write_config(workdir, {"counter": counter_instance()})
+    with (
+        running_deployment([config_arg], workdir, closed_port()) as first,
+        running_deployment([config_arg], workdir, closed_port()) as second,
+    ):
+        assert first.url("counter") != second.url("counter")
+        assert get_status(first.url("counter")) == get_status(second.url("counter")) == 200
+
+
+def test_a_server_that_never_comes_up_is_named_with_its_last_output(workdir):
+    config = {"quick": counter_instance(), "slow": counter_instance("sleepy")}
+    started = time.monotonic()
+    result = subprocess.run(
+        gym_command(
+            "run",
+            write_config(workdir, config),
+            "+readiness_deadline_s=2",
+            f"++head_server.port={closed_port()}",
+        ),
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert time.monotonic() - started < 20
+    assert "did not come up within 2s" in result.stderr
+    assert "slow" in result.stderr and "loading a very large model..." in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_config_is_handed_over_in_a_file_not_the_environment(workdir):
+    config = {"counter": counter_instance(), "policy_api_key": "sk-never-in-environ"}
+    with running_deployment([write_config(workdir, config)], workdir, closed_port()) as deployment:
+        environ = Path(f"/proc/{deployment.instances['counter']['pid']}/environ").read_bytes()
+        assert b"sk-never-in-environ" not in environ
+        assert b"NEMO_GYM_CONFIG_FILE=" in environ
+        with urllib.request.urlopen(deployment.head_url + "/global_config_dict_yaml", timeout=5) as answer:
+            assert b"sk-never-in-environ" not in answer.read()
+
+
+@pytest.mark.parametrize(
+    ("problem", "expected"),
+    [
+        ("unknown implementation", "implementation folder resources_servers/nope not found"),
+        ("explicit port taken", "cannot listen on 127.0.0.1:"),
+        ("missing file", "not found"),
+    ],
+)
+def test_start_problems_are_one_line(workdir, problem, expected):
+    with __import__("socket").socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        if problem == "unknown implementation":
+            args = [write_config(workdir, {"x": counter_instance("nope")})]
+        elif problem == "explicit port taken":
+            args = [write_config(workdir, {"x": counter_instance(port=busy.getsockname()[1])})]
+        else:
+            args = ["+config_paths=[absent.yaml]"]
+        result = subprocess.run(
+            gym_command("run", *args, f"++head_server.port={closed_port()}"),
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and expected in lines[0], result.stderr
