@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+from multidict import CIMultiDict, CIMultiDictProxy
 
 logger = logging.getLogger("nemo_gym.http")
 
@@ -92,8 +93,10 @@ class HTTPStatusError(aiohttp.ClientResponseError):
     """A non-2xx answer, with the body kept (`response_content`) so the error can travel upward intact."""
 
     def __init__(self, response: aiohttp.ClientResponse, body: bytes):
+        sent = response.request_info
         super().__init__(
-            response.request_info,
+            # Without the request headers: they carry the bearer key, and errors get logged and shown.
+            aiohttp.RequestInfo(sent.url, sent.method, CIMultiDictProxy(CIMultiDict()), sent.real_url),
             response.history,
             status=response.status,
             message=response.reason or "",

@@ -189,3 +189,14 @@ async def test_upstream_client_tokenize_and_models_reach_the_vllm_routes(scripte
     assert [entry["path"] for entry in scripted_upstream.requests(model)] == ["/tokenize"]
     listed = await client.create_models()
     assert model in [entry["id"] for entry in listed["data"]]
+
+
+async def test_status_errors_do_not_keep_the_request_headers(flaky_server):
+    key = unique_key()
+    response = await request(
+        "GET", f"{flaky_server.url}/s/{key}/401/99/", headers={"Authorization": "Bearer sk-secret-value"}
+    )
+    with pytest.raises(HTTPStatusError) as raised:
+        await raise_for_status(response)
+    assert "sk-secret-value" not in repr(raised.value) + str(raised.value)
+    assert not raised.value.request_info.headers
