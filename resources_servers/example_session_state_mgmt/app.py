@@ -1,0 +1,138 @@
+"""example_session_state_mgmt: a per-rollout counter, the minimal example of state kept between tool calls.
+
+Each rollout is one session (the signed session cookie); the counter lives in this process keyed by the
+session id. Unlike NeMo Gym's version, the state cannot grow without bound: `/verify` removes the
+session's counter, and the store is an LRU capped at `max_sessions`, so rollouts that never reach
+verification (failed, timed out, abandoned) are eventually evicted instead of leaking.
+"""
+
+import logging
+from collections import OrderedDict
+
+from fastapi import FastAPI, Request
+from pydantic import BaseModel, Field, PrivateAttr
+
+from nemo_gym.base_resources_server import (
+    BaseResourcesServerConfig,
+    BaseSeedSessionRequest,
+    BaseSeedSessionResponse,
+    BaseVerifyRequest,
+    BaseVerifyResponse,
+    SimpleResourcesServer,
+)
+from nemo_gym.sessions import get_session_id
+
+logger = logging.getLogger("example_session_state_mgmt")
+
+# About 200 bytes per session: the default caps the store near 20 MB, far above any rollout concurrency.
+DEFAULT_MAX_SESSIONS = 100_000
+
+
+class SessionStateConfig(BaseResourcesServerConfig):
+    max_sessions: int = Field(default=DEFAULT_MAX_SESSIONS, ge=1)
+
+
+class SeedCounterRequest(BaseSeedSessionRequest):
+    initial_count: int
+
+
+class IncrementCounterRequest(BaseModel):
+    count: int
+
+
+class IncrementCounterResponse(BaseModel):
+    success: bool
+
+
+class CounterValueResponse(BaseModel):
+    count: int
+
+
+class CounterVerifyRequest(BaseVerifyRequest):
+    expected_count: int
+
+
+class CounterStore:
+    """Session id -> counter, least recently used first; holding more than `max_sessions` evicts the oldest.
+
+    The server runs one event loop and no method awaits, so no lock is needed.
+    """
+
+    def __init__(self, max_sessions: int) -> None:
+        self.max_sessions = max_sessions
+        self.evictions = 0
+        self._counts: OrderedDict[str, int] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def get(self, session_id: str) -> int | None:
+        if session_id not in self._counts:
+            return None
+        self._counts.move_to_end(session_id)
+        return self._counts[session_id]
+
+    def set(self, session_id: str, count: int) -> None:
+        self._counts[session_id] = count
+        self._counts.move_to_end(session_id)
+        while len(self._counts) > self.max_sessions:
+            self._counts.popitem(last=False)
+            self._note_eviction()
+
+    def pop(self, session_id: str) -> int | None:
+        return self._counts.pop(session_id, None)
+
+    def _note_eviction(self) -> None:
+        """Warn on the first eviction only: it means rollouts outnumber the cap or never reach verify."""
+        self.evictions += 1
+        if self.evictions == 1:
+            logger.warning(
+                "session store reached max_sessions=%d; evicting the least recently used session "
+                "(a rollout still running with it will get reward 0). Raise max_sessions if this is "
+                "not expected.",
+                self.max_sessions,
+            )
+
+
+class SessionStateResourcesServer(SimpleResourcesServer):
+    config: SessionStateConfig
+    _store: CounterStore = PrivateAttr()
+
+    def model_post_init(self, context: object) -> None:
+        super().model_post_init(context)
+        self._store = CounterStore(self.config.max_sessions)
+
+    def setup_webserver(self) -> FastAPI:
+        app = super().setup_webserver()
+        app.post("/increment_counter")(self.increment_counter)
+        app.post("/get_counter_value")(self.get_counter_value)
+        return app
+
+    async def seed_session(self, request: Request, body: SeedCounterRequest) -> BaseSeedSessionResponse:
+        """Set-default: a session that already has a counter keeps it, so a repeated seed cannot reset it."""
+        session_id = get_session_id(request)
+        current = self._store.get(session_id)
+        self._store.set(session_id, body.initial_count if current is None else current)
+        return BaseSeedSessionResponse()
+
+    async def increment_counter(
+        self, request: Request, body: IncrementCounterRequest
+    ) -> IncrementCounterResponse:
+        session_id = get_session_id(request)
+        self._store.set(session_id, (self._store.get(session_id) or 0) + body.count)
+        return IncrementCounterResponse(success=True)
+
+    async def get_counter_value(self, request: Request) -> CounterValueResponse:
+        """An unseeded session reads 0 without creating state, so a stray read cannot fill the store."""
+        count = self._store.get(get_session_id(request))
+        return CounterValueResponse(count=0 if count is None else count)
+
+    async def verify(self, request: Request, body: CounterVerifyRequest) -> BaseVerifyResponse:
+        """1.0 iff this session has a counter equal to `expected_count`; the session's state is dropped."""
+        count = self._store.pop(get_session_id(request))
+        reward = 1.0 if count is not None and count == body.expected_count else 0.0
+        return BaseVerifyResponse(**body.model_dump(exclude={"expected_count"}), reward=reward)
+
+
+if __name__ == "__main__":
+    SessionStateResourcesServer.run_webserver()

@@ -1,0 +1,96 @@
+"""example_single_tool_call over HTTP: the server runs as a real process, started from its own app.py."""
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from nemo_gym.config_types import validate_server_instance_config
+from nemo_gym.http_client import get_response_json, request
+from tests.helpers import REPO_ROOT, StartedServer, instance_config, run_instance
+
+FOLDER = Path(__file__).resolve().parents[1]
+INSTANCE = "example_single_tool_call"
+COOKIE_NAME = f"SingleToolCallResourcesServer___{INSTANCE}"
+ROWS = [orjson.loads(line) for line in (FOLDER / "data" / "example.jsonl").read_bytes().splitlines()]
+ROLLOUTS = [
+    orjson.loads(line) for line in (FOLDER / "data" / "example_rollouts.jsonl").read_bytes().splitlines()
+]
+A_RESPONSE = ROLLOUTS[0]["response"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartedServer]:
+    config = {INSTANCE: instance_config("resources_servers", INSTANCE, domain="agent")}
+    with run_instance(config, INSTANCE, tmp_path_factory.mktemp(INSTANCE)) as started:
+        yield started
+
+
+async def post(server: StartedServer, path: str, body: Any = None) -> tuple[int, Any]:
+    response = await request("POST", server.url + path, json=body)
+    assert COOKIE_NAME in response.cookies, "every answer carries the session cookie"
+    return response.status, await get_response_json(response)
+
+
+def error_locations(body: dict) -> list[list]:
+    return [error["loc"] for error in body["detail"]]
+
+
+async def test_get_weather_describes_the_city_it_was_asked_about(server):
+    status, body = await post(server, "/get_weather", {"city": "San Francisco"})
+    assert status == 200
+    assert body == {"city": "San Francisco", "weather_description": "The weather in San Francisco is cold."}
+
+
+@pytest.mark.parametrize("bad_body", [{}, {"town": "Paris"}, {"city": None}, {"city": ["Paris"]}])
+async def test_get_weather_without_a_string_city_is_a_422_naming_city(server, bad_body):
+    status, body = await post(server, "/get_weather", bad_body)
+    assert status == 422
+    assert ["body", "city"] in error_locations(body)
+
+
+async def test_verify_always_rewards_1_and_echoes_only_params_and_response(server):
+    status, body = await post(server, "/verify", {**ROWS[0], "response": A_RESPONSE})
+    assert status == 200
+    assert set(body) == {"responses_create_params", "response", "reward"}
+    assert body["reward"] == 1.0
+    assert body["response"]["id"] == A_RESPONSE["id"]
+    assert body["responses_create_params"]["tools"][0]["name"] == "get_weather"
+
+
+async def test_verify_without_a_response_is_a_422_naming_it(server):
+    status, body = await post(server, "/verify", ROWS[0])
+    assert status == 422
+    assert ["body", "response"] in error_locations(body)
+
+
+async def test_seed_session_accepts_any_row_and_answers_empty(server):
+    for row in ROWS:
+        assert await post(server, "/seed_session", row) == (200, {})
+
+
+@pytest.mark.parametrize("rollout", ROLLOUTS, ids=lambda rollout: rollout["response"]["id"][-8:])
+async def test_recorded_rollouts_replay_to_their_tool_outputs_and_reward(server, rollout):
+    """The example rows and rollouts validate against the server's models and reproduce as recorded."""
+    output = rollout["response"]["output"]
+    recorded = {item["call_id"]: item["output"] for item in output if item["type"] == "function_call_output"}
+    for call in (item for item in output if item["type"] == "function_call"):
+        status, body = await post(server, f"/{call['name']}", orjson.loads(call["arguments"]))
+        assert status == 200 and body == orjson.loads(recorded[call["call_id"]])
+    status, body = await post(server, "/verify", rollout)
+    assert status == 200 and body["reward"] == rollout["reward"]
+
+
+def test_config_declares_the_environment_and_its_agent():
+    config = yaml.safe_load((FOLDER / "configs" / f"{INSTANCE}.yaml").read_text())
+    instances = {name: validate_server_instance_config(name, block) for name, block in config.items()}
+    resources = instances[INSTANCE].get_inner_run_server_config()
+    assert resources.entrypoint == "app.py" and resources.domain == "agent"
+    agent = config[f"{INSTANCE}_simple_agent"]["responses_api_agents"]["simple_agent"]
+    assert agent["resources_server"] == {"type": "resources_servers", "name": INSTANCE}
+    assert agent["model_server"] == {"type": "responses_api_models", "name": "policy_model"}
+    example = next(d for d in instances[f"{INSTANCE}_simple_agent"].datasets if d.type == "example")
+    assert (REPO_ROOT / example.jsonl_fpath).read_bytes() == (FOLDER / "data" / "example.jsonl").read_bytes()

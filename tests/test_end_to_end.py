@@ -1,0 +1,106 @@
+"""A whole deployment started by `gym run`: example_session_state_mgmt + simple_agent + openai_model, with
+the scripted upstream playing the model."""
+
+import time
+from collections.abc import Iterator
+
+import orjson
+import pytest
+
+from nemo_gym.http_client import get_response_json, request
+from tests.helpers import REPO_ROOT, RunningDeployment, running_deployment
+from tests.shared_fixtures import closed_port
+from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
+
+ENVIRONMENT = "resources_servers/example_session_state_mgmt"
+AGENT = "example_session_state_mgmt_simple_agent"
+DEADLINE_S = 3.0
+ROW_1 = orjson.loads((REPO_ROOT / ENVIRONMENT / "data" / "example.jsonl").read_bytes().splitlines()[0])
+
+
+@pytest.fixture(scope="module")
+def deployment(scripted_upstream: ScriptedUpstream) -> Iterator[tuple[RunningDeployment, str]]:
+    model = fresh_model("e2e")
+    args = [
+        f"+config_paths=[{ENVIRONMENT}/configs/example_session_state_mgmt.yaml,configs/policy_model.yaml]",
+        f"+policy_base_url={scripted_upstream.base_url}",
+        "+policy_api_key=sk-end-to-end",
+        f"+policy_model_name={model}",
+        f"+global_http_deadline_s={DEADLINE_S}",
+    ]
+    with running_deployment(args, REPO_ROOT, closed_port()) as running:
+        yield running, model
+
+
+def script(upstream: ScriptedUpstream, model: str, *turns: dict) -> None:
+    upstream.clear(model)
+    upstream.script(model, list(turns))
+
+
+async def post_run(running: RunningDeployment, row: dict) -> tuple[int, dict]:
+    response = await request("POST", running.url(AGENT) + "/run", json=row)
+    return response.status, await get_response_json(response)
+
+
+def counting_turns(*increments: int) -> list[dict]:
+    turns = [
+        {"output": [function_call("increment_counter", {"count": n})], "usage": {"input_tokens": 20}}
+        for n in increments
+    ]
+    turns.append({"output": [function_call("get_counter_value", {})], "usage": {"input_tokens": 30}})
+    turns.append({"output": [assistant_message("The count is ready.")], "usage": {"input_tokens": 40}})
+    return turns
+
+
+async def test_example_row_1_counted_right_earns_reward_1(deployment, scripted_upstream):
+    running, model = deployment
+    assert ROW_1["initial_count"] + 1 + 2 == ROW_1["expected_count"]
+    script(scripted_upstream, model, *counting_turns(1, 2))
+    status, result = await post_run(running, ROW_1)
+    assert status == 200, result
+    assert result["reward"] == 1.0
+    output = result["response"]["output"]
+    assert [item["type"] for item in output] == ["function_call", "function_call_output"] * 3 + ["message"]
+    assert [item.get("name") for item in output[::2][:3]] == [
+        "increment_counter",
+        "increment_counter",
+        "get_counter_value",
+    ]
+    assert orjson.loads(output[5]["output"]) == {"count": ROW_1["expected_count"]}
+    usage = result["response"]["usage"]
+    assert usage["input_tokens"] == 20 + 20 + 30 + 40
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+    # The model server forced the configured model name and sent the key as a bearer token.
+    received = scripted_upstream.requests(model)
+    assert len(received) == 4
+    assert all(entry["headers"]["Authorization"] == "Bearer sk-end-to-end" for entry in received)
+
+
+async def test_a_wrong_final_count_earns_0(deployment, scripted_upstream):
+    running, model = deployment
+    script(scripted_upstream, model, *counting_turns(1, 1))
+    status, result = await post_run(running, ROW_1)
+    assert status == 200 and result["reward"] == 0.0
+
+
+async def test_upstream_400_reaches_the_trainer_as_a_4xx_naming_the_model_server(
+    deployment, scripted_upstream
+):
+    running, model = deployment
+    script(
+        scripted_upstream, model, {"status": 400, "body": {"error": {"message": "bad request: max_tokens"}}}
+    )
+    status, result = await post_run(running, ROW_1)
+    assert status == 400
+    assert result["error"]["server"] == f"SimpleAgent___{AGENT}"
+    assert result["error"]["cause"]["server"].endswith("___policy_model")
+    assert "max_tokens" in orjson.dumps(result["error"]["cause"]).decode()
+
+
+async def test_a_hanging_upstream_fails_the_run_at_the_deadline(deployment, scripted_upstream):
+    running, model = deployment
+    script(scripted_upstream, model, {"hang": True})
+    started = time.monotonic()
+    status, result = await post_run(running, ROW_1)
+    assert status == 504, result
+    assert DEADLINE_S <= time.monotonic() - started < DEADLINE_S + 5
