@@ -77,8 +77,9 @@ TARGET_NOFILE_LIMIT = 65535
 
 def head_server_config_from(global_config_dict: DictConfig) -> BaseServerConfig:
     head = global_config_dict.get("head_server") or {}
+    port = head.get("port")
     return BaseServerConfig(
-        host=head.get("host") or DEFAULT_HOST, port=head.get("port") or DEFAULT_HEAD_SERVER_PORT
+        host=head.get("host") or DEFAULT_HOST, port=DEFAULT_HEAD_SERVER_PORT if port is None else port
     )
 
 

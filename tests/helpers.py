@@ -168,11 +168,13 @@ def process_alive(pid: int) -> bool:
 
 @contextmanager
 def running_deployment(
-    args: list[str], cwd: Path, head_port: int, env: dict[str, str] | None = None
+    args: list[str], cwd: Path, env: dict[str, str] | None = None
 ) -> Iterator[RunningDeployment]:
-    """Run `gym run <args> ++head_server.port=<head_port>` until every server is up; always stop it."""
+    """Run `gym run <args>` with the head server on any free port until every server is up; always stop it.
+
+    The head server's address is read from the instance table, so the table must tell the truth."""
     process = subprocess.Popen(
-        gym_command("run", *args, f"++head_server.port={head_port}"),
+        gym_command("run", *args, "++head_server.port=0"),
         cwd=cwd,
         env={**os.environ, **(env or {})},
         stdout=subprocess.PIPE,
@@ -181,8 +183,8 @@ def running_deployment(
     )
     try:
         output = OutputReader(process)
+        head_url = output.wait_for("head_server ", STARTUP_DEADLINE_S * 2).split()[3]
         output.wait_for("server(s) are up", STARTUP_DEADLINE_S * 2)
-        head_url = f"http://127.0.0.1:{head_port}"
         with urllib.request.urlopen(f"{head_url}/server_instances", timeout=10) as answer:
             instances = {entry["process_name"]: entry for entry in orjson.loads(answer.read())}
         yield RunningDeployment(process, head_url, instances, output)

@@ -9,7 +9,6 @@ import pytest
 
 from nemo_gym.http_client import get_response_json, request
 from tests.helpers import REPO_ROOT, RunningDeployment, running_deployment
-from tests.shared_fixtures import closed_port
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
 
 ENVIRONMENT = "resources_servers/example_session_state_mgmt"
@@ -28,7 +27,7 @@ def deployment(scripted_upstream: ScriptedUpstream) -> Iterator[tuple[RunningDep
         f"+policy_model_name={model}",
         f"+global_http_deadline_s={DEADLINE_S}",
     ]
-    with running_deployment(args, REPO_ROOT, closed_port()) as running:
+    with running_deployment(args, REPO_ROOT) as running:
         yield running, model
 
 

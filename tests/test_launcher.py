@@ -2,6 +2,7 @@
 
 import os
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
@@ -11,7 +12,6 @@ import pytest
 import yaml
 
 from tests.helpers import gym_command, process_alive, running_deployment
-from tests.shared_fixtures import closed_port
 
 COUNTER_APP = "from tests.fixtures.counter_resources_server import CounterResourcesServer\n\n" + (
     'if __name__ == "__main__":\n    CounterResourcesServer.run_webserver()\n'
@@ -56,7 +56,7 @@ def get_status(url: str) -> int:
 
 def test_run_starts_every_instance_and_prints_the_table(workdir):
     config = {"first": counter_instance(), "second": counter_instance()}
-    with running_deployment([write_config(workdir, config)], workdir, closed_port()) as deployment:
+    with running_deployment([write_config(workdir, config)], workdir) as deployment:
         assert set(deployment.instances) == {"first", "second"}
         for name in ("first", "second"):
             assert get_status(deployment.url(name)) == 200
@@ -78,14 +78,14 @@ def test_run_starts_every_instance_and_prints_the_table(workdir):
 
 def test_child_output_is_prefixed_with_its_instance_name(workdir):
     config = {"first": counter_instance()}
-    with running_deployment([write_config(workdir, config)], workdir, closed_port()) as deployment:
+    with running_deployment([write_config(workdir, config)], workdir) as deployment:
         line = deployment.wait_for_output("listening on")
         assert line.startswith("(first) ")
 
 
 def test_a_dying_child_is_named_and_stops_the_deployment(workdir):
     config = {"victim": counter_instance(), "bystander": counter_instance()}
-    with running_deployment([write_config(workdir, config)], workdir, closed_port()) as deployment:
+    with running_deployment([write_config(workdir, config)], workdir) as deployment:
         pids = deployment.pids()
         os.kill(deployment.instances["victim"]["pid"], signal.SIGKILL)
         line = deployment.wait_for_output("exited with code")
@@ -96,7 +96,7 @@ def test_a_dying_child_is_named_and_stops_the_deployment(workdir):
 
 def test_ctrl_c_stops_every_child_within_5_seconds(workdir):
     config = {"a": counter_instance(), "b": counter_instance()}
-    with running_deployment([write_config(workdir, config)], workdir, closed_port()) as deployment:
+    with running_deployment([write_config(workdir, config)], workdir) as deployment:
         pids = deployment.pids()
         started = time.monotonic()
         deployment.process.send_signal(signal.SIGINT)
@@ -107,7 +107,7 @@ def test_ctrl_c_stops_every_child_within_5_seconds(workdir):
 
 def test_killing_the_launcher_leaves_no_orphan(workdir):
     config = {"a": counter_instance()}
-    with running_deployment([write_config(workdir, config)], workdir, closed_port()) as deployment:
+    with running_deployment([write_config(workdir, config)], workdir) as deployment:
         pids = deployment.pids()
         deployment.process.kill()
         deployment.process.wait(10)
@@ -117,10 +117,10 @@ def test_killing_the_launcher_leaves_no_orphan(workdir):
 def test_two_deployments_run_side_by_side(workdir):
     config_arg = write_config(workdir, {"counter": counter_instance()})
     with (
-        running_deployment([config_arg], workdir, closed_port()) as first,
-        running_deployment([config_arg], workdir, closed_port()) as second,
+        running_deployment([config_arg], workdir) as first,
+        running_deployment([config_arg], workdir) as second,
     ):
-        assert first.url("counter") != second.url("counter")
+        assert first.head_url != second.head_url and first.url("counter") != second.url("counter")
         assert get_status(first.url("counter")) == get_status(second.url("counter")) == 200
 
 
@@ -132,7 +132,7 @@ def test_a_server_that_never_comes_up_is_named_with_its_last_output(workdir):
             "run",
             write_config(workdir, config),
             "+readiness_deadline_s=2",
-            f"++head_server.port={closed_port()}",
+            "++head_server.port=0",
         ),
         cwd=workdir,
         capture_output=True,
@@ -148,7 +148,7 @@ def test_a_server_that_never_comes_up_is_named_with_its_last_output(workdir):
 
 def test_config_is_handed_over_in_a_file_not_the_environment(workdir):
     config = {"counter": counter_instance(), "policy_api_key": "sk-never-in-environ"}
-    with running_deployment([write_config(workdir, config)], workdir, closed_port()) as deployment:
+    with running_deployment([write_config(workdir, config)], workdir) as deployment:
         environ = Path(f"/proc/{deployment.instances['counter']['pid']}/environ").read_bytes()
         assert b"sk-never-in-environ" not in environ
         assert b"NEMO_GYM_CONFIG_FILE=" in environ
@@ -165,7 +165,7 @@ def test_config_is_handed_over_in_a_file_not_the_environment(workdir):
     ],
 )
 def test_start_problems_are_one_line(workdir, problem, expected):
-    with __import__("socket").socket() as busy:
+    with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         if problem == "unknown implementation":
@@ -175,7 +175,7 @@ def test_start_problems_are_one_line(workdir, problem, expected):
         else:
             args = ["+config_paths=[absent.yaml]"]
         result = subprocess.run(
-            gym_command("run", *args, f"++head_server.port={closed_port()}"),
+            gym_command("run", *args, "++head_server.port=0"),
             cwd=workdir,
             capture_output=True,
             text=True,
