@@ -33,6 +33,7 @@ from nemo_gym.global_config import (
     install_root,
     parse_global_config_dict,
     require_server_instances,
+    resolve_instance_config,
     to_yaml,
 )
 from nemo_gym.http_client import RequestFailedError, RetryPolicy, request
@@ -146,6 +147,20 @@ def implementation_dir(instance: ServerInstanceConfig, cwd: Path) -> Path:
     )
 
 
+def check_startable(cfg: DictConfig, instances: list[ServerInstanceConfig], cwd: Path) -> None:
+    """Fail before anything starts on what a child would only find out once started: a missing folder or
+    entrypoint, or a config value it cannot resolve (such as an unset `${policy_api_key}`)."""
+    for instance in instances:
+        resolve_instance_config(cfg, instance.name)
+        folder = implementation_dir(instance, cwd)
+        entrypoint = instance.get_inner_run_server_config().entrypoint
+        if not (folder / entrypoint).is_file():
+            raise ConfigError(
+                f"Server instance '{instance.name}': entrypoint {entrypoint} not found in {folder}; "
+                "check its `entrypoint` key"
+            )
+
+
 class Deployment:
     """A running deployment: head server plus one child process per server instance.
 
@@ -167,6 +182,7 @@ class Deployment:
             overrides, cwd=self.cwd, port_reserver=self._reserver
         )
         self.instances = require_server_instances(self.global_config_dict)
+        check_startable(self.global_config_dict, self.instances, self.cwd)
         self.readiness_deadline_s = readiness_deadline_s or float(
             self.global_config_dict.get("readiness_deadline_s") or DEFAULT_READINESS_DEADLINE_S
         )

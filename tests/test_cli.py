@@ -62,3 +62,27 @@ def test_command_help_is_shown_not_parsed_as_an_override(tmp_path):
     result = run_command("gym", "resolve", "-h", cwd=tmp_path)
     assert result.returncode == 0
     assert result.stdout.startswith("usage: gym resolve") and "merged config" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ("+config_paths=[configs/quickstart.yaml]", "Config is valid: 3 server instance(s)."),
+        ("+config_paths=[configs/quickstart_live.yaml]", "Interpolation key 'policy_base_url' not found"),
+        ("+config_paths=[no_folder.yaml]", "implementation folder resources_servers/nowhere not found"),
+        ("+config_paths=[no_entrypoint.yaml]", "entrypoint main.py not found"),
+    ],
+)
+def test_validate_checks_what_run_would_trip_on_without_starting_anything(config, expected, tmp_path):
+    (tmp_path / "env.yaml").write_text("{}\n")
+    (tmp_path / "no_folder.yaml").write_text(
+        "x:\n  resources_servers:\n    nowhere: {entrypoint: app.py, domain: other}\n"
+    )
+    (tmp_path / "no_entrypoint.yaml").write_text(
+        "x:\n  resources_servers:\n    example_single_tool_call: {entrypoint: main.py, domain: other}\n"
+    )
+    result = run_command("gym", "validate", *config.split(), cwd=tmp_path)
+    output = result.stdout + result.stderr
+    assert expected in output
+    assert result.returncode == (0 if "valid" in expected else 1)
+    assert len(output.strip().splitlines()) == 1 and "Traceback" not in output

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
 from typing import Any
 
 from nemo_gym.config_types import ConfigError
@@ -73,8 +74,11 @@ def _resolve(overrides: Sequence[str]) -> int:
 
 def _validate(overrides: Sequence[str]) -> int:
     from nemo_gym.global_config import parse_global_config_dict, require_server_instances
+    from nemo_gym.launcher import check_startable
 
-    instances = require_server_instances(parse_global_config_dict(list(overrides)))
+    cfg = parse_global_config_dict(list(overrides))
+    instances = require_server_instances(cfg)
+    check_startable(cfg, instances, Path.cwd())
     print(f"Config is valid: {len(instances)} server instance(s).")
     return 0
 
