@@ -269,19 +269,20 @@ class SimpleServer(BaseServer):
             global_config_dict = get_global_config_dict()
             config = cls.load_config(global_config_dict, instance_name)
             configure_http_client_from(global_config_dict, config.num_workers)
+            server = cls(
+                config=config,
+                server_client=ServerClient(
+                    head_server_config=head_server_config_from(global_config_dict),
+                    global_config_dict=global_config_dict,
+                ),
+            )
+            # A server checks its own settings (files it loads, values it parses) while setting up.
+            app = finalize_app(server.setup_webserver(), server.server_label)
         except ValidationError as error:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))} ({e['msg']})" for e in error.errors())
             sys.exit(f"Error: invalid config for server instance '{instance_name}': {problems}")
         except ConfigError as error:
             sys.exit(f"Error: server instance '{instance_name}': {error}")
-        server = cls(
-            config=config,
-            server_client=ServerClient(
-                head_server_config=head_server_config_from(global_config_dict),
-                global_config_dict=global_config_dict,
-            ),
-        )
-        app = finalize_app(server.setup_webserver(), server.server_label)
         _raise_open_file_limit()
         sock = _listening_socket(instance_name, config)
         _report_bound_address(sock)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 import time
 import uuid
 from collections.abc import Mapping
@@ -31,6 +30,7 @@ from fastapi import FastAPI, Request, Response
 from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
 from nemo_gym.base_responses_api_model import BaseResponsesAPIModelConfig, SimpleResponsesAPIModel
+from nemo_gym.config_types import ConfigError
 from nemo_gym.errors import error_body
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 
@@ -161,7 +161,7 @@ def _clip(text: str, start: int) -> str:
 # ---- recordings and their index ---------------------------------------------------------------------------
 
 
-class RolloutsFileError(Exception):
+class RolloutsFileError(ConfigError):
     """A rollouts file that cannot be used; the message names the file (and line) and is one line."""
 
 
@@ -417,10 +417,7 @@ class ReplayModel(SimpleResponsesAPIModel):
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
-        try:
-            self._index = load_index(self.config.rollouts_jsonl_fpath)
-        except RolloutsFileError as error:
-            sys.exit(f"Error: server instance '{self.config.name}': {error}")
+        self._index = load_index(self.config.rollouts_jsonl_fpath)
         logger.info(
             "%s: %d recording(s) from %s",
             self.server_label,
