@@ -12,6 +12,7 @@ where possible, the fix; each subclass also derives from the builtin error calle
 
 from __future__ import annotations
 
+import inspect
 import sys
 import warnings
 from collections.abc import Mapping
@@ -249,9 +250,13 @@ class BaseNeMoGymCLIConfig(BaseModel):
     @classmethod
     def help_text(cls) -> str:
         """The docstring followed by one line per field: name, type, default (or required), description."""
-        lines = [(cls.__doc__ or cls.__name__).strip(), "", "Fields:"]
+        lines = [inspect.cleandoc(cls.__doc__ or cls.__name__), "", "Fields:"]
         for field_name, field in cls.model_fields.items():
-            default = "required" if field.is_required() else f"default: {field.default!r}"
+            default = (
+                "required"
+                if field.is_required()
+                else f"default: {field.get_default(call_default_factory=True)!r}"
+            )
             type_name = getattr(field.annotation, "__name__", None) or str(field.annotation)
             description = f"  {field.description}" if field.description else ""
             lines.append(f"  {field_name} ({type_name}, {default}){description}")

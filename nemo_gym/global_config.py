@@ -39,7 +39,7 @@ import socket
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -47,7 +47,7 @@ from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from nemo_gym.config_types import (
     MASKED_VALUE,
@@ -70,6 +70,7 @@ from nemo_gym.config_types import (
 )
 
 logger = logging.getLogger(__name__)
+SettingsT = TypeVar("SettingsT", bound=BaseModel)
 
 NEMO_GYM_CONFIG_DICT_ENV_VAR_NAME = "NEMO_GYM_CONFIG_DICT"
 NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME = "NEMO_GYM_CONFIG_PATH"
@@ -809,16 +810,41 @@ def _top_level_setting(cfg: DictConfig, key: str, default: Any) -> Any:
     return default if value is None else value
 
 
-def http_client_settings(cfg: DictConfig) -> HTTPClientSettings:
-    """The outbound-client knobs of the config, checked; a bad value names its key."""
-    values = {key: _top_level_setting(cfg, key, None) for key in HTTPClientSettings.model_fields}
+def command_settings(model: type[SettingsT], cfg: DictConfig) -> SettingsT:
+    """The top-level keys `model` declares, resolved and validated; a bad value names its key and the fix."""
+    values = {}
+    for key in model.model_fields:
+        value = _top_level_setting(cfg, key, None)
+        if value is not None:
+            values[key] = (
+                OmegaConf.to_container(value) if isinstance(value, DictConfig | ListConfig) else value
+            )
     try:
-        return HTTPClientSettings.model_validate({k: v for k, v in values.items() if v is not None})
+        return model.model_validate(values)
     except ValidationError as error:
         problem = error.errors()[0]
+        key = ".".join(str(part) for part in problem["loc"]) or model.__name__
+        got = f" (got {problem['input']!r})" if problem["type"] != "missing" else ""
         raise ConfigError(
-            f"Top-level key '{problem['loc'][0]}': {problem['msg']} (got {problem['input']!r})"
+            f"Top-level key '{key}': {problem['msg']}{got}; set it with ++{key}=<value>"
         ) from error
+
+
+def http_client_settings(cfg: DictConfig) -> HTTPClientSettings:
+    """The outbound-client knobs of the config, checked; a bad value names its key."""
+    return command_settings(HTTPClientSettings, cfg)
+
+
+def locate_data_file(path: str, key: str, cwd: Path | None = None) -> Path:
+    """A data file named by config key `key`: relative paths are tried in the current directory, then in
+    the install root (where the shipped example data lives)."""
+    given = Path(path).expanduser()
+    candidates = [given] if given.is_absolute() else [(cwd or Path.cwd()) / given, install_root() / given]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    tried = " and ".join(str(candidate) for candidate in candidates)
+    raise ConfigPathNotFoundError(f"{key}: file '{path}' not found; tried {tried}")
 
 
 # ---------------------------------------------------------------------------------------------------------

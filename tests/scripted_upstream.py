@@ -15,7 +15,7 @@ their own model name never see each other's steps. Model routes:
 Control routes (JSON):
 
     POST   /_script/{model}     {"steps": [step, ...]} appends steps to the model's queue
-    DELETE /_script/{model}     drops the model's queued steps
+    DELETE /_script/{model}     drops the model's queued steps and rules
     GET    /_requests/{model}   [{"path", "headers", "body"}, ...] every request received, in order
     POST   /_reset              forgets every script and every recorded request
 
@@ -36,6 +36,8 @@ A step is an object; every key is optional and at most one action key is allowed
       "incomplete_details"    with "output": e.g. {"reason": "max_output_tokens"}; status "incomplete"
       "finish_reason": str    with "message": defaults to "tool_calls" or "stop"
       "repeat": n             serve this step n times before it is consumed (default 1)
+      "match": str            a standing rule instead of a queued step: served, never consumed, to every
+                              request whose JSON body contains this text (rules are tried first, in order)
       "delay_s": float        wait this long before acting
 
 A step without an action key (for example `{"delay_s": 1}`), or a request whose model has no queued
@@ -73,6 +75,7 @@ MODIFIER_KEYS = (
     "finish_reason",
     "repeat",
     "delay_s",
+    "match",
 )
 DEFAULT_INPUT_TOKENS = 10
 DEFAULT_OUTPUT_TOKENS = 5
@@ -92,6 +95,7 @@ class Upstream:
     def __init__(self) -> None:
         # Each queued step is [step, times it is still to be served].
         self.scripts: dict[str, deque[list[Any]]] = {}
+        self.rules: dict[str, list[dict[str, Any]]] = {}
         self.requests: dict[str, list[dict[str, Any]]] = {}
         self.ids = itertools.count(1)
 
@@ -99,11 +103,16 @@ class Upstream:
         return f"{prefix}_{next(self.ids)}"
 
     def append(self, model: str, steps: list[dict[str, Any]]) -> None:
+        self.rules.setdefault(model, []).extend(step for step in steps if "match" in step)
         queue = self.scripts.setdefault(model, deque())
-        queue.extend([step, step.get("repeat", 1)] for step in steps)
+        queue.extend([step, step.get("repeat", 1)] for step in steps if "match" not in step)
 
-    def take(self, model: str) -> dict[str, Any]:
-        """The model's next step (consumed once served `repeat` times), or {} for the default answer."""
+    def take(self, model: str, body_text: str) -> dict[str, Any]:
+        """The first rule matching the body, else the model's next step (consumed once served `repeat`
+        times), else {} for the default answer."""
+        for rule in self.rules.get(model, ()):
+            if rule["match"] in body_text:
+                return rule
         queue = self.scripts.get(model)
         if not queue:
             return {}
@@ -138,6 +147,8 @@ def validate_step(step: Any) -> dict[str, Any]:
         raise StepError("'message' must be an assistant message object")
     if "response" in step and not isinstance(step["response"], dict | list):
         raise StepError("'response' must be a JSON object or array")
+    if "match" in step and (not isinstance(step["match"], str) or "repeat" in step):
+        raise StepError("'match' must be a string, and a rule is never consumed, so it takes no 'repeat'")
     repeat = step.get("repeat", 1)
     if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
         raise StepError(f"'repeat' must be a positive integer, got {repeat!r}")
@@ -281,7 +292,7 @@ def make_model_handler(state: Upstream):
             return json_response(error_body(400, "body must be a JSON object", "invalid_request_error"), 400)
         model = str(body.get("model", ""))
         state.record(model, request, body)
-        step = state.take(model)
+        step = state.take(model, (await request.text()))
         try:
             return await answer(state, request, body, step)
         except StepError as error:
@@ -333,6 +344,7 @@ def make_control_routes(state: Upstream) -> list[web.RouteDef]:
 
     async def clear_steps(request: web.Request) -> web.Response:
         state.scripts.pop(request.match_info["model"], None)
+        state.rules.pop(request.match_info["model"], None)
         return json_response({"cleared": True})
 
     async def recorded(request: web.Request) -> web.Response:
@@ -340,6 +352,7 @@ def make_control_routes(state: Upstream) -> list[web.RouteDef]:
 
     async def reset(request: web.Request) -> web.Response:
         state.scripts.clear()
+        state.rules.clear()
         state.requests.clear()
         return json_response({"reset": True})
 
@@ -353,7 +366,7 @@ def make_control_routes(state: Upstream) -> list[web.RouteDef]:
 
 def make_models_handler(state: Upstream):
     async def handle(request: web.Request) -> web.Response:
-        names = sorted(state.scripts.keys() | state.requests.keys())
+        names = sorted(state.scripts.keys() | state.rules.keys() | state.requests.keys())
         return json_response({"object": "list", "data": [{"id": name, "object": "model"} for name in names]})
 
     return handle

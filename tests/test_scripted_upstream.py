@@ -265,6 +265,23 @@ async def test_control_api_rejects_bad_steps_and_clears_scripts(scripted_upstrea
     assert [entry["body"]["model"] for entry in scripted_upstream.requests(model)] == [model]
 
 
+async def test_match_rules_answer_every_matching_request_before_the_queue(scripted_upstream):
+    model = fresh_model()
+    scripted_upstream.script(
+        model,
+        [{"status": 500, "match": "row-7"}, {"output": [assistant_message("queued")]}],
+    )
+    url = f"{scripted_upstream.base_url}/responses"
+    for _ in range(2):  # a rule is never consumed
+        assert (await post_json(url, {"model": model, "input": "task row-7"}))[0] == 500
+    status, body = await post_json(url, {"model": model, "input": "task row-8"})
+    assert status == 200 and body["output"][0]["content"][0]["text"] == "queued"
+    with pytest.raises(ScriptedUpstreamError, match="HTTP 400"):
+        scripted_upstream.script(model, [{"status": 500, "match": "row-7", "repeat": 2}])
+    scripted_upstream.clear(model)
+    assert (await post_json(url, {"model": model, "input": "task row-7"}))[0] == 200
+
+
 async def test_tokenize_is_deterministic_per_word(scripted_upstream):
     model = fresh_model()
     url = f"{scripted_upstream.url}/tokenize"

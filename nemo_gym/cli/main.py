@@ -65,6 +65,13 @@ def _demo(overrides: Sequence[str]) -> int:
     return _run_async(run_demo(list(overrides)))
 
 
+def _collect(args: Sequence[str]) -> int:
+    from nemo_gym.cli.collect import overrides_from_flags
+    from nemo_gym.rollout_collection import collect_rollouts
+
+    return _run_async(collect_rollouts(overrides_from_flags(args)))
+
+
 def _resolve(overrides: Sequence[str]) -> int:
     from nemo_gym.global_config import parse_global_config_dict, to_yaml
 
@@ -94,7 +101,7 @@ def _not_yet_available(command: str) -> Callable[[Sequence[str]], int]:
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "run": _run,
     "demo": _demo,
-    "collect": _not_yet_available("collect"),
+    "collect": _collect,
     "dataset": _not_yet_available("dataset"),
     "status": _status,
     "resolve": _resolve,
@@ -114,6 +121,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"Error: unknown command '{command}'.\n{USAGE}", file=sys.stderr, end="")
         return 2
     if any(arg in ("-h", "--help") for arg in overrides):
+        if command == "collect":
+            from nemo_gym.cli.collect import help_text
+
+            print(help_text())
+            return 0
         summary = next(line for line in USAGE.splitlines() if line.strip().startswith(command + " "))
         print(f"usage: gym {command} [+key=value ...]\n\n{summary.strip()}")
         return 0

@@ -1,0 +1,899 @@
+"""Rollout collection: run a JSONL dataset through agents' `/run` and keep every result.
+
+`gym collect` (and the trainer-facing `RolloutCollectionHelper`) works as a bounded pipeline: rows are
+read from the materialized inputs one at a time, at most `num_samples_in_parallel` rollouts are in flight,
+and each result is appended to the output as one whole line the moment it completes. Memory therefore
+does not grow with the dataset: the only per-row state is a small on-disk ledger of task indices and
+finished (task, rollout) pairs.
+
+A rollout that fails (HTTP error, deadline, connection, unusable answer) becomes a record in the failures
+file with its class, message and attempt number; collection goes on. `resume_from_cache=true` runs
+exactly the (task, rollout) pairs that have no result yet, even after a `kill -9`.
+
+Files, for `output_jsonl_fpath = out/r.jsonl`:
+    out/r_materialized_inputs.jsonl   every rollout to run (row + agent_ref + _ng_task_index/_ng_rollout_index)
+    out/r.jsonl                       results, in completion order
+    out/r_failures.jsonl              one line per failed attempt
+    out/r_aggregate_metrics.json      per agent: agent_metrics, key_metrics, group_level_metrics
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import sqlite3
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import aiohttp
+import orjson
+import yaml
+from pydantic import Field, field_validator
+
+from nemo_gym.config_types import (
+    AGENT_REF_KEY,
+    AggregateMetrics,
+    BaseNeMoGymCLIConfig,
+    BaseServerConfig,
+    ConfigError,
+    ServerRefNotFoundError,
+)
+from nemo_gym.global_config import command_settings, locate_data_file, parse_global_config_dict
+from nemo_gym.http_client import (
+    DeadlineExceededError,
+    RequestFailedError,
+    RetryPolicy,
+    default_retry_policy,
+    raise_for_status,
+    request,
+)
+from nemo_gym.reward_profile import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
+from nemo_gym.server_utils import ServerClient, configure_http_client_from, head_server_config_from
+
+FAILURE_CLASS_KEY = "_ng_failure_class"
+FAILURE_MESSAGE_KEY = "_ng_failure_message"
+FAILURE_ATTEMPT_KEY = "_ng_failure_attempt"
+FAILURE_STATUS_KEY = "_ng_failure_status"
+FAILURE_TERMINAL_KEY = "_ng_failure_terminal"
+NO_PERSIST_KEY = "_ng_no_persist"
+MAX_ATTEMPTS_ENV_VAR_NAME = "NEMO_GYM_MAX_ROLLOUT_ATTEMPTS"
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_MAX_IN_FLIGHT = 1024
+# The agent's own rollout deadline defaults to the global HTTP deadline; the collector waits a little
+# longer, so the agent's structured 504 arrives before the collector gives up on its own.
+COLLECTOR_DEADLINE_MARGIN_S = 30.0
+MAX_FAILURE_MESSAGE_CHARS = 500
+MAX_ROWS_LISTED = 10
+PROGRESS_MILESTONES_PCT = (20, 40, 60, 80, 90, 95, 98, 99, 100)
+# 4xx answers that retrying could fix; any other 4xx means the row itself is wrong.
+RETRYABLE_CLIENT_STATUSES = frozenset({408, 409, 425, 429})
+
+FailureClass = Literal["timeout", "connection", "invalid_response", "invalid_request"] | str
+
+
+class RolloutCollectionConfig(BaseNeMoGymCLIConfig):
+    """Run the rows of a JSONL file through agents of a running deployment (`gym run`) and write the
+    results, the failures and the aggregate metrics next to `output_jsonl_fpath`."""
+
+    input_jsonl_fpath: str = Field(description="tasks, one JSON object per line")
+    output_jsonl_fpath: str = Field(description="results; sibling files get the same stem")
+    agent_name: str | None = Field(default=None, description="agent for rows without agent_ref")
+    limit: int | None = Field(default=None, ge=0, description="read only the first N rows (0/null: all)")
+    num_repeats: int | dict[str, int] | None = Field(
+        default=1, description="rollouts per row: an int, or {agent name: n, _default: n}"
+    )
+    num_repeats_add_seed: bool = Field(default=False, description="seed = rollout index, via metadata")
+    num_samples_in_parallel: int | None = Field(
+        default=None, ge=1, description=f"rollouts in flight (default {DEFAULT_MAX_IN_FLIGHT})"
+    )
+    responses_create_params: dict[str, Any] = Field(
+        default_factory=dict, description="overrides of each row's top-level responses_create_params keys"
+    )
+    resume_from_cache: bool = Field(default=False, description="run only the rollouts without a result")
+    prompt_config: str | None = Field(default=None, description="YAML {system?, user} prompt templates")
+    rollout_timeout_s: float | None = Field(
+        default=None, gt=0, description="deadline of one rollout (default: global_http_deadline_s + 30)"
+    )
+    disable_aggregation: bool = Field(default=False, description="skip /aggregate_metrics")
+
+    @field_validator("num_repeats")
+    @classmethod
+    def _positive_repeats(cls, value: int | dict[str, int] | None) -> int | dict[str, int]:
+        if value is None:
+            return 1
+        counts = value.values() if isinstance(value, dict) else [value]
+        if any(count < 1 for count in counts):
+            raise ValueError("every repeat count must be at least 1")
+        return value
+
+
+@dataclass(frozen=True)
+class CollectionPaths:
+    output: Path
+    materialized: Path
+    failures: Path
+    aggregate_metrics: Path
+
+    @classmethod
+    def for_output(cls, output: str | Path) -> CollectionPaths:
+        path = Path(output)
+        stem = path.parent / path.stem
+        return cls(
+            output=path,
+            materialized=Path(f"{stem}_materialized_inputs.jsonl"),
+            failures=Path(f"{stem}_failures.jsonl"),
+            aggregate_metrics=Path(f"{stem}_aggregate_metrics.json"),
+        )
+
+
+def rollout_key(record: dict[str, Any]) -> tuple[int, int]:
+    return record[TASK_INDEX_KEY], record[ROLLOUT_INDEX_KEY]
+
+
+def agent_name_of(record: dict[str, Any]) -> str | None:
+    ref = record.get(AGENT_REF_KEY)
+    return ref.get("name") if isinstance(ref, dict) else None
+
+
+# ---- the ledger: per-row bookkeeping on disk ------------------------------------------------------------
+
+
+class CollectionLedger:
+    """Task indices of seen lines, rollout counters, finished pairs and failed attempts, in SQLite.
+
+    A million-row dataset would need hundreds of MB in Python dicts; here it costs a temporary file.
+    """
+
+    def __init__(self) -> None:
+        self._directory = tempfile.TemporaryDirectory(prefix="gym-collect-")
+        self._db = sqlite3.connect(Path(self._directory.name) / "ledger.sqlite3", isolation_level=None)
+        self._db.executescript(
+            """
+            PRAGMA journal_mode = OFF;
+            PRAGMA synchronous = OFF;
+            CREATE TABLE line_tasks (digest BLOB PRIMARY KEY, task INTEGER) WITHOUT ROWID;
+            CREATE TABLE rollout_counters (task INTEGER PRIMARY KEY, next_rollout INTEGER);
+            CREATE TABLE done (task INTEGER, rollout INTEGER, PRIMARY KEY (task, rollout)) WITHOUT ROWID;
+            CREATE TABLE failed (
+                task INTEGER, rollout INTEGER, agent TEXT, class TEXT, attempts INTEGER, terminal INTEGER,
+                PRIMARY KEY (task, rollout)
+            ) WITHOUT ROWID;
+            BEGIN;
+            """
+        )
+        self._next_task = 0
+
+    def close(self) -> None:
+        self._db.close()
+        self._directory.cleanup()
+
+    def commit(self) -> None:
+        """Batch writes in one transaction (SQLite is slow per-commit); reads see uncommitted rows."""
+        self._db.execute("COMMIT")
+        self._db.execute("BEGIN")
+
+    def task_of_line(self, line: bytes) -> int:
+        """Identical raw lines share a task index; new lines get the next one in first-seen order."""
+        digest = hashlib.blake2b(line, digest_size=16).digest()
+        found = self._db.execute("SELECT task FROM line_tasks WHERE digest = ?", (digest,)).fetchone()
+        if found:
+            return found[0]
+        task = self._next_task
+        self._next_task += 1
+        self._db.execute("INSERT INTO line_tasks VALUES (?, ?)", (digest, task))
+        return task
+
+    def next_rollout(self, task: int) -> int:
+        """The running rollout counter of a task (it continues across duplicate lines)."""
+        found = self._db.execute(
+            "SELECT next_rollout FROM rollout_counters WHERE task = ?", (task,)
+        ).fetchone()
+        rollout = found[0] if found else 0
+        self._db.execute("INSERT OR REPLACE INTO rollout_counters VALUES (?, ?)", (task, rollout + 1))
+        return rollout
+
+    def mark_done(self, key: tuple[int, int]) -> bool:
+        """False if the pair already had a result (a duplicate to drop)."""
+        return self._db.execute("INSERT OR IGNORE INTO done VALUES (?, ?)", key).rowcount == 1
+
+    def is_done(self, key: tuple[int, int]) -> bool:
+        return (
+            self._db.execute("SELECT 1 FROM done WHERE task = ? AND rollout = ?", key).fetchone() is not None
+        )
+
+    def record_failure(
+        self, key: tuple[int, int], agent: str | None, failure_class: str, terminal: bool
+    ) -> None:
+        self._db.execute(
+            """INSERT INTO failed VALUES (?, ?, ?, ?, 1, ?)
+               ON CONFLICT (task, rollout) DO UPDATE SET
+                 class = excluded.class, attempts = attempts + 1, terminal = terminal OR excluded.terminal""",
+            (*key, agent, failure_class, int(terminal)),
+        )
+
+    def failed_attempts(self, key: tuple[int, int]) -> tuple[int, bool]:
+        """(failed attempts so far, whether the last failure ruled out a retry)."""
+        found = self._db.execute("SELECT attempts, terminal FROM failed WHERE task = ? AND rollout = ?", key)
+        row = found.fetchone()
+        return (row[0], bool(row[1])) if row else (0, False)
+
+    def unresolved_failures(self) -> dict[str, Counter[str]]:
+        """Per agent, the latest failure class of every pair that still has no result."""
+        counts: dict[str, Counter[str]] = {}
+        rows = self._db.execute(
+            """SELECT agent, class, COUNT(*) FROM failed
+               WHERE NOT EXISTS (SELECT 1 FROM done WHERE done.task = failed.task AND done.rollout = failed.rollout)
+               GROUP BY agent, class"""
+        )
+        for agent, failure_class, count in rows:
+            counts.setdefault(agent or "", Counter())[failure_class] = count
+        return counts
+
+
+# ---- reading and writing JSONL safely -------------------------------------------------------------------
+
+
+def iter_jsonl(path: Path, limit: int | None = None) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
+    """(line number, raw line, object) of each non-blank line; a bad line is a ConfigError naming it."""
+    count = 0
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, start=1):
+            stripped = raw.strip()
+            if not stripped:
+                continue
+            if limit and count >= limit:
+                return
+            try:
+                row = orjson.loads(stripped)
+            except orjson.JSONDecodeError as error:
+                raise ConfigError(
+                    f"{path}:{number}: not valid JSON ({error}); fix or remove the line"
+                ) from error
+            if not isinstance(row, dict):
+                raise ConfigError(
+                    f"{path}:{number}: each line must be a JSON object, got {type(row).__name__}"
+                )
+            count += 1
+            yield number, stripped, row
+
+
+def drop_torn_tail(path: Path) -> None:
+    """Cut an unfinished last line (a process killed mid-write) so that every remaining line is whole."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open("rb+") as file:
+        size = file.seek(0, os.SEEK_END)
+        file.seek(size - 1)
+        if file.read(1) == b"\n":
+            return
+        position = size
+        while position > 0:
+            step = min(65536, position)
+            file.seek(position - step)
+            chunk = file.read(step)
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                file.truncate(position - step + newline + 1)
+                return
+            position -= step
+        file.truncate(0)
+
+
+class LineAppender:
+    """Appends whole JSON lines: one `write` per line on an O_APPEND descriptor, so lines never interleave
+    and a crash leaves at most an unfinished last line (cut by `drop_torn_tail` on resume)."""
+
+    def __init__(self, path: Path) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def append(self, record: dict[str, Any]) -> None:
+        data = memoryview(orjson.dumps(record) + b"\n")
+        while data:
+            written = os.write(self._fd, data)
+            data = data[written:]
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def write_atomically(path: Path, chunks: Iterable[bytes]) -> None:
+    """Write a file so that readers (and a crash) see either the old content or the complete new one."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with temporary.open("wb") as file:
+            for chunk in chunks:
+                file.write(chunk)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+# ---- materialisation --------------------------------------------------------------------------------------
+
+
+@dataclass
+class PromptTemplates:
+    user: str
+    system: str | None = None
+
+    @classmethod
+    def load(cls, path_text: str) -> PromptTemplates:
+        path = locate_data_file(path_text, "prompt_config")
+        try:
+            raw = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as error:
+            raise ConfigError(f"prompt_config {path}: not valid YAML ({error})") from error
+        if not isinstance(raw, dict) or not isinstance(raw.get("user"), str):
+            raise ConfigError(
+                f"prompt_config {path}: needs a `user` template string (and optionally `system`)"
+            )
+        system = raw.get("system")
+        if system is not None and not isinstance(system, str):
+            raise ConfigError(f"prompt_config {path}: `system` must be a template string")
+        return cls(user=raw["user"], system=system)
+
+    def input_for(self, row: dict[str, Any], where: str) -> list[dict[str, str]]:
+        messages = [("system", self.system), ("user", self.user)]
+        try:
+            return [
+                {"role": role, "content": template.format_map(row)} for role, template in messages if template
+            ]
+        except KeyError as error:
+            raise ConfigError(f"{where}: prompt_config needs the field {error} that the row lacks") from error
+
+
+def seeded_metadata(params: dict[str, Any], seed: int, where: str) -> dict[str, Any]:
+    """`metadata` with `{"seed": seed}` merged into its `extra_body` JSON string."""
+    metadata = dict(params.get("metadata") or {})
+    try:
+        extra_body = json.loads(metadata.get("extra_body") or "{}")
+    except json.JSONDecodeError as error:
+        raise ConfigError(
+            f"{where}: responses_create_params.metadata.extra_body is not JSON ({error})"
+        ) from error
+    metadata["extra_body"] = json.dumps({**extra_body, "seed": seed})
+    return metadata
+
+
+def repeats_for(num_repeats: int | dict[str, int], agent: str) -> int | None:
+    if isinstance(num_repeats, int):
+        return num_repeats
+    return num_repeats.get(agent, num_repeats.get("_default"))
+
+
+def _listed(items: list[str], total: int) -> str:
+    more = f" and {total - len(items)} more" if total > len(items) else ""
+    return ", ".join(items) + more
+
+
+def materialize(
+    config: RolloutCollectionConfig, input_path: Path, paths: CollectionPaths, ledger: CollectionLedger
+) -> tuple[int, set[str]]:
+    """Write the materialized inputs (atomically) and return how many rollouts and which agents they use.
+
+    Rows without an agent, or whose agent has no repeat count, are collected into one error."""
+    templates = PromptTemplates.load(config.prompt_config) if config.prompt_config else None
+    agents: set[str] = set()
+    unrouted: list[str] = []
+    unrouted_total = 0
+    unrepeated: dict[str, list[str]] = {}
+    written = 0
+
+    def rows() -> Iterator[bytes]:
+        nonlocal written, unrouted_total
+        for number, raw, row in iter_jsonl(input_path, config.limit):
+            where = f"{input_path}:{number}"
+            if templates is not None:
+                params = dict(row.get("responses_create_params") or {})
+                if "input" in params:
+                    raise ConfigError(
+                        f"{where}: the row already has responses_create_params.input; with prompt_config the "
+                        "prompt comes from the templates, so remove one of the two"
+                    )
+                row["responses_create_params"] = {**params, "input": templates.input_for(row, where)}
+            if AGENT_REF_KEY not in row and config.agent_name:
+                row[AGENT_REF_KEY] = {"name": config.agent_name}
+            agent = agent_name_of(row)
+            if not agent:
+                unrouted_total += 1
+                if len(unrouted) < MAX_ROWS_LISTED:
+                    unrouted.append(str(number))
+                continue
+            repeats = repeats_for(config.num_repeats, agent)
+            if repeats is None:
+                unrepeated.setdefault(agent, []).append(str(number))
+                continue
+            agents.add(agent)
+            if config.responses_create_params:
+                row["responses_create_params"] = {
+                    **(row.get("responses_create_params") or {}),
+                    **config.responses_create_params,
+                }
+            task = (
+                row[TASK_INDEX_KEY] if isinstance(row.get(TASK_INDEX_KEY), int) else ledger.task_of_line(raw)
+            )
+            for _ in range(repeats):
+                rollout = ledger.next_rollout(task)
+                copy = {**row, TASK_INDEX_KEY: task, ROLLOUT_INDEX_KEY: rollout}
+                if config.num_repeats_add_seed:
+                    params = dict(copy.get("responses_create_params") or {})
+                    params["metadata"] = seeded_metadata(params, rollout, where)
+                    copy["responses_create_params"] = params
+                written += 1
+                yield orjson.dumps(copy) + b"\n"
+            if written % 10_000 == 0:
+                ledger.commit()
+
+    write_atomically(paths.materialized, rows())
+    if unrouted_total or unrepeated:
+        paths.materialized.unlink(missing_ok=True)
+    if unrouted_total:
+        raise ConfigError(
+            f"{input_path}: {unrouted_total} row(s) name no agent (lines {_listed(unrouted, unrouted_total)}); "
+            "give each row an agent_ref or pass +agent_name=<agent instance>"
+        )
+    if unrepeated:
+        names = ", ".join(
+            f"'{agent}' (lines {_listed(lines[:MAX_ROWS_LISTED], len(lines))})"
+            for agent, lines in unrepeated.items()
+        )
+        raise ConfigError(
+            f"num_repeats has no count for agent(s) {names}; add them or a `_default` to num_repeats"
+        )
+    ledger.commit()
+    return written, agents
+
+
+# ---- running rollouts -------------------------------------------------------------------------------------
+
+
+def _error_message(body: bytes) -> str:
+    """The useful part of an error answer: the envelope's message and its cause's, else the raw text."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body.decode("utf-8", errors="replace")
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        cause = error.get("cause")
+        inner = cause.get("message") if isinstance(cause, dict) else cause if isinstance(cause, str) else None
+        return f"{error['message']}: {inner}" if inner else str(error["message"])
+    if isinstance(parsed, dict) and "detail" in parsed:
+        return f"invalid request: {orjson.dumps(parsed['detail']).decode()}"
+    return body.decode("utf-8", errors="replace")
+
+
+def failure_record(
+    row: dict[str, Any], failure_class: str, message: str, attempt: int, status: int | None = None
+) -> dict[str, Any]:
+    """The failures-file line of one failed attempt: which rollout, what went wrong, whether to retry."""
+    terminal = failure_class == "invalid_request" or (
+        status is not None and 400 <= status < 500 and status not in RETRYABLE_CLIENT_STATUSES
+    )
+    record = {
+        TASK_INDEX_KEY: row.get(TASK_INDEX_KEY),
+        ROLLOUT_INDEX_KEY: row.get(ROLLOUT_INDEX_KEY),
+        AGENT_REF_KEY: row.get(AGENT_REF_KEY),
+        FAILURE_CLASS_KEY: failure_class,
+        FAILURE_MESSAGE_KEY: message[:MAX_FAILURE_MESSAGE_CHARS],
+        FAILURE_ATTEMPT_KEY: attempt,
+    }
+    if status is not None:
+        record[FAILURE_STATUS_KEY] = status
+    if terminal:
+        record[FAILURE_TERMINAL_KEY] = True
+    return record
+
+
+def status_failure_class(status: int) -> str:
+    """504 and 408 mean a deadline passed somewhere downstream: they count as timeouts."""
+    return "timeout" if status in (408, 504) else f"http_{status}"
+
+
+class RolloutCollectionHelper:
+    """Runs rows through agents' `/run` with a bounded number in flight; usable from a trainer process.
+
+    Every row yields `(row, result)`: the agent's answer stamped with the row's indices and agent_ref, or a
+    failure record (it has `_ng_failure_class`) — never an exception for a failed rollout.
+    """
+
+    def __init__(
+        self,
+        server_client: ServerClient | None = None,
+        *,
+        head_server_config: BaseServerConfig | None = None,
+        max_in_flight: int | None = None,
+        rollout_timeout_s: float | None = None,
+    ) -> None:
+        self.server_client = server_client or ServerClient.load_from_global_config(head_server_config)
+        self.max_in_flight = max_in_flight or DEFAULT_MAX_IN_FLIGHT
+        self.rollout_timeout_s = rollout_timeout_s or (
+            default_retry_policy().deadline_s + COLLECTOR_DEADLINE_MARGIN_S
+        )
+
+    def agent_url(self, agent: str) -> str:
+        return self.server_client.server_base_url(agent)
+
+    async def run_one(self, row: dict[str, Any], attempt: int = 1) -> dict[str, Any]:
+        """One `/run`, classified: the stamped result, or a failure record."""
+        agent = agent_name_of(row)
+        try:
+            url = self.agent_url(agent or "") + "/run"
+        except ServerRefNotFoundError as error:
+            return failure_record(row, "invalid_request", f"agent_ref {agent!r}: {error}", attempt)
+        policy = RetryPolicy(
+            max_attempts=DEFAULT_MAX_ATTEMPTS,
+            deadline_s=self.rollout_timeout_s,
+            connect_timeout_s=min(default_retry_policy().connect_timeout_s, self.rollout_timeout_s),
+        )
+        try:
+            async with asyncio.timeout(self.rollout_timeout_s):
+                response = await request("POST", url, json=row, retry_policy=policy, idempotent=False)
+                body = await response.read()
+        except (DeadlineExceededError, TimeoutError):
+            return failure_record(
+                row, "timeout", f"no answer from {agent} within {self.rollout_timeout_s:g}s", attempt
+            )
+        except (RequestFailedError, aiohttp.ClientError, OSError) as error:
+            return failure_record(row, "connection", f"{agent}: {error}", attempt)
+        if not 200 <= response.status < 300:
+            message = _error_message(body)
+            return failure_record(
+                row, status_failure_class(response.status), message, attempt, response.status
+            )
+        try:
+            result = orjson.loads(body)
+        except orjson.JSONDecodeError as error:
+            return failure_record(row, "invalid_response", f"{agent} answered non-JSON ({error})", attempt)
+        reward = result.get("reward") if isinstance(result, dict) else None
+        if isinstance(reward, bool) or not isinstance(reward, int | float):
+            return failure_record(
+                row, "invalid_response", f"{agent} answered without a numeric reward", attempt
+            )
+        result[TASK_INDEX_KEY] = row.get(TASK_INDEX_KEY)
+        result[ROLLOUT_INDEX_KEY] = row.get(ROLLOUT_INDEX_KEY)
+        result[AGENT_REF_KEY] = row.get(AGENT_REF_KEY)
+        return result
+
+    async def run_examples(
+        self,
+        rows: Iterable[dict[str, Any]] | AsyncIterable[dict[str, Any]],
+        attempt_of: Callable[[dict[str, Any]], int] | None = None,
+    ) -> AsyncIterator[tuple[dict[str, Any], dict[str, Any]]]:
+        """`(row, result)` in completion order. Rows are pulled only as slots free up, so `rows` may be a
+        lazy iterator over any number of rows; stopping the iteration cancels what is in flight.
+        `attempt_of(row)` numbers the attempt recorded in a failure (default 1)."""
+
+        async def paired(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+            return row, await self.run_one(row, attempt_of(row) if attempt_of else 1)
+
+        pending: set[asyncio.Task] = set()
+        try:
+            async for row in _as_async_iterator(rows):
+                if len(pending) >= self.max_in_flight:
+                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    for task in done:
+                        yield task.result()
+                pending.add(asyncio.create_task(paired(row)))
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    yield task.result()
+        finally:
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def _as_async_iterator(rows: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Any]:
+    if isinstance(rows, AsyncIterable):
+        async for row in rows:
+            yield row
+    else:
+        for row in rows:
+            yield row
+
+
+# ---- the collector -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class CollectionProgress:
+    """Counts as results arrive; a live bar on a terminal, milestone lines (20 %, 40 %, ...) in a log."""
+
+    total: int
+    started: float = field(default_factory=time.monotonic)
+    finished: int = 0
+    succeeded: int = 0
+    reward_sum: float = 0.0
+    failures: Counter[str] = field(default_factory=Counter)
+    _bar: Any = None
+    _next_milestone: int = 0
+
+    def __post_init__(self) -> None:
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=self.total, unit="rollout", dynamic_ncols=True, mininterval=0.5)
+
+    @property
+    def mean_reward(self) -> float | None:
+        return self.reward_sum / self.succeeded if self.succeeded else None
+
+    def rate(self) -> float:
+        return self.finished / max(time.monotonic() - self.started, 1e-9)
+
+    def add(self, result: dict[str, Any]) -> None:
+        self.finished += 1
+        if FAILURE_CLASS_KEY in result:
+            self.failures[result[FAILURE_CLASS_KEY]] += 1
+        else:
+            self.succeeded += 1
+            self.reward_sum += float(result["reward"])
+        mean = "-" if self.mean_reward is None else f"{self.mean_reward:.3f}"
+        if self._bar is not None:
+            self._bar.set_postfix_str(
+                f"mean reward {mean}, failed {sum(self.failures.values())}", refresh=False
+            )
+            self._bar.update(1)
+            return
+        passed = self._next_milestone
+        while (
+            passed < len(PROGRESS_MILESTONES_PCT)
+            and self.finished * 100 >= PROGRESS_MILESTONES_PCT[passed] * self.total
+        ):
+            passed += 1
+        if passed > self._next_milestone:
+            self._next_milestone = passed
+            print(
+                f"collect: {PROGRESS_MILESTONES_PCT[passed - 1]}% ({self.finished}/{self.total}), "
+                f"{self.rate():.1f} rollouts/s, mean reward {mean}, failed {sum(self.failures.values())}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def stripped_for_aggregation(result: dict[str, Any]) -> dict[str, Any]:
+    """A result without its heavy parts: no request params, and of the response only its usage."""
+    light = {
+        key: value for key, value in result.items() if key not in ("responses_create_params", "response")
+    }
+    response = result.get("response")
+    if isinstance(response, dict) and "usage" in response:
+        light["response"] = {"usage": response["usage"]}
+    return light
+
+
+def failure_metrics(classes: Counter[str]) -> dict[str, int]:
+    metrics = {"num_failed_rollouts": sum(classes.values())}
+    metrics.update({f"num_failed_rollouts/{name}": count for name, count in sorted(classes.items())})
+    return metrics
+
+
+def max_rollout_attempts() -> int:
+    raw = os.environ.get(MAX_ATTEMPTS_ENV_VAR_NAME, str(DEFAULT_MAX_ATTEMPTS))
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"{MAX_ATTEMPTS_ENV_VAR_NAME} must be a whole number >= 1, got {raw!r}")
+    return int(raw)
+
+
+@dataclass
+class CollectionSummary:
+    paths: CollectionPaths
+    to_run: int
+    already_done: int
+    progress: CollectionProgress
+    unresolved_failures: dict[str, Counter[str]]
+    aggregates: list[dict[str, Any]]
+    aggregation_error: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        failed = any(sum(classes.values()) for classes in self.unresolved_failures.values())
+        return 1 if failed or self.aggregation_error else 0
+
+    def lines(self) -> list[str]:
+        progress = self.progress
+        elapsed = time.monotonic() - progress.started
+        lines = [
+            f"Ran {progress.finished} rollout(s) in {elapsed:.1f}s ({progress.rate():.1f}/s): "
+            f"{progress.succeeded} succeeded, {sum(progress.failures.values())} failed"
+            + (f"; {self.already_done} already done before this run" if self.already_done else "")
+        ]
+        if progress.failures:
+            by_class = ", ".join(f"{name} {count}" for name, count in progress.failures.most_common())
+            lines.append(f"Failures by class: {by_class}")
+        for entry in self.aggregates:
+            shown = ", ".join(f"{key} {_fmt(value)}" for key, value in sorted(entry["key_metrics"].items()))
+            lines.append(f"{entry[AGENT_REF_KEY]['name']}: {shown or 'no metrics'}")
+        if self.aggregation_error:
+            lines.append(f"Aggregation failed: {self.aggregation_error}")
+        unresolved = sum(sum(classes.values()) for classes in self.unresolved_failures.values())
+        if unresolved:
+            lines.append(
+                f"{unresolved} rollout(s) have no result; rerun with +resume_from_cache=true to retry them "
+                f"(up to {MAX_ATTEMPTS_ENV_VAR_NAME} attempts each)"
+            )
+        lines.append(f"Results: {self.paths.output}")
+        lines.append(f"Failures: {self.paths.failures}")
+        lines.append(f"Materialized inputs: {self.paths.materialized}")
+        if self.aggregates:
+            lines.append(f"Aggregate metrics: {self.paths.aggregate_metrics}")
+        return lines
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+class RolloutCollector:
+    """`gym collect`: materialize, run what is missing through a bounded pipeline, aggregate."""
+
+    def __init__(self, config: RolloutCollectionConfig, helper: RolloutCollectionHelper) -> None:
+        self.config = config
+        self.helper = helper
+        self.paths = CollectionPaths.for_output(config.output_jsonl_fpath)
+        self._already_done = 0
+
+    async def collect(self) -> CollectionSummary:
+        input_path = locate_data_file(self.config.input_jsonl_fpath, "input_jsonl_fpath")
+        self.paths.output.parent.mkdir(parents=True, exist_ok=True)
+        max_attempts = max_rollout_attempts()
+        ledger = CollectionLedger()
+        try:
+            resuming = (
+                self.config.resume_from_cache
+                and self.paths.materialized.exists()
+                and self.paths.output.exists()
+            )
+            if self.config.resume_from_cache and not resuming:
+                print("resume_from_cache: no earlier materialized inputs and results here; starting afresh.")
+            if resuming:
+                agents = self._load_earlier_run(ledger)
+            else:
+                for path in (
+                    self.paths.output,
+                    self.paths.failures,
+                    self.paths.aggregate_metrics,
+                    self.paths.materialized,
+                ):
+                    path.unlink(missing_ok=True)
+                _, agents = materialize(self.config, input_path, self.paths, ledger)
+                self.paths.output.touch()
+                self.paths.failures.touch()
+            for agent in sorted(agents):
+                self.helper.agent_url(agent)  # an unknown agent is a config error, before anything runs
+            progress = await self._run_missing(ledger, max_attempts)
+            unresolved = ledger.unresolved_failures()
+        finally:
+            ledger.close()
+        summary = CollectionSummary(self.paths, progress.total, self._already_done, progress, unresolved, [])
+        if not self.config.disable_aggregation:
+            try:
+                summary.aggregates = await self.aggregate(unresolved)
+            except (RequestFailedError, aiohttp.ClientError, ValueError) as error:
+                summary.aggregation_error = str(error)
+        return summary
+
+    def _load_earlier_run(self, ledger: CollectionLedger) -> set[str]:
+        drop_torn_tail(self.paths.output)
+        drop_torn_tail(self.paths.failures)
+        for _, _, result in iter_jsonl(self.paths.output):
+            if ledger.mark_done(rollout_key(result)):
+                self._already_done += 1
+        for _, _, failure in iter_jsonl(self.paths.failures):
+            ledger.record_failure(
+                rollout_key(failure),
+                agent_name_of(failure),
+                failure[FAILURE_CLASS_KEY],
+                bool(failure.get(FAILURE_TERMINAL_KEY)),
+            )
+        ledger.commit()
+        return {agent for _, _, row in iter_jsonl(self.paths.materialized) if (agent := agent_name_of(row))}
+
+    def _runnable(self, ledger: CollectionLedger, max_attempts: int) -> Iterator[dict[str, Any]]:
+        for _, _, row in iter_jsonl(self.paths.materialized):
+            key = rollout_key(row)
+            if ledger.is_done(key):
+                continue
+            attempts, terminal = ledger.failed_attempts(key)
+            if terminal or attempts >= max_attempts:
+                continue
+            yield row
+
+    async def _run_missing(self, ledger: CollectionLedger, max_attempts: int) -> CollectionProgress:
+        total = sum(1 for _ in self._runnable(ledger, max_attempts))
+        progress = CollectionProgress(total=total)
+        results = LineAppender(self.paths.output)
+        failures = LineAppender(self.paths.failures)
+        try:
+            rows = self._runnable(ledger, max_attempts)
+            attempt_of = lambda row: ledger.failed_attempts(rollout_key(row))[0] + 1  # noqa: E731
+            async for row, result in self.helper.run_examples(rows, attempt_of):
+                key = rollout_key(row)
+                if FAILURE_CLASS_KEY in result:
+                    failures.append(result)
+                    ledger.record_failure(
+                        key,
+                        agent_name_of(row),
+                        result[FAILURE_CLASS_KEY],
+                        bool(result.get(FAILURE_TERMINAL_KEY)),
+                    )
+                elif ledger.mark_done(key) and not result.get(NO_PERSIST_KEY):
+                    results.append(result)
+                progress.add(result)
+                if progress.finished % 1000 == 0:
+                    ledger.commit()
+        finally:
+            results.close()
+            failures.close()
+            progress.close()
+        return progress
+
+    async def aggregate(self, unresolved: dict[str, Counter[str]]) -> list[dict[str, Any]]:
+        """One `/aggregate_metrics` per agent over all its results (earlier runs' too), plus failure counts;
+        the request bodies are assembled on disk, never as a list of parsed results."""
+        with tempfile.TemporaryDirectory(prefix="gym-aggregate-") as scratch:
+            bodies: dict[str, Any] = {}
+            try:
+                for _, _, result in iter_jsonl(self.paths.output):
+                    agent = agent_name_of(result) or ""
+                    if agent not in bodies:
+                        bodies[agent] = (Path(scratch) / f"{len(bodies)}.json").open("wb")
+                        bodies[agent].write(b'{"verify_responses":[')
+                    else:
+                        bodies[agent].write(b",")
+                    bodies[agent].write(orjson.dumps(stripped_for_aggregation(result)))
+            finally:
+                for body in bodies.values():
+                    body.write(b"]}")
+                    body.close()
+            entries = []
+            for agent in sorted(bodies.keys() | unresolved.keys()):
+                metrics = AggregateMetrics()
+                if agent in bodies:
+                    response = await self.helper.server_client.post(
+                        agent, "/aggregate_metrics", data=Path(bodies[agent].name).read_bytes(),
+                        headers={"Content-Type": "application/json"}, idempotent=True,
+                    )  # fmt: skip
+                    await raise_for_status(response)
+                    metrics = AggregateMetrics.model_validate_json(await response.read())
+                counts = failure_metrics(unresolved.get(agent, Counter()))
+                metrics.agent_metrics.update(counts)
+                if counts["num_failed_rollouts"]:
+                    metrics.key_metrics.update(counts)
+                entries.append({AGENT_REF_KEY: {"name": agent}, **metrics.model_dump()})
+        write_atomically(self.paths.aggregate_metrics, [json.dumps(entries, indent=2).encode()])
+        return entries
+
+
+async def collect_rollouts(overrides: list[str]) -> int:
+    """`gym collect`: the exit code is 0 when every rollout has a result and aggregation succeeded."""
+    cfg = parse_global_config_dict(overrides)
+    config = command_settings(RolloutCollectionConfig, cfg)
+    configure_http_client_from(cfg)
+    try:
+        helper = RolloutCollectionHelper(
+            head_server_config=head_server_config_from(cfg),
+            max_in_flight=config.num_samples_in_parallel,
+            rollout_timeout_s=config.rollout_timeout_s,
+        )
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
+    summary = await RolloutCollector(config, helper).collect()
+    for line in summary.lines():
+        print(line)
+    return summary.exit_code

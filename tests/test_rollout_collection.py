@@ -1,0 +1,316 @@
+"""Rollout collection: materialisation on real files, then `gym collect` against a real deployment
+(example_single_tool_call + simple_agent + openai_model → scripted upstream)."""
+
+import os
+import signal
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from nemo_gym.cli.collect import overrides_from_flags
+from nemo_gym.config_types import BaseServerConfig, ConfigError
+from nemo_gym.rollout_collection import (
+    CollectionLedger,
+    CollectionPaths,
+    RolloutCollectionConfig,
+    RolloutCollectionHelper,
+    drop_torn_tail,
+    materialize,
+)
+from nemo_gym.server_utils import ServerClient
+from tests.helpers import REPO_ROOT, RunningDeployment, gym_command, running_deployment
+from tests.upstream_script import ScriptedUpstream, fresh_model
+
+AGENT = "example_single_tool_call_simple_agent"
+DEADLINE_S = 3.0
+
+
+def write_rows(path: Path, rows: list[dict]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    return path
+
+
+def read_lines(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def task(text: str, **extra) -> dict:
+    return {"responses_create_params": {"input": [{"role": "user", "content": text}]}, **extra}
+
+
+def materialized(tmp_path: Path, rows: list[dict], **settings) -> list[dict]:
+    source = write_rows(tmp_path / "in.jsonl", rows)
+    config = RolloutCollectionConfig(
+        input_jsonl_fpath=str(source), output_jsonl_fpath=str(tmp_path / "out.jsonl"), **settings
+    )
+    paths = CollectionPaths.for_output(config.output_jsonl_fpath)
+    ledger = CollectionLedger()
+    try:
+        materialize(config, source, paths, ledger)
+    finally:
+        ledger.close()
+    return read_lines(paths.materialized)
+
+
+def indices(rows: list[dict]) -> list[tuple[int, int]]:
+    return [(row["_ng_task_index"], row["_ng_rollout_index"]) for row in rows]
+
+
+# ---- materialisation -------------------------------------------------------------------------------------
+
+
+def test_repeats_are_adjacent_and_indexed_per_task(tmp_path):
+    rows = materialized(tmp_path, [task("a"), task("b")], agent_name="agent", num_repeats=2)
+    assert [row["responses_create_params"]["input"][0]["content"] for row in rows] == ["a", "a", "b", "b"]
+    assert indices(rows) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert all(row["agent_ref"] == {"name": "agent"} for row in rows)
+    assert list(rows[0]) == ["responses_create_params", "agent_ref", "_ng_task_index", "_ng_rollout_index"]
+
+
+def test_byte_identical_rows_share_a_task_and_continue_its_rollout_count(tmp_path):
+    rows = materialized(tmp_path, [task("a"), task("b"), task("a")], agent_name="agent", num_repeats=2)
+    assert indices(rows) == [(0, 0), (0, 1), (1, 0), (1, 1), (0, 2), (0, 3)]
+
+
+def test_a_given_task_index_and_agent_ref_are_kept(tmp_path):
+    rows = materialized(
+        tmp_path,
+        [task("a", _ng_task_index=7, agent_ref={"name": "other"}), task("b")],
+        agent_name="agent",
+    )
+    assert indices(rows) == [(7, 0), (0, 0)]
+    assert [row["agent_ref"]["name"] for row in rows] == ["other", "agent"]
+
+
+def test_rows_without_an_agent_are_listed_in_one_error(tmp_path):
+    rows = [task("a", agent_ref={"name": "x"}), task("b"), task("c"), task("d", agent_ref={"name": "x"})]
+    with pytest.raises(ConfigError) as error:
+        materialized(tmp_path, rows)
+    assert "2 row(s) name no agent (lines 2, 3)" in str(error.value)
+    assert "+agent_name=" in str(error.value)
+    assert not (tmp_path / "out_materialized_inputs.jsonl").exists()
+
+
+def test_num_repeats_per_agent_with_default_and_a_missing_agent(tmp_path):
+    rows = [task("a", agent_ref={"name": "x"}), task("b", agent_ref={"name": "y"})]
+    repeated = materialized(tmp_path, rows, num_repeats={"x": 3, "_default": 1})
+    assert [row["agent_ref"]["name"] for row in repeated] == ["x", "x", "x", "y"]
+    with pytest.raises(ConfigError, match="num_repeats has no count for agent.*'y' \\(lines 2\\)"):
+        materialized(tmp_path, rows, num_repeats={"x": 3})
+
+
+def test_overrides_seed_limit_and_prompt_templates(tmp_path):
+    rows = materialized(
+        tmp_path,
+        [task("a", responses_create_params={"input": "a", "temperature": 0.1}), task("b"), task("c")],
+        agent_name="agent",
+        limit=2,
+        num_repeats=2,
+        num_repeats_add_seed=True,
+        responses_create_params={"temperature": 0.9, "max_output_tokens": 64},
+    )
+    assert len(rows) == 4
+    params = rows[1]["responses_create_params"]
+    assert params["temperature"] == 0.9 and params["max_output_tokens"] == 64
+    assert [orjson.loads(row["responses_create_params"]["metadata"]["extra_body"]) for row in rows] == [
+        {"seed": 0},
+        {"seed": 1},
+        {"seed": 0},
+        {"seed": 1},
+    ]
+    (tmp_path / "prompt.yaml").write_text("system: Be brief.\nuser: 'Solve {question}'\n")
+    prompted = materialized(
+        tmp_path, [{"question": "2+2"}], agent_name="agent", prompt_config=str(tmp_path / "prompt.yaml")
+    )
+    assert prompted[0]["responses_create_params"]["input"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Solve 2+2"},
+    ]
+    with pytest.raises(ConfigError, match="in.jsonl:1: the row already has responses_create_params.input"):
+        materialized(tmp_path, [task("x")], agent_name="a", prompt_config=str(tmp_path / "prompt.yaml"))
+    with pytest.raises(ConfigError, match="in.jsonl:1: prompt_config needs the field 'question'"):
+        materialized(tmp_path, [{"other": 1}], agent_name="a", prompt_config=str(tmp_path / "prompt.yaml"))
+
+
+def test_a_malformed_line_is_named_by_file_and_line(tmp_path):
+    (tmp_path / "in.jsonl").write_text('{"responses_create_params": {}}\n\n{"broken": \n')
+    config = RolloutCollectionConfig(
+        input_jsonl_fpath=str(tmp_path / "in.jsonl"),
+        output_jsonl_fpath=str(tmp_path / "o.jsonl"),
+        agent_name="a",
+    )
+    ledger = CollectionLedger()
+    with pytest.raises(ConfigError, match=r"in.jsonl:3: not valid JSON"):
+        materialize(config, tmp_path / "in.jsonl", CollectionPaths.for_output(tmp_path / "o.jsonl"), ledger)
+    ledger.close()
+
+
+def test_a_torn_last_line_is_cut(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b'{"a": 1}\n{"b": 2}\n{"c": ')
+    drop_torn_tail(path)
+    assert path.read_bytes() == b'{"a": 1}\n{"b": 2}\n'
+    drop_torn_tail(path)
+    assert path.read_bytes() == b'{"a": 1}\n{"b": 2}\n'
+
+
+def test_flags_become_overrides():
+    assert overrides_from_flags(
+        [
+            "-a",
+            "agent",
+            "-i=in.jsonl",
+            "--output",
+            "my out.jsonl",
+            "--resume",
+            "--temperature",
+            "0.5",
+            "+limit=3",
+        ]
+    ) == [
+        "++agent_name=agent",
+        "++input_jsonl_fpath=in.jsonl",
+        "++output_jsonl_fpath='my out.jsonl'",
+        "++resume_from_cache=true",
+        "++responses_create_params.temperature=0.5",
+        "+limit=3",
+    ]
+    with pytest.raises(ConfigError, match="unknown option --agnet; did you mean --agent"):
+        overrides_from_flags(["--agnet", "x"])
+
+
+# ---- against a deployment --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def deployment(scripted_upstream: ScriptedUpstream) -> Iterator[tuple[RunningDeployment, str]]:
+    model = fresh_model("collect")
+    args = [
+        "+config_paths=[resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml,"
+        "configs/policy_model.yaml]",
+        f"+policy_base_url={scripted_upstream.base_url}",
+        "+policy_api_key=sk-collect",
+        f"+policy_model_name={model}",
+        f"+global_http_deadline_s={DEADLINE_S}",
+    ]
+    with running_deployment(args, REPO_ROOT) as running:
+        yield running, model
+
+
+def head_port(running: RunningDeployment) -> str:
+    return running.head_url.rsplit(":", 1)[1]
+
+
+def ticket_rows(count: int) -> list[dict]:
+    return [task(f"weather please, ticket T{number:03d}") for number in range(count)]
+
+
+def run_collect(running: RunningDeployment, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        gym_command("collect", f"++head_server.port={head_port(running)}", "-a", AGENT, *args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO_ROOT,
+    )
+
+
+def test_failing_and_hanging_rows_are_recorded_and_collection_finishes(
+    deployment, scripted_upstream, tmp_path
+):
+    running, model = deployment
+    failing = {5, 15, 25, 35, 45}  # 10 % of 50
+    hanging = {30}  # 2 %
+    scripted_upstream.clear(model)
+    scripted_upstream.script(
+        model,
+        [{"status": 500, "match": f"T{n:03d}"} for n in failing] + [{"hang": True, "match": "T030"}],
+    )
+    source = write_rows(tmp_path / "tickets.jsonl", ticket_rows(50))
+    output = tmp_path / "out" / "rollouts.jsonl"  # the folder does not exist yet
+    result = run_collect(running, "-i", str(source), "-o", str(output), "--concurrency", "8")
+    assert result.returncode == 1, result.stdout + result.stderr  # some rollouts have no result
+
+    results = read_lines(output)
+    failures = read_lines(tmp_path / "out" / "rollouts_failures.jsonl")
+    assert sorted(row["_ng_task_index"] for row in results) == sorted(set(range(50)) - failing - hanging)
+    assert all(row["reward"] == 1.0 and row["agent_ref"]["name"] == AGENT for row in results)
+    classes = {row["_ng_task_index"]: row["_ng_failure_class"] for row in failures}
+    assert classes == {**{n: "http_500" for n in failing}, 30: "timeout"}
+    assert all(row["_ng_failure_attempt"] == 1 and row["_ng_failure_message"] for row in failures)
+    assert len(read_lines(tmp_path / "out" / "rollouts_materialized_inputs.jsonl")) == 50
+
+    [metrics] = orjson.loads((tmp_path / "out" / "rollouts_aggregate_metrics.json").read_bytes())
+    assert metrics["agent_ref"] == {"name": AGENT}
+    agent_metrics = metrics["agent_metrics"]
+    assert agent_metrics["num_failed_rollouts"] == 6
+    assert agent_metrics["num_failed_rollouts/http_500"] == 5
+    assert agent_metrics["num_failed_rollouts/timeout"] == 1
+    assert agent_metrics["mean/reward"] == 1.0  # failures are not zeros in the statistics
+    assert len(metrics["group_level_metrics"]) == 44
+
+    assert "44 succeeded, 6 failed" in result.stdout
+    assert "Failures by class: http_500 5, timeout 1" in result.stdout
+    assert f"Results: {output}" in result.stdout
+
+
+def test_kill_9_then_resume_runs_exactly_the_missing_rollouts(deployment, scripted_upstream, tmp_path):
+    running, model = deployment
+    scripted_upstream.clear(model)
+    scripted_upstream.script(model, [{"delay_s": 0.3, "match": "ticket"}])
+    source = write_rows(tmp_path / "tickets.jsonl", ticket_rows(20))
+    output = tmp_path / "rollouts.jsonl"
+    process = subprocess.Popen(
+        gym_command(
+            "collect", f"++head_server.port={head_port(running)}", "-a", AGENT, "-i", str(source),
+            "-o", str(output), "--num-repeats", "2", "--concurrency", "4",
+        ),
+        cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not output.exists() or output.read_bytes().count(b"\n") < 6):
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(10)
+    done_before = {(row["_ng_task_index"], row["_ng_rollout_index"]) for row in read_lines(output)}
+    assert 6 <= len(done_before) < 40
+    with output.open("ab") as file:  # as if the kill had landed in the middle of a write
+        file.write(b'{"_ng_task_index": 19, "_ng_rollout_index": 1, "reward": 1.0, "respo')
+
+    scripted_upstream.clear(model)
+    result = run_collect(running, "-i", str(source), "-o", str(output), "--num-repeats", "2", "--resume")
+    assert result.returncode == 0, result.stdout + result.stderr
+    keys = [(row["_ng_task_index"], row["_ng_rollout_index"]) for row in read_lines(output)]
+    assert Counter(keys) == Counter({(task, rollout): 1 for task in range(20) for rollout in range(2)})
+    assert f"{len(done_before)} already done before this run" in result.stdout
+    assert f"Ran {40 - len(done_before)} rollout(s)" in result.stdout
+
+
+async def test_trainer_api_yields_results_and_failure_records(deployment, scripted_upstream):
+    running, model = deployment
+    scripted_upstream.clear(model)
+    scripted_upstream.script(model, [{"status": 400, "match": "T001"}])
+    client = ServerClient.load_from_global_config(_head_config(running))
+    helper = RolloutCollectionHelper(client, max_in_flight=2)
+    rows = [
+        {**row, "agent_ref": {"name": AGENT}, "_ng_task_index": index, "_ng_rollout_index": 0}
+        for index, row in enumerate(ticket_rows(3))
+    ]
+    rows.append({**rows[0], "agent_ref": {"name": "no_such_agent"}, "_ng_task_index": 9})
+    seen = {}
+    async for row, result in helper.run_examples(iter(rows)):
+        seen[row["_ng_task_index"]] = result
+    assert seen[0]["reward"] == 1.0 and seen[0]["_ng_task_index"] == 0
+    assert seen[1]["_ng_failure_class"] == "http_400" and seen[1]["_ng_failure_terminal"] is True
+    assert "policy_model" in seen[1]["_ng_failure_message"]
+    assert seen[9]["_ng_failure_class"] == "invalid_request"
+
+
+def _head_config(running: RunningDeployment) -> BaseServerConfig:
+    host, port = running.head_url.removeprefix("http://").rsplit(":", 1)
+    return BaseServerConfig(host=host, port=int(port))
