@@ -57,6 +57,7 @@ from nemo_gym.http_client import (
 )
 from nemo_gym.reward_profile import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 from nemo_gym.server_utils import ServerClient, configure_http_client_from, head_server_config_from
+from nemo_gym.wandb_logging import WandbRun
 
 FAILURE_CLASS_KEY = "_ng_failure_class"
 FAILURE_MESSAGE_KEY = "_ng_failure_message"
@@ -103,6 +104,7 @@ class RolloutCollectionConfig(BaseNeMoGymCLIConfig):
         default=None, gt=0, description="deadline of one rollout (default: global_http_deadline_s + 30)"
     )
     disable_aggregation: bool = Field(default=False, description="skip /aggregate_metrics")
+    upload_rollouts_to_wandb: bool = Field(default=True, description="with W&B configured: a rollouts table")
 
     @field_validator("num_repeats")
     @classmethod
@@ -893,7 +895,16 @@ async def collect_rollouts(overrides: list[str]) -> int:
         )
     except ValueError as error:
         raise ConfigError(str(error)) from error
-    summary = await RolloutCollector(config, helper).collect()
+    wandb_run = WandbRun.start_if_configured(cfg, helper.server_client.global_config_dict)
+    try:
+        summary = await RolloutCollector(config, helper).collect()
+        if wandb_run is not None:
+            wandb_run.log_aggregates(summary.aggregates)
+            if config.upload_rollouts_to_wandb:
+                wandb_run.log_rollouts(result for _, _, result in iter_jsonl(summary.paths.output))
+    finally:
+        if wandb_run is not None:
+            wandb_run.finish()
     for line in summary.lines():
         print(line)
     return summary.exit_code

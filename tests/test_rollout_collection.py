@@ -4,6 +4,7 @@
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from nemo_gym.rollout_collection import (
 from nemo_gym.server_utils import ServerClient
 from tests.helpers import REPO_ROOT, RunningDeployment, gym_command, running_deployment
 from tests.upstream_script import ScriptedUpstream, fresh_model
+from tests.wandb_run_reader import logged_run, logged_table, logged_values
 
 AGENT = "example_single_tool_call_simple_agent"
 DEADLINE_S = 3.0
@@ -314,3 +316,45 @@ async def test_trainer_api_yields_results_and_failure_records(deployment, script
 def _head_config(running: RunningDeployment) -> BaseServerConfig:
     host, port = running.head_url.removeprefix("http://").rsplit(":", 1)
     return BaseServerConfig(host=host, port=int(port))
+
+
+def test_wandb_offline_run_holds_the_metrics_and_the_rollouts_table(deployment, scripted_upstream, tmp_path):
+    running, model = deployment
+    scripted_upstream.clear(model)
+    source = write_rows(tmp_path / "tickets.jsonl", ticket_rows(5))
+    secret = "wandb-key-never-in-clear"
+    result = subprocess.run(
+        gym_command(
+            "collect", f"++head_server.port={head_port(running)}", "-a", AGENT, "-i", str(source),
+            "-o", str(tmp_path / "r.jsonl"), "+wandb_project=gym-tests", "+wandb_name=collect-offline",
+            f"+wandb_api_key={secret}",
+        ),
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    [run_dir] = (tmp_path / "wandb").glob("offline-run-*")
+    project, name, config = logged_run(run_dir)
+    assert (project, name) == ("gym-tests", "collect-offline")
+    assert config["wandb_api_key"] == "****" and config["deployment"]["policy_api_key"] == "****"
+    values = logged_values(run_dir)
+    assert values[f"{AGENT}/mean/reward"] == 1.0
+    assert values[f"key_metrics/{AGENT}/mean/reward"] == 1.0
+    assert values[f"{AGENT}/num_failed_rollouts"] == 0
+    table = logged_table(run_dir, "rollouts")
+    assert table["columns"] == ["task", "rollout", "agent", "reward", "final_text"]
+    assert sorted(row[0] for row in table["data"]) == [0, 1, 2, 3, 4]
+    assert {(row[2], row[3], row[4]) for row in table["data"]} == {(AGENT, 1.0, "ok")}
+    leaked = [path for path in tmp_path.rglob("*") if path.is_file() and secret.encode() in path.read_bytes()]
+    assert leaked == [] and secret not in result.stdout + result.stderr
+
+
+def test_without_wandb_settings_wandb_is_never_imported():
+    probe = (
+        "import sys\n"
+        "from omegaconf import OmegaConf\n"
+        "from nemo_gym.wandb_logging import WandbRun\n"
+        "assert WandbRun.start_if_configured(OmegaConf.create({'wandb_project': 'p'})) is None\n"
+        "assert 'wandb' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, cwd=REPO_ROOT, timeout=60)
