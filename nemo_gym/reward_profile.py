@@ -1,44 +1,102 @@
-"""Default `/aggregate_metrics`: statistics of every numeric verify field, per task and pooled.
+"""Default `/aggregate_metrics`, and the pass@k / majority@k helpers environments call in `compute_metrics`.
 
-Keys are `<stat>/<field>` (`mean/reward`, `std/output_tokens`, ...), as trainers and dashboards expect.
+Statistic keys are `<stat>/<field>` (`mean/reward`, `std/output_tokens`, ...), as trainers and dashboards
+expect; they keep the scale of their field, so a 0-1 reward stays 0-1. The pass@k family is in percent
+(0-100), the scale benchmark reports quote.
+
+A rollout carrying a truthy `_ng_failure_class` (`http_500`, `timeout`, ...) never enters a statistic or
+`compute_metrics`: it is only counted (`num_failed_rollouts`, `num_failed_rollouts/<class>`), so a crash is
+not mistaken for a reward of 0.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from fastapi import HTTPException
 
 from nemo_gym.config_types import AggregateMetrics, AggregateMetricsRequest
+from nemo_gym.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 
-TASK_INDEX_KEY = "_ng_task_index"
-ROLLOUT_INDEX_KEY = "_ng_rollout_index"
 INDEX_KEYS = (TASK_INDEX_KEY, ROLLOUT_INDEX_KEY)
+ROLLOUT_ID_KEY = "rollout_id"
+NUM_FAILED_KEY = "num_failed_rollouts"
+# Keys of a rollout info that locate the rollout rather than measure it.
+LOCATION_KEYS = (ROLLOUT_ID_KEY, *INDEX_KEYS)
+
+Number = int | float
+Rollout = Mapping[str, Any]
+ScoreFn = Callable[[Rollout], Mapping[str, Number]]
+Vote = tuple[Any, float]  # (extracted answer, score) of one rollout
+
+# ---------------------------------------------------------------------------------------------------------
+# Per-rollout numbers
 
 
-def numeric_record(verify_response: dict[str, Any]) -> dict[str, float]:
-    """Top-level numbers (bools as 0/1) plus the top-level numbers of `response.usage`."""
-    record: dict[str, float] = {}
-    usage = (verify_response.get("response") or {}).get("usage") or {}
-    for source in (verify_response, usage):
-        for key, value in source.items():
-            if isinstance(value, bool | int | float) and not (isinstance(value, float) and math.isnan(value)):
-                record[key] = float(value)
+def numeric_record(verify_response: Rollout) -> dict[str, Number]:
+    """`reward`, then the top-level numbers of `response.usage`, then every other top-level number.
+
+    Bools count as 0/1 so pass/fail flags get a mean; NaN and infinities count as missing (JSON cannot carry
+    them); text and nested objects are not metrics. A top-level field wins over a usage field of that name.
+    """
+    top_level = _numbers_of(verify_response)
+    record = {key: top_level[key] for key in ("reward",) if key in top_level}
+    record.update(_numbers_of(_usage_of(verify_response)))
+    record.update(top_level)
     return record
 
 
+def _numbers_of(mapping: Mapping[str, Any]) -> dict[str, Number]:
+    return {
+        key: int(value) if isinstance(value, bool) else value
+        for key, value in mapping.items()
+        if isinstance(value, int | float) and math.isfinite(value)
+    }
+
+
+def _usage_of(verify_response: Rollout) -> Mapping[str, Any]:
+    response = verify_response.get("response")
+    usage = response.get("usage") if isinstance(response, Mapping) else None
+    return usage if isinstance(usage, Mapping) else {}
+
+
+def rollout_info(verify_response: Rollout, task_index: int, rollout_index: int) -> dict[str, Any]:
+    """The compact per-rollout entry of a group: where the rollout sits, then its numbers.
+
+    The indices are passed in (already validated) so they stay ints, not statistics columns.
+    """
+    numbers = {key: value for key, value in numeric_record(verify_response).items() if key not in INDEX_KEYS}
+    return {
+        ROLLOUT_ID_KEY: f"{task_index}:{rollout_index}",
+        TASK_INDEX_KEY: task_index,
+        ROLLOUT_INDEX_KEY: rollout_index,
+        **numbers,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Statistics
+
+
 def column_statistics(
-    records: list[dict[str, float]], exclude: tuple[str, ...] = INDEX_KEYS
+    records: Sequence[Mapping[str, Any]], exclude: tuple[str, ...] = LOCATION_KEYS
 ) -> dict[str, float]:
-    """mean/max/min/median/std (sample) of each column; a group of one rollout reports std 0."""
+    """mean/max/min/median/std (sample) of each column; a group of one rollout reports std 0.
+
+    A column missing from some records only gets a std when it has two values, so a value that is absent
+    is never read as "no spread".
+    """
     columns: dict[str, list[float]] = defaultdict(list)
     for record in records:
         for key, value in record.items():
             if key not in exclude:
-                columns[key].append(value)
+                columns[key].append(float(value))
     stats: dict[str, float] = {}
     for key, values in columns.items():
         stats[f"mean/{key}"] = statistics.fmean(values)
@@ -52,53 +110,138 @@ def column_statistics(
     return stats
 
 
-def group_by_task(verify_responses: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
-    """Rollouts keyed by task index (sorted); a repeated (task, rollout) pair is a client error."""
+def completion_pct(num_rollouts: int, expected_num_rollouts: int) -> float:
+    """Share of the expected rollouts that produced a result, in percent (an empty expectation is met)."""
+    return 100.0 * num_rollouts / expected_num_rollouts if expected_num_rollouts else 100.0
+
+
+def group_metrics(
+    task_index: int, infos: Sequence[Mapping[str, Any]], expected_num_rollouts: int, num_failed_rollouts: int
+) -> dict[str, Any]:
+    """One task's entry: statistics of its successful rollouts, how complete it is, and the rollouts."""
+    ordered = sorted(infos, key=lambda info: info[ROLLOUT_INDEX_KEY])
+    return {
+        TASK_INDEX_KEY: task_index,
+        **column_statistics(ordered),
+        "num_rollouts": len(ordered),
+        "expected_num_rollouts": expected_num_rollouts,
+        "missing_num_rollouts": max(expected_num_rollouts - len(ordered), 0),
+        "reward_profile_completion_pct": completion_pct(len(ordered), expected_num_rollouts),
+        NUM_FAILED_KEY: num_failed_rollouts,
+        "rollout_infos": ordered,
+    }
+
+
+def default_key_metrics(agent_metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """The means: the few numbers a person reads first."""
+    return {key: value for key, value in agent_metrics.items() if key.startswith("mean/")}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Failed rollouts
+
+
+def failure_class(record: Rollout) -> str | None:
+    """The failure class of a record, or None for a rollout that produced a result."""
+    value = record.get(FAILURE_CLASS_KEY)
+    return str(value) if value else None
+
+
+def failure_metrics(class_counts: Mapping[str, int]) -> dict[str, int]:
+    """`num_failed_rollouts` (always present) and `num_failed_rollouts/<class>` per class that occurred."""
+    per_class = {f"{NUM_FAILED_KEY}/{name}": count for name, count in sorted(class_counts.items()) if count}
+    return {NUM_FAILED_KEY: sum(per_class.values()), **per_class}
+
+
+def failure_counts(records: Iterable[Rollout]) -> dict[str, int]:
+    """The failure keys of `agent_metrics` for these records, so a collector can produce them client-side.
+
+    Every failure record counts once; a caller that keeps one record per attempt should pass one per rollout.
+    """
+    return failure_metrics(Counter(name for record in records if (name := failure_class(record))))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# `/aggregate_metrics`
+
+
+def group_by_task(verify_responses: Iterable[Rollout]) -> dict[int, list[Rollout]]:
+    """Rollouts, failed ones included, keyed by task index; tasks and rollouts sorted by index.
+
+    A (task, rollout) pair with two results is a client error; failure records may repeat a pair (one per
+    attempt, or an attempt that failed before one succeeded).
+    """
     seen: set[tuple[int, int]] = set()
-    tasks: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    tasks: dict[int, list[Rollout]] = defaultdict(list)
     for position, verify_response in enumerate(verify_responses):
-        key = (
-            _index_of(verify_response, TASK_INDEX_KEY, position),
-            _index_of(verify_response, ROLLOUT_INDEX_KEY, position),
-        )
-        if key in seen:
-            raise HTTPException(
-                status_code=422,
-                detail=f"Duplicate rollout (_ng_task_index={key[0]}, _ng_rollout_index={key[1]}) in verify_responses",
-            )
-        seen.add(key)
+        key = _indices(verify_response, position)
+        if failure_class(verify_response) is None:
+            if key in seen:
+                raise HTTPException(
+                    status_code=422,
+                    detail=f"Duplicate rollout (_ng_task_index={key[0]}, _ng_rollout_index={key[1]}) in verify_responses",
+                )
+            seen.add(key)
         tasks[key[0]].append(verify_response)
     for rollouts in tasks.values():
         rollouts.sort(key=lambda rollout: rollout.get(ROLLOUT_INDEX_KEY, 0))
     return dict(sorted(tasks.items()))
 
 
-def _index_of(verify_response: dict[str, Any], key: str, position: int) -> int:
-    value = verify_response.get(key, 0)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise HTTPException(
-            status_code=422,
-            detail=f"verify_responses[{position}].{key} must be an integer, got {value!r}",
-        )
-    return value
+def _indices(verify_response: Rollout, position: int) -> tuple[int, int]:
+    """(task, rollout) of one request element; absent indices mean 0, anything but an int is a 422."""
+    indices = []
+    for key in INDEX_KEYS:
+        value = verify_response.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise HTTPException(
+                status_code=422,
+                detail=f"verify_responses[{position}].{key} must be an integer, got {value!r}",
+            )
+        indices.append(value)
+    return indices[0], indices[1]
+
+
+def _index_pair(rollout: Rollout) -> tuple[int, int]:
+    """Indices of a rollout `group_by_task` has already checked."""
+    return rollout.get(TASK_INDEX_KEY, 0), rollout.get(ROLLOUT_INDEX_KEY, 0)
 
 
 class MetricsAggregationMixin:
     """`/aggregate_metrics` with two hooks an environment may override."""
 
     async def aggregate_metrics(self, body: AggregateMetricsRequest) -> AggregateMetrics:
+        """Per-task groups and pooled statistics of the successful rollouts; failed ones are only counted.
+
+        A task's `expected_num_rollouts` is the largest number of distinct rollout indices (results and
+        failures) of any task in the request: the request does not say how many were meant to run.
+        """
         if not body.verify_responses:
             return AggregateMetrics()
         tasks = group_by_task(body.verify_responses)
-        group_level_metrics = []
-        for task_index, rollouts in tasks.items():
-            records = [numeric_record(rollout) for rollout in rollouts]
-            group = {TASK_INDEX_KEY: task_index, "num_rollouts": len(rollouts), **column_statistics(records)}
-            group_level_metrics.append(group)
-        agent_metrics: dict[str, Any] = column_statistics(
-            [numeric_record(rollout) for rollouts in tasks.values() for rollout in rollouts]
-        )
-        extra = dict(self.compute_metrics(list(tasks.values())))
+        expected = max(len({_index_pair(rollout) for rollout in rollouts}) for rollouts in tasks.values())
+        successes = {
+            task_index: [rollout for rollout in rollouts if failure_class(rollout) is None]
+            for task_index, rollouts in tasks.items()
+        }
+        infos = {
+            task_index: [rollout_info(rollout, *_index_pair(rollout)) for rollout in rollouts]
+            for task_index, rollouts in successes.items()
+        }
+        group_level_metrics = [
+            group_metrics(
+                task_index,
+                infos[task_index],
+                expected,
+                num_failed_rollouts=len(tasks[task_index]) - len(successes[task_index]),
+            )
+            for task_index in tasks
+        ]
+        agent_metrics: dict[str, Any] = {
+            **column_statistics([info for task_infos in infos.values() for info in task_infos]),
+            **failure_counts(body.verify_responses),
+        }
+        extra = dict(self.compute_metrics([rollouts for rollouts in successes.values() if rollouts]))
         groups_by_task = {group[TASK_INDEX_KEY]: group for group in group_level_metrics}
         for per_task in extra.pop("per_task_metrics", []):
             groups_by_task.get(per_task.get(TASK_INDEX_KEY), {}).update(per_task)
@@ -110,11 +253,180 @@ class MetricsAggregationMixin:
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        """Environment-specific metrics over the rollouts grouped by task, in task order (default: none).
+        """Environment-specific metrics over the successful rollouts grouped by task, in task order.
 
-        A `per_task_metrics` list in the result is merged into the per-task groups by `_ng_task_index`.
+        Tasks whose rollouts all failed are left out. A `per_task_metrics` list in the result is merged
+        into the per-task groups by `_ng_task_index`. Default: none.
         """
         return {}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return {key: value for key, value in agent_metrics.items() if key.startswith("mean/")}
+        return default_key_metrics(agent_metrics)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# pass@k and majority@k
+#
+# Result of `compute_pass_majority_metrics`: a flat dict `{metric key: float}` in percent, for k = 1..max_k
+# and each score name, plus one nested entry `"per_sample_aggregate": {score name: [percent per rollout
+# index]}`. Only pass@k is restricted to the tasks with at least k scores (it needs k draws); the other
+# k-metrics look at each task's first k scores, however many there are.
+
+STD_SUFFIXES = ("/std_dev_across_runs", "/std_err_across_runs", "/avg_sample_std_dev")
+PER_SAMPLE_AGGREGATE_KEY = "per_sample_aggregate"
+
+
+def compute_pass_majority_metrics(
+    tasks: Sequence[Sequence[Rollout]],
+    score_fn: ScoreFn | None = None,
+    answer_key: str | None = None,
+    add_avg_sample_std_dev: bool = False,
+) -> dict[str, Any]:
+    """pass@k, pass@1[avg-of-k] (with run-to-run spread) and, given `answer_key`, majority@k, in percent.
+
+    `score_fn(rollout)` names the scores (default `{"accuracy": reward}`); with `answer_key` a binary
+    `no_answer` score is added (1 when the extracted answer is None) so unparsable outputs show up.
+    """
+    scored = [[_scores(rollout, score_fn, answer_key) for rollout in task] for task in tasks]
+    answers = [[rollout.get(answer_key) for rollout in task] for task in tasks] if answer_key else None
+    names = list(dict.fromkeys(name for task in scored for scores in task for name in scores))
+    values = {name: _values_of(scored, name) for name in names}
+    votes = {name: _votes_of(scored, answers, name) for name in names} if answers is not None else {}
+    per_sample = {name: _per_sample_aggregate(values[name]) for name in names}
+    max_k = max((len(task) for task in tasks), default=0)
+    metrics: dict[str, Any] = {}
+    for k in range(1, max_k + 1):
+        for name in names:
+            metrics.update(_metrics_at_k(values[name], k, name, per_sample[name]))
+            if add_avg_sample_std_dev and k >= 2:
+                metrics.update(_avg_sample_std_dev(values[name], k, name))
+            if name in votes:
+                metrics.update(_majority_metric(votes[name], k, name))
+    metrics[PER_SAMPLE_AGGREGATE_KEY] = per_sample
+    return metrics
+
+
+def _scores(rollout: Rollout, score_fn: ScoreFn | None, answer_key: str | None) -> dict[str, float]:
+    raw = dict(score_fn(rollout)) if score_fn is not None else {"accuracy": rollout["reward"]}
+    if answer_key is not None:
+        raw["no_answer"] = rollout.get(answer_key) is None
+    return {name: float(value) for name, value in raw.items()}
+
+
+def _values_of(scored: list[list[dict[str, float]]], name: str) -> list[list[float]]:
+    """Per task, the scores called `name` in rollout order (rollouts without it skipped)."""
+    return [[scores[name] for scores in task if name in scores] for task in scored]
+
+
+def _votes_of(scored: list[list[dict[str, float]]], answers: list[list[Any]], name: str) -> list[list[Vote]]:
+    return [
+        [(answer, scores[name]) for scores, answer in zip(task, task_answers, strict=True) if name in scores]
+        for task, task_answers in zip(scored, answers, strict=True)
+    ]
+
+
+def _per_sample_aggregate(values: list[list[float]]) -> list[float]:
+    """Percent score of rollout i averaged over the tasks that have one: one entry per "run"."""
+    longest = max((len(task) for task in values), default=0)
+    return [100.0 * statistics.fmean(task[i] for task in values if len(task) > i) for i in range(longest)]
+
+
+def _pass_at_k(values: Sequence[float], k: int) -> float:
+    """Binary scores: the unbiased estimator over all n rollouts; other scores: best of the first k."""
+    if all(value in (0.0, 1.0) for value in values):
+        return 1.0 - math.comb(values.count(0.0), k) / math.comb(len(values), k)
+    return max(values[:k])
+
+
+def _metrics_at_k(values: list[list[float]], k: int, name: str, per_sample: list[float]) -> dict[str, float]:
+    scored_tasks = [task for task in values if task]
+    if not scored_tasks:
+        return {}
+    metrics: dict[str, float] = {}
+    if drawn := [task for task in scored_tasks if len(task) >= k]:
+        metrics[f"pass@{k}/{name}"] = 100.0 * statistics.fmean(_pass_at_k(task, k) for task in drawn)
+    avg_key = f"pass@1[avg-of-{k}]/{name}"
+    metrics[avg_key] = 100.0 * statistics.fmean(statistics.fmean(task[:k]) for task in scored_tasks)
+    runs = per_sample[:k]
+    if k >= 2 and len(runs) >= 2:
+        spread = statistics.stdev(runs)
+        metrics[f"{avg_key}/std_dev_across_runs"] = spread
+        metrics[f"{avg_key}/std_err_across_runs"] = spread / math.sqrt(len(runs))
+    return metrics
+
+
+def _avg_sample_std_dev(values: list[list[float]], k: int, name: str) -> dict[str, float]:
+    """How much one task's score varies between its first k rollouts, averaged over tasks (percent)."""
+    spreads = [statistics.stdev(task[:k]) for task in values if len(task[:k]) >= 2]
+    if not spreads:
+        return {}
+    return {f"pass@1[avg-of-{k}]/{name}/avg_sample_std_dev": 100.0 * statistics.fmean(spreads)}
+
+
+def _majority_metric(votes: list[list[Vote]], k: int, name: str) -> dict[str, float]:
+    voted_tasks = [task for task in votes if task]
+    if not voted_tasks:
+        return {}
+    return {f"majority@{k}/{name}": 100.0 * statistics.fmean(_majority_at_k(task, k) for task in voted_tasks)}
+
+
+def _majority_at_k(votes: Sequence[Vote], k: int) -> float:
+    """Score of the most frequent (answer, score) among the answered ones of the first k rollouts.
+
+    Tied pairs share the win (their scores are averaged); a task without any answer scores 0.
+    """
+    counts = Counter((_hashable(answer), score) for answer, score in votes[:k] if answer is not None)
+    if not counts:
+        return 0.0
+    top = max(counts.values())
+    return statistics.fmean(score for (_, score), count in counts.items() if count == top)
+
+
+def _hashable(answer: Any) -> Any:
+    """Lists and dicts vote by their canonical JSON text."""
+    try:
+        hash(answer)
+    except TypeError:
+        return json.dumps(answer, sort_keys=True, default=str)
+    return answer
+
+
+def compute_subset_metrics(
+    tasks: Sequence[Sequence[Rollout]],
+    subset_key: str,
+    score_fn: ScoreFn | None = None,
+    answer_key: str | None = None,
+) -> dict[str, Any]:
+    """`compute_pass_majority_metrics` per subset, keys prefixed `<subset>/` (`easy/pass@1/accuracy`).
+
+    A task's subset is the `subset_key` value of its first rollout; tasks without one belong to no subset.
+    `per_sample_aggregate` is left out so the result stays flat, like the agent metrics it is merged into.
+    """
+    subsets: dict[str, list[Sequence[Rollout]]] = defaultdict(list)
+    for task in tasks:
+        if task and task[0].get(subset_key) is not None:
+            subsets[str(task[0][subset_key])].append(task)
+    return {
+        f"{subset}/{key}": value
+        for subset, subset_tasks in subsets.items()
+        for key, value in compute_pass_majority_metrics(subset_tasks, score_fn, answer_key).items()
+        if key != PER_SAMPLE_AGGREGATE_KEY
+    }
+
+
+def highest_k_metrics(metrics: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """The entries of a family such as `"pass@{k}"` at its largest k, without the spread keys.
+
+    Typical `get_key_metrics`: report pass@8, not pass@1..8. `prefix` must contain `{k}`.
+    """
+    if "{k}" not in prefix:
+        raise ValueError(f"highest_k_metrics: prefix {prefix!r} must contain '{{k}}', e.g. 'pass@{{k}}'")
+    before, after = prefix.split("{k}", 1)
+    pattern = re.compile(re.escape(before) + r"(\d+)" + re.escape(after) + "/")
+    found = {
+        key: int(match.group(1))
+        for key in metrics
+        if (match := pattern.match(key)) and not key.endswith(STD_SUFFIXES)
+    }
+    top = max(found.values(), default=None)
+    return {key: metrics[key] for key, k in found.items() if k == top}

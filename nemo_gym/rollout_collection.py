@@ -20,7 +20,9 @@ Files, for `output_jsonl_fpath = out/r.jsonl`:
 from __future__ import annotations
 
 import asyncio
+import glob
 import hashlib
+import itertools
 import json
 import os
 import sqlite3
@@ -55,11 +57,20 @@ from nemo_gym.http_client import (
     raise_for_status,
     request,
 )
-from nemo_gym.reward_profile import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
+from nemo_gym.jsonl import (
+    FAILURE_CLASS_KEY,
+    ROLLOUT_INDEX_KEY,
+    TASK_INDEX_KEY,
+    LineAppender,
+    drop_torn_tail,
+    iter_jsonl,
+    rollout_key,
+    write_atomically,
+)
+from nemo_gym.reward_profile import failure_metrics
 from nemo_gym.server_utils import ServerClient, configure_http_client_from, head_server_config_from
 from nemo_gym.wandb_logging import WandbRun
 
-FAILURE_CLASS_KEY = "_ng_failure_class"
 FAILURE_MESSAGE_KEY = "_ng_failure_message"
 FAILURE_ATTEMPT_KEY = "_ng_failure_attempt"
 FAILURE_STATUS_KEY = "_ng_failure_status"
@@ -136,10 +147,6 @@ class CollectionPaths:
         )
 
 
-def rollout_key(record: dict[str, Any]) -> tuple[int, int]:
-    return record[TASK_INDEX_KEY], record[ROLLOUT_INDEX_KEY]
-
-
 def agent_name_of(record: dict[str, Any]) -> str | None:
     ref = record.get(AGENT_REF_KEY)
     return ref.get("name") if isinstance(ref, dict) else None
@@ -164,6 +171,9 @@ class CollectionLedger:
             CREATE TABLE line_tasks (digest BLOB PRIMARY KEY, task INTEGER) WITHOUT ROWID;
             CREATE TABLE rollout_counters (task INTEGER PRIMARY KEY, next_rollout INTEGER);
             CREATE TABLE done (task INTEGER, rollout INTEGER, PRIMARY KEY (task, rollout)) WITHOUT ROWID;
+            CREATE TABLE positions (
+                task INTEGER, rollout INTEGER, file INTEGER, offset INTEGER, PRIMARY KEY (task, rollout)
+            ) WITHOUT ROWID;
             CREATE TABLE failed (
                 task INTEGER, rollout INTEGER, agent TEXT, class TEXT, attempts INTEGER, terminal INTEGER,
                 PRIMARY KEY (task, rollout)
@@ -206,6 +216,17 @@ class CollectionLedger:
         """False if the pair already had a result (a duplicate to drop)."""
         return self._db.execute("INSERT OR IGNORE INTO done VALUES (?, ?)", key).rowcount == 1
 
+    def record_position(self, key: tuple[int, int], file_index: int, offset: int) -> bool:
+        """Remember where a result line is; False if the pair already has one (a duplicate)."""
+        if not self.mark_done(key):
+            return False
+        self._db.execute("INSERT INTO positions VALUES (?, ?, ?, ?)", (*key, file_index, offset))
+        return True
+
+    def positions_in_order(self) -> Iterator[tuple[int, int]]:
+        """(file index, byte offset) of every recorded result, by (task, rollout)."""
+        yield from self._db.execute("SELECT file, offset FROM positions ORDER BY task, rollout")
+
     def is_done(self, key: tuple[int, int]) -> bool:
         return (
             self._db.execute("SELECT 1 FROM done WHERE task = ? AND rollout = ?", key).fetchone() is not None
@@ -227,6 +248,21 @@ class CollectionLedger:
         row = found.fetchone()
         return (row[0], bool(row[1])) if row else (0, False)
 
+    def unresolved_failure_records(self) -> Iterator[dict[str, Any]]:
+        """One record (the latest class) per pair that failed and still has no result."""
+        rows = self._db.execute(
+            """SELECT task, rollout, agent, class FROM failed
+               WHERE NOT EXISTS (SELECT 1 FROM done WHERE done.task = failed.task AND done.rollout = failed.rollout)
+               ORDER BY task, rollout"""
+        )
+        for task, rollout, agent, failure_class in rows:
+            yield {
+                TASK_INDEX_KEY: task,
+                ROLLOUT_INDEX_KEY: rollout,
+                AGENT_REF_KEY: {"name": agent},
+                FAILURE_CLASS_KEY: failure_class,
+            }
+
     def unresolved_failures(self) -> dict[str, Counter[str]]:
         """Per agent, the latest failure class of every pair that still has no result."""
         counts: dict[str, Counter[str]] = {}
@@ -238,84 +274,6 @@ class CollectionLedger:
         for agent, failure_class, count in rows:
             counts.setdefault(agent or "", Counter())[failure_class] = count
         return counts
-
-
-# ---- reading and writing JSONL safely -------------------------------------------------------------------
-
-
-def iter_jsonl(path: Path, limit: int | None = None) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
-    """(line number, raw line, object) of each non-blank line; a bad line is a ConfigError naming it."""
-    count = 0
-    with path.open("rb") as lines:
-        for number, raw in enumerate(lines, start=1):
-            stripped = raw.strip()
-            if not stripped:
-                continue
-            if limit and count >= limit:
-                return
-            try:
-                row = orjson.loads(stripped)
-            except orjson.JSONDecodeError as error:
-                raise ConfigError(
-                    f"{path}:{number}: not valid JSON ({error}); fix or remove the line"
-                ) from error
-            if not isinstance(row, dict):
-                raise ConfigError(
-                    f"{path}:{number}: each line must be a JSON object, got {type(row).__name__}"
-                )
-            count += 1
-            yield number, stripped, row
-
-
-def drop_torn_tail(path: Path) -> None:
-    """Cut an unfinished last line (a process killed mid-write) so that every remaining line is whole."""
-    if not path.exists() or path.stat().st_size == 0:
-        return
-    with path.open("rb+") as file:
-        size = file.seek(0, os.SEEK_END)
-        file.seek(size - 1)
-        if file.read(1) == b"\n":
-            return
-        position = size
-        while position > 0:
-            step = min(65536, position)
-            file.seek(position - step)
-            chunk = file.read(step)
-            newline = chunk.rfind(b"\n")
-            if newline >= 0:
-                file.truncate(position - step + newline + 1)
-                return
-            position -= step
-        file.truncate(0)
-
-
-class LineAppender:
-    """Appends whole JSON lines: one `write` per line on an O_APPEND descriptor, so lines never interleave
-    and a crash leaves at most an unfinished last line (cut by `drop_torn_tail` on resume)."""
-
-    def __init__(self, path: Path) -> None:
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def append(self, record: dict[str, Any]) -> None:
-        data = memoryview(orjson.dumps(record) + b"\n")
-        while data:
-            written = os.write(self._fd, data)
-            data = data[written:]
-
-    def close(self) -> None:
-        os.close(self._fd)
-
-
-def write_atomically(path: Path, chunks: Iterable[bytes]) -> None:
-    """Write a file so that readers (and a crash) see either the old content or the complete new one."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with temporary.open("wb") as file:
-            for chunk in chunks:
-                file.write(chunk)
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
 
 
 # ---- materialisation --------------------------------------------------------------------------------------
@@ -391,7 +349,7 @@ def materialize(
 
     def rows() -> Iterator[bytes]:
         nonlocal written, unrouted_total
-        for number, raw, row in iter_jsonl(input_path, config.limit):
+        for number, _, raw, row in iter_jsonl(input_path, config.limit):
             where = f"{input_path}:{number}"
             if templates is not None:
                 params = dict(row.get("responses_create_params") or {})
@@ -679,12 +637,6 @@ def stripped_for_aggregation(result: dict[str, Any]) -> dict[str, Any]:
     return light
 
 
-def failure_metrics(classes: Counter[str]) -> dict[str, int]:
-    metrics = {"num_failed_rollouts": sum(classes.values())}
-    metrics.update({f"num_failed_rollouts/{name}": count for name, count in sorted(classes.items())})
-    return metrics
-
-
 def max_rollout_attempts() -> int:
     raw = os.environ.get(MAX_ATTEMPTS_ENV_VAR_NAME, str(DEFAULT_MAX_ATTEMPTS))
     if not raw.isdigit() or int(raw) < 1:
@@ -741,6 +693,51 @@ def _fmt(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+async def aggregate_results(
+    results: Iterable[dict[str, Any]],
+    failures: Iterable[dict[str, Any]],
+    server_client: ServerClient,
+    destination: Path,
+) -> list[dict[str, Any]]:
+    """One `/aggregate_metrics` per agent over its results and its unresolved failures (which the servers
+    count but keep out of the statistics), written to `destination`. The request bodies are assembled on
+    disk, never as a list of parsed results."""
+    failure_classes: dict[str, Counter[str]] = {}
+    with tempfile.TemporaryDirectory(prefix="gym-aggregate-") as scratch:
+        bodies: dict[str, Any] = {}
+        try:
+            for record in itertools.chain(results, failures):
+                agent = agent_name_of(record) or ""
+                if agent not in bodies:
+                    bodies[agent] = (Path(scratch) / f"{len(bodies)}.json").open("wb")
+                    bodies[agent].write(b'{"verify_responses":[')
+                else:
+                    bodies[agent].write(b",")
+                bodies[agent].write(orjson.dumps(stripped_for_aggregation(record)))
+                if FAILURE_CLASS_KEY in record:
+                    failure_classes.setdefault(agent, Counter())[record[FAILURE_CLASS_KEY]] += 1
+        finally:
+            for body in bodies.values():
+                body.write(b"]}")
+                body.close()
+        entries = []
+        for agent in sorted(bodies):
+            response = await server_client.post(
+                agent, "/aggregate_metrics", data=Path(bodies[agent].name).read_bytes(),
+                headers={"Content-Type": "application/json"}, idempotent=True,
+            )  # fmt: skip
+            await raise_for_status(response)
+            metrics = AggregateMetrics.model_validate_json(await response.read())
+            counts = failure_metrics(failure_classes.get(agent, Counter()))
+            for key, value in counts.items():  # servers that predate failure records do not count them
+                metrics.agent_metrics.setdefault(key, value)
+            if counts["num_failed_rollouts"]:
+                metrics.key_metrics.update(counts)
+            entries.append({AGENT_REF_KEY: {"name": agent}, **metrics.model_dump()})
+    write_atomically(destination, [json.dumps(entries, indent=2).encode()])
+    return entries
+
+
 class RolloutCollector:
     """`gym collect`: materialize, run what is missing through a bounded pipeline, aggregate."""
 
@@ -779,24 +776,30 @@ class RolloutCollector:
             for agent in sorted(agents):
                 self.helper.agent_url(agent)  # an unknown agent is a config error, before anything runs
             progress = await self._run_missing(ledger, max_attempts)
-            unresolved = ledger.unresolved_failures()
+            summary = CollectionSummary(
+                self.paths, progress.total, self._already_done, progress, ledger.unresolved_failures(), []
+            )
+            if not self.config.disable_aggregation:
+                try:
+                    summary.aggregates = await aggregate_results(
+                        (result for _, _, _, result in iter_jsonl(self.paths.output)),
+                        ledger.unresolved_failure_records(),
+                        self.helper.server_client,
+                        self.paths.aggregate_metrics,
+                    )
+                except (RequestFailedError, aiohttp.ClientError, ValueError) as error:
+                    summary.aggregation_error = str(error)
         finally:
             ledger.close()
-        summary = CollectionSummary(self.paths, progress.total, self._already_done, progress, unresolved, [])
-        if not self.config.disable_aggregation:
-            try:
-                summary.aggregates = await self.aggregate(unresolved)
-            except (RequestFailedError, aiohttp.ClientError, ValueError) as error:
-                summary.aggregation_error = str(error)
         return summary
 
     def _load_earlier_run(self, ledger: CollectionLedger) -> set[str]:
         drop_torn_tail(self.paths.output)
         drop_torn_tail(self.paths.failures)
-        for _, _, result in iter_jsonl(self.paths.output):
+        for _, _, _, result in iter_jsonl(self.paths.output):
             if ledger.mark_done(rollout_key(result)):
                 self._already_done += 1
-        for _, _, failure in iter_jsonl(self.paths.failures):
+        for _, _, _, failure in iter_jsonl(self.paths.failures):
             ledger.record_failure(
                 rollout_key(failure),
                 agent_name_of(failure),
@@ -804,10 +807,12 @@ class RolloutCollector:
                 bool(failure.get(FAILURE_TERMINAL_KEY)),
             )
         ledger.commit()
-        return {agent for _, _, row in iter_jsonl(self.paths.materialized) if (agent := agent_name_of(row))}
+        return {
+            agent for _, _, _, row in iter_jsonl(self.paths.materialized) if (agent := agent_name_of(row))
+        }
 
     def _runnable(self, ledger: CollectionLedger, max_attempts: int) -> Iterator[dict[str, Any]]:
-        for _, _, row in iter_jsonl(self.paths.materialized):
+        for _, _, _, row in iter_jsonl(self.paths.materialized):
             key = rollout_key(row)
             if ledger.is_done(key):
                 continue
@@ -845,42 +850,6 @@ class RolloutCollector:
             progress.close()
         return progress
 
-    async def aggregate(self, unresolved: dict[str, Counter[str]]) -> list[dict[str, Any]]:
-        """One `/aggregate_metrics` per agent over all its results (earlier runs' too), plus failure counts;
-        the request bodies are assembled on disk, never as a list of parsed results."""
-        with tempfile.TemporaryDirectory(prefix="gym-aggregate-") as scratch:
-            bodies: dict[str, Any] = {}
-            try:
-                for _, _, result in iter_jsonl(self.paths.output):
-                    agent = agent_name_of(result) or ""
-                    if agent not in bodies:
-                        bodies[agent] = (Path(scratch) / f"{len(bodies)}.json").open("wb")
-                        bodies[agent].write(b'{"verify_responses":[')
-                    else:
-                        bodies[agent].write(b",")
-                    bodies[agent].write(orjson.dumps(stripped_for_aggregation(result)))
-            finally:
-                for body in bodies.values():
-                    body.write(b"]}")
-                    body.close()
-            entries = []
-            for agent in sorted(bodies.keys() | unresolved.keys()):
-                metrics = AggregateMetrics()
-                if agent in bodies:
-                    response = await self.helper.server_client.post(
-                        agent, "/aggregate_metrics", data=Path(bodies[agent].name).read_bytes(),
-                        headers={"Content-Type": "application/json"}, idempotent=True,
-                    )  # fmt: skip
-                    await raise_for_status(response)
-                    metrics = AggregateMetrics.model_validate_json(await response.read())
-                counts = failure_metrics(unresolved.get(agent, Counter()))
-                metrics.agent_metrics.update(counts)
-                if counts["num_failed_rollouts"]:
-                    metrics.key_metrics.update(counts)
-                entries.append({AGENT_REF_KEY: {"name": agent}, **metrics.model_dump()})
-        write_atomically(self.paths.aggregate_metrics, [json.dumps(entries, indent=2).encode()])
-        return entries
-
 
 async def collect_rollouts(overrides: list[str]) -> int:
     """`gym collect`: the exit code is 0 when every rollout has a result and aggregation succeeded."""
@@ -901,10 +870,112 @@ async def collect_rollouts(overrides: list[str]) -> int:
         if wandb_run is not None:
             wandb_run.log_aggregates(summary.aggregates)
             if config.upload_rollouts_to_wandb:
-                wandb_run.log_rollouts(result for _, _, result in iter_jsonl(summary.paths.output))
+                wandb_run.log_rollouts(result for _, _, _, result in iter_jsonl(summary.paths.output))
     finally:
         if wandb_run is not None:
             wandb_run.finish()
     for line in summary.lines():
         print(line)
     return summary.exit_code
+
+
+# ---- merging shards (`gym eval aggregate`) ------------------------------------------------------------------
+
+SIDECAR_SUFFIXES = ("_materialized_inputs.jsonl", "_failures.jsonl")
+
+
+class ShardAggregationConfig(BaseNeMoGymCLIConfig):
+    """Merge the results of sharded `gym collect` runs and aggregate them through a running deployment."""
+
+    input_glob: str | list[str] = Field(description="glob, comma-separated globs or a list, of result files")
+    output_jsonl_fpath: str = Field(
+        description="where the merged results go (with merge_shards); names the metrics file"
+    )
+    merge_shards: bool = Field(default=False, description="also write every result, by (task, rollout)")
+
+
+def shard_files(input_glob: str | list[str]) -> list[Path]:
+    """The result files matched by each pattern (sorted per pattern, first match wins), sidecars left out."""
+    found: dict[Path, None] = {}
+    patterns = input_glob if isinstance(input_glob, list) else input_glob.split(",")
+    for pattern in (part.strip() for part in patterns):
+        if pattern:
+            for match in sorted(glob.glob(os.path.expanduser(pattern))):
+                if not match.endswith(SIDECAR_SUFFIXES) and Path(match).is_file():
+                    found.setdefault(Path(match).resolve(), None)
+    if not found:
+        raise ConfigError(
+            f"input_glob '{input_glob}' matches no result file; check the pattern and the folder"
+        )
+    return list(found)
+
+
+def _load_shards(files: list[Path], ledger: CollectionLedger) -> int:
+    count = 0
+    for index, path in enumerate(files):
+        for line in iter_jsonl(path):
+            key = rollout_key(line.row, f"{path}:{line.number}")
+            if not ledger.record_position(key, index, line.offset):
+                raise ConfigError(
+                    f"{path}:{line.number}: rollout (task {key[0]}, rollout {key[1]}) appears in more than one line "
+                    "of the shards; remove the duplicate or narrow input_glob"
+                )
+            count += 1
+        failures = CollectionPaths.for_output(path).failures
+        if failures.exists():
+            for line in iter_jsonl(failures):
+                ledger.record_failure(
+                    rollout_key(line.row), agent_name_of(line.row), line.row[FAILURE_CLASS_KEY],
+                    bool(line.row.get(FAILURE_TERMINAL_KEY)),
+                )  # fmt: skip
+        ledger.commit()
+    return count
+
+
+def _results_in_order(files: list[Path], ledger: CollectionLedger) -> Iterator[bytes]:
+    handles = [path.open("rb") for path in files]
+    try:
+        for file_index, offset in ledger.positions_in_order():
+            handle = handles[file_index]
+            handle.seek(offset)
+            yield handle.readline().strip() + b"\n"
+    finally:
+        for handle in handles:
+            handle.close()
+
+
+async def aggregate_shards(overrides: list[str]) -> int:
+    """`gym eval aggregate`: results of every shard, by (task, rollout), through `/aggregate_metrics`."""
+    cfg = parse_global_config_dict(overrides)
+    config = command_settings(ShardAggregationConfig, cfg)
+    configure_http_client_from(cfg)
+    files = shard_files(config.input_glob)
+    paths = CollectionPaths.for_output(config.output_jsonl_fpath)
+    if config.merge_shards and paths.output.resolve() in files:
+        raise ConfigError(
+            f"output_jsonl_fpath {paths.output} is one of the shards; write the merge elsewhere"
+        )
+    try:
+        server_client = ServerClient.load_from_global_config(head_server_config_from(cfg))
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
+    paths.output.parent.mkdir(parents=True, exist_ok=True)
+    ledger = CollectionLedger()
+    try:
+        count = _load_shards(files, ledger)
+        if config.merge_shards:
+            write_atomically(paths.output, _results_in_order(files, ledger))
+        results = (orjson.loads(line) for line in _results_in_order(files, ledger))
+        entries = await aggregate_results(
+            results, ledger.unresolved_failure_records(), server_client, paths.aggregate_metrics
+        )
+    finally:
+        ledger.close()
+    print(f"Aggregated {count} result(s) from {len(files)} file(s).")
+    for entry in entries:
+        shown = ", ".join(f"{key} {_fmt(value)}" for key, value in sorted(entry["key_metrics"].items()))
+        print(f"{entry[AGENT_REF_KEY]['name']}: {shown or 'no metrics'}")
+    if config.merge_shards:
+        print(f"Merged results: {paths.output}")
+    print(f"Aggregate metrics: {paths.aggregate_metrics}")
+    return 0

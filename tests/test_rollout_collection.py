@@ -15,12 +15,12 @@ import pytest
 
 from nemo_gym.cli.collect import overrides_from_flags
 from nemo_gym.config_types import BaseServerConfig, ConfigError
+from nemo_gym.jsonl import drop_torn_tail
 from nemo_gym.rollout_collection import (
     CollectionLedger,
     CollectionPaths,
     RolloutCollectionConfig,
     RolloutCollectionHelper,
-    drop_torn_tail,
     materialize,
 )
 from nemo_gym.server_utils import ServerClient
@@ -29,7 +29,7 @@ from tests.upstream_script import ScriptedUpstream, fresh_model
 from tests.wandb_run_reader import logged_run, logged_table, logged_values
 
 AGENT = "example_single_tool_call_simple_agent"
-DEADLINE_S = 3.0
+DEADLINE_S = 5.0
 
 
 def write_rows(path: Path, rows: list[dict]) -> Path:
@@ -199,6 +199,8 @@ def deployment(scripted_upstream: ScriptedUpstream) -> Iterator[tuple[RunningDep
         "+policy_api_key=sk-collect",
         f"+policy_model_name={model}",
         f"+global_http_deadline_s={DEADLINE_S}",
+        # One retry of a scripted 500: it then fails within about a second, far from the deadline.
+        "++policy_model.responses_api_models.openai_model.max_retries=1",
     ]
     with running_deployment(args, REPO_ROOT) as running:
         yield running, model
@@ -254,7 +256,10 @@ def test_failing_and_hanging_rows_are_recorded_and_collection_finishes(
     assert agent_metrics["num_failed_rollouts/http_500"] == 5
     assert agent_metrics["num_failed_rollouts/timeout"] == 1
     assert agent_metrics["mean/reward"] == 1.0  # failures are not zeros in the statistics
-    assert len(metrics["group_level_metrics"]) == 44
+    groups = {group["_ng_task_index"]: group for group in metrics["group_level_metrics"]}
+    assert len(groups) == 50
+    assert {task for task, group in groups.items() if group["num_failed_rollouts"]} == failing | hanging
+    assert groups[30]["num_rollouts"] == 0 and groups[0]["num_rollouts"] == 1
 
     assert "44 succeeded, 6 failed" in result.stdout
     assert "Failures by class: http_500 5, timeout 1" in result.stdout
@@ -358,3 +363,44 @@ def test_without_wandb_settings_wandb_is_never_imported():
         "assert 'wandb' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", probe], check=True, cwd=REPO_ROOT, timeout=60)
+
+
+def test_eval_aggregate_merges_shards_by_task_and_counts_their_failures(
+    deployment, scripted_upstream, tmp_path
+):
+    running, model = deployment
+    scripted_upstream.clear(model)
+    scripted_upstream.script(model, [{"status": 422, "match": "T007"}])
+    rows = [{**row, "_ng_task_index": index} for index, row in enumerate(ticket_rows(10))]
+    for shard, part in enumerate((rows[5:], rows[:5])):  # the second shard holds the lower task indices
+        source = write_rows(tmp_path / f"in_{shard}.jsonl", part)
+        out = tmp_path / "out" / f"shard_{shard}.jsonl"
+        run_collect(running, "-i", str(source), "-o", str(out), "--num-repeats", "2", "--no-aggregation")
+    assert not list((tmp_path / "out").glob("*_aggregate_metrics.json"))
+
+    merged = tmp_path / "merged" / "all.jsonl"
+    result = subprocess.run(
+        gym_command(
+            "eval", "aggregate", f"++head_server.port={head_port(running)}",
+            f"+input_glob={tmp_path}/out/shard_*.jsonl", f"+output_jsonl_fpath={merged}", "+merge_shards=true",
+        ),
+        capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Aggregated 18 result(s) from 2 file(s)." in result.stdout
+    keys = indices(read_lines(merged))
+    assert keys == sorted(keys) and len(keys) == 18 and (7, 0) not in keys
+    [metrics] = orjson.loads((tmp_path / "merged" / "all_aggregate_metrics.json").read_bytes())
+    assert metrics["agent_metrics"]["num_failed_rollouts/http_422"] == 2
+    assert metrics["key_metrics"]["num_failed_rollouts"] == 2
+    assert metrics["agent_metrics"]["mean/reward"] == 1.0
+
+    duplicate = subprocess.run(
+        gym_command(
+            "eval", "aggregate", f"++head_server.port={head_port(running)}",
+            f"+input_glob='{tmp_path}/out/shard_0.jsonl,{merged}'", f"+output_jsonl_fpath={tmp_path}/x.jsonl",
+        ),
+        capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert duplicate.returncode == 1
+    assert "appears in more than one line" in duplicate.stderr and "Traceback" not in duplicate.stderr

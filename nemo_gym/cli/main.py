@@ -20,6 +20,8 @@ commands:
   run        start every server of a deployment (alias ng_run)
   demo       start the quickstart deployment, run its example tasks, print rewards, stop
   collect    run a dataset through an agent and write rollouts (alias ng_collect_rollouts)
+  eval       aggregate: merge sharded rollouts and aggregate them (alias ng_aggregate_rollouts)
+             profile: per-task pass rates from materialized inputs + results (alias ng_reward_profile)
   dataset    upload | download | collate JSONL datasets
   status     list the instances of a running deployment and their health (alias ng_status)
   resolve    print the merged config, secrets masked (alias ng_dump_config)
@@ -72,6 +74,18 @@ def _collect(args: Sequence[str]) -> int:
     return _run_async(collect_rollouts(overrides_from_flags(args)))
 
 
+def _eval(args: Sequence[str]) -> int:
+    if not args or args[0] not in ("aggregate", "profile"):
+        raise ConfigError("usage: gym eval aggregate|profile [+key=value ...]")
+    if args[0] == "aggregate":
+        from nemo_gym.rollout_collection import aggregate_shards
+
+        return _run_async(aggregate_shards(list(args[1:])))
+    from nemo_gym.eval_profile import run_profile
+
+    return run_profile(list(args[1:]))
+
+
 def _resolve(overrides: Sequence[str]) -> int:
     from nemo_gym.global_config import parse_global_config_dict, to_yaml
 
@@ -102,6 +116,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "run": _run,
     "demo": _demo,
     "collect": _collect,
+    "eval": _eval,
     "dataset": _not_yet_available("dataset"),
     "status": _status,
     "resolve": _resolve,
@@ -121,10 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"Error: unknown command '{command}'.\n{USAGE}", file=sys.stderr, end="")
         return 2
     if any(arg in ("-h", "--help") for arg in overrides):
-        if command == "collect":
-            from nemo_gym.cli.collect import help_text
-
-            print(help_text())
+        detailed = _detailed_help(command, overrides)
+        if detailed:
+            print(detailed)
             return 0
         summary = next(line for line in USAGE.splitlines() if line.strip().startswith(command + " "))
         print(f"usage: gym {command} [+key=value ...]\n\n{summary.strip()}")
@@ -136,9 +150,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _alias(command: str) -> Callable[[], None]:
+def _detailed_help(command: str, args: Sequence[str]) -> str | None:
+    """The full field list of commands whose arguments are a config model."""
+    if command == "collect":
+        from nemo_gym.cli.collect import help_text
+
+        return help_text()
+    if command == "eval" and args and args[0] == "aggregate":
+        from nemo_gym.rollout_collection import ShardAggregationConfig
+
+        return "usage: gym eval aggregate [+key=value ...]\n\n" + ShardAggregationConfig.help_text()
+    if command == "eval" and args and args[0] == "profile":
+        from nemo_gym.eval_profile import ProfileConfig
+
+        return "usage: gym eval profile [+key=value ...]\n\n" + ProfileConfig.help_text()
+    return None
+
+
+def _alias(*command: str) -> Callable[[], None]:
     def entry_point() -> None:
-        sys.exit(main([command, *sys.argv[1:]]))
+        sys.exit(main([*command, *sys.argv[1:]]))
 
     return entry_point
 
@@ -149,5 +180,7 @@ def console_main() -> None:
 
 ng_run = _alias("run")
 ng_collect_rollouts = _alias("collect")
+ng_aggregate_rollouts = _alias("eval", "aggregate")
+ng_reward_profile = _alias("eval", "profile")
 ng_dump_config = _alias("resolve")
 ng_status = _alias("status")
