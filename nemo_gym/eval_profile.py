@@ -14,23 +14,18 @@ input row per task are kept; the sample rows are read back from the inputs file 
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from omegaconf.errors import OmegaConfBaseException
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from nemo_gym.config_types import BaseNeMoGymCLIConfig, ConfigError, ConfigPathNotFoundError
-from nemo_gym.global_config import parse_global_config_dict
+from nemo_gym.config_types import AGENT_REF_KEY, BaseNeMoGymCLIConfig, ConfigError
+from nemo_gym.global_config import command_settings, locate_data_file, parse_global_config_dict
+from nemo_gym.jsonl import TASK_INDEX_KEY, iter_jsonl, rollout_key, row_at, write_atomically
 from nemo_gym.reward_profile import (
-    INDEX_KEYS,
-    TASK_INDEX_KEY,
     column_statistics,
     completion_pct,
     default_key_metrics,
@@ -39,6 +34,7 @@ from nemo_gym.reward_profile import (
     group_metrics,
     rollout_info,
 )
+from nemo_gym.rollout_collection import agent_name_of
 
 RolloutKey = tuple[int, int]
 
@@ -63,6 +59,7 @@ class TaskProfile:
 
     agent: str
     task_index: int
+    sample_line: int
     sample_offset: int
     expected: int = 0
     infos: list[dict[str, Any]] = field(default_factory=list)
@@ -81,90 +78,31 @@ class InputSlot:
 
 def run_profile(overrides: Sequence[str]) -> int:
     """`gym eval profile +inputs_jsonl_fpath=... +rollouts_jsonl_fpath=... [+allow_partial_rollouts=true]`."""
-    config = profile_config(overrides)
-    inputs_path = existing_file(config.inputs_jsonl_fpath, "inputs_jsonl_fpath")
-    rollouts_path = existing_file(config.rollouts_jsonl_fpath, "rollouts_jsonl_fpath")
+    config = command_settings(ProfileConfig, parse_global_config_dict(list(overrides)))
+    inputs_path = locate_data_file(str(config.inputs_jsonl_fpath), "inputs_jsonl_fpath")
+    rollouts_path = locate_data_file(str(config.rollouts_jsonl_fpath), "rollouts_jsonl_fpath")
     slots, tasks = read_inputs(inputs_path)
     read_results(rollouts_path, inputs_path, slots)
     check_complete(slots, rollouts_path, inputs_path, config.allow_partial_rollouts)
     profiling_path = rollouts_path.with_name(f"{rollouts_path.stem}_reward_profiling.jsonl")
     metrics_path = rollouts_path.with_name(f"{rollouts_path.stem}_agent_metrics.json")
-    write_group_lines(tasks, inputs_path, profiling_path)
+    write_atomically(profiling_path, group_lines(tasks, inputs_path))
     agents = agent_entries(tasks)
-    with atomic_writer(metrics_path) as file:
-        json.dump(agents, file, indent=2)
+    write_atomically(metrics_path, [json.dumps(agents, indent=2).encode()])
     print(completion_summary(agents, profiling_path, metrics_path))
     return 0
-
-
-def profile_config(overrides: Sequence[str]) -> ProfileConfig:
-    """The command's top-level keys, validated; a missing or bad one is a one-line error naming it."""
-    cfg = parse_global_config_dict(list(overrides))
-    try:
-        wanted = [*ProfileConfig.model_fields, "h", "help"]  # +h=true prints the fields and exits
-        values = {key: cfg[key] for key in wanted if cfg.get(key) is not None}
-        return ProfileConfig.model_validate(values)
-    except OmegaConfBaseException as error:
-        raise ConfigError(f"gym eval profile: cannot resolve a setting: {error}".splitlines()[0]) from None
-    except ValidationError as error:
-        problem = error.errors()[0]
-        key = ".".join(str(part) for part in problem["loc"])
-        raise ConfigError(f"gym eval profile: {key}: {problem['msg']}; pass +{key}=<value>") from None
-
-
-def existing_file(path: Path, key: str) -> Path:
-    """`path` (relative to the current directory) if it is a file, else an error naming the setting."""
-    path = path.expanduser()
-    if not path.is_file():
-        raise ConfigPathNotFoundError(f"{key}: file '{path}' not found; pass the path written by the run")
-    return path
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Reading
 
 
-def json_lines(path: Path) -> Iterator[tuple[int, int, dict[str, Any]]]:
-    """(line number, byte offset, object) of each non-blank line; anything but a JSON object is an error."""
-    offset = 0
-    with path.open("rb") as file:
-        for number, raw in enumerate(file, start=1):
-            start, offset = offset, offset + len(raw)
-            if not raw.strip():
-                continue
-            try:
-                value = json.loads(raw)
-            except json.JSONDecodeError as error:
-                raise ConfigError(
-                    f"{path}:{number}: not valid JSON ({error.msg}); repair or delete the line"
-                ) from None
-            if not isinstance(value, dict):
-                raise ConfigError(
-                    f"{path}:{number}: expected a JSON object, got {type(value).__name__}; one row per line"
-                )
-            yield number, start, value
-
-
-def rollout_key(row: dict[str, Any], path: Path, number: int) -> RolloutKey:
-    """(task, rollout) of a row; both indices must be written by the collector, as integers."""
-    indices = []
-    for key in INDEX_KEYS:
-        value = row.get(key)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(
-                f"{path}:{number}: {key} must be an integer, got {value!r}; "
-                "use the files written by rollout collection, which stamp both indices"
-            )
-        indices.append(value)
-    return indices[0], indices[1]
-
-
-def agent_name(row: dict[str, Any], path: Path, number: int) -> str:
-    ref = row.get("agent_ref")
-    name = ref.get("name") if isinstance(ref, dict) else None
+def agent_name(row: dict[str, Any], where: str) -> str:
+    """Tasks are profiled per agent, so an input row without one cannot be placed."""
+    name = agent_name_of(row)
     if not isinstance(name, str) or not name:
         raise ConfigError(
-            f"{path}:{number}: no agent_ref.name; pass the materialized inputs file "
+            f"{where}: no {AGENT_REF_KEY}.name; pass the materialized inputs file "
             "(<output stem>_materialized_inputs.jsonl), where every row has one"
         )
     return name
@@ -174,41 +112,43 @@ def read_inputs(path: Path) -> tuple[dict[RolloutKey, InputSlot], list[TaskProfi
     """One slot per materialized row, and the tasks sorted by (agent, task); a repeated pair is an error."""
     slots: dict[RolloutKey, InputSlot] = {}
     tasks: dict[tuple[str, int], TaskProfile] = {}
-    for number, offset, row in json_lines(path):
-        key = rollout_key(row, path, number)
-        agent = agent_name(row, path, number)
+    for line in iter_jsonl(path):
+        where = f"{path}:{line.number}"
+        key = rollout_key(line.row, where)
+        agent = agent_name(line.row, where)
         if key in slots:
             raise ConfigError(
-                f"{path}:{number}: task {key[0]} rollout {key[1]} is listed again (first at line "
+                f"{where}: task {key[0]} rollout {key[1]} is listed again (first at line "
                 f"{slots[key].line}); re-materialize the inputs or delete the repeated line"
             )
-        task = tasks.setdefault((agent, key[0]), TaskProfile(agent, key[0], sample_offset=offset))
+        task = tasks.setdefault((agent, key[0]), TaskProfile(agent, key[0], line.number, line.offset))
         task.expected += 1
-        slots[key] = InputSlot(task, number)
+        slots[key] = InputSlot(task, line.number)
     return slots, [task for _, task in sorted(tasks.items())]
 
 
 def read_results(path: Path, inputs_path: Path, slots: dict[RolloutKey, InputSlot]) -> None:
     """Attach each result to its input slot as a compact numeric entry; count failure records."""
-    for number, _, row in json_lines(path):
-        key = rollout_key(row, path, number)
+    for line in iter_jsonl(path):
+        where = f"{path}:{line.number}"
+        key = rollout_key(line.row, where)
         slot = slots.get(key)
         if slot is None:
             raise ConfigError(
-                f"{path}:{number}: task {key[0]} rollout {key[1]} has no row in {inputs_path}; "
+                f"{where}: task {key[0]} rollout {key[1]} has no row in {inputs_path}; "
                 "pass the materialized inputs of the same run"
             )
-        if (name := failure_class(row)) is not None:
+        if (name := failure_class(line.row)) is not None:
             slot.task.failures[name] += 1
             slot.failed = True
             continue
         if slot.result_line is not None:
             raise ConfigError(
-                f"{path}:{number}: second result for task {key[0]} rollout {key[1]} (first at line "
+                f"{where}: second result for task {key[0]} rollout {key[1]} (first at line "
                 f"{slot.result_line}); delete one of the two lines"
             )
-        slot.result_line = number
-        slot.task.infos.append(rollout_info(row, *key))
+        slot.result_line = line.number
+        slot.task.infos.append(rollout_info(line.row, *key))
 
 
 def check_complete(
@@ -229,34 +169,18 @@ def check_complete(
 # Writing
 
 
-@contextmanager
-def atomic_writer(path: Path) -> Iterator[IO[str]]:
-    """A new file beside `path` that replaces it only once complete, so no reader sees half a profile."""
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with temporary.open("x", encoding="utf-8") as file:
-            yield file
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
-def read_row_at(file: IO[bytes], offset: int) -> dict[str, Any]:
-    file.seek(offset)
-    return json.loads(file.readline())
-
-
 def task_group(task: TaskProfile, sample: dict[str, Any]) -> dict[str, Any]:
     """The `/aggregate_metrics` group of a task, with its agent and its real input row."""
     group = group_metrics(task.task_index, task.infos, task.expected, sum(task.failures.values()))
-    return {"agent_ref": {"name": task.agent}, TASK_INDEX_KEY: task.task_index, "sample": sample, **group}
+    return {AGENT_REF_KEY: {"name": task.agent}, TASK_INDEX_KEY: task.task_index, "sample": sample, **group}
 
 
-def write_group_lines(tasks: Sequence[TaskProfile], inputs_path: Path, path: Path) -> None:
-    """One group per line, built and written one task at a time."""
-    with inputs_path.open("rb") as inputs, atomic_writer(path) as out:
+def group_lines(tasks: Sequence[TaskProfile], inputs_path: Path) -> Iterator[bytes]:
+    """One group per line, built one task at a time with its sample read back, so no rows are held."""
+    with inputs_path.open("rb") as inputs:
         for task in tasks:
-            out.write(json.dumps(task_group(task, read_row_at(inputs, task.sample_offset))) + "\n")
+            sample = row_at(inputs, task.sample_line, task.sample_offset)
+            yield (json.dumps(task_group(task, sample)) + "\n").encode()
 
 
 def agent_entries(tasks: Sequence[TaskProfile]) -> list[dict[str, Any]]:
@@ -276,7 +200,7 @@ def agent_entry(name: str, tasks: Sequence[TaskProfile]) -> dict[str, Any]:
         **failure_metrics(failures),
     }
     return {
-        "agent_ref": {"name": name},
+        AGENT_REF_KEY: {"name": name},
         "num_tasks": len(tasks),
         "num_rollouts": done,
         "expected_num_rollouts": expected,
@@ -294,7 +218,7 @@ def completion_summary(agents: Sequence[dict[str, Any]], profiling_path: Path, m
         mean_reward = metrics.get("mean/reward")
         reward = f", mean/reward {mean_reward:.4g}" if mean_reward is not None else ""
         lines.append(
-            f"{agent['agent_ref']['name']}: {agent['num_rollouts']}/{agent['expected_num_rollouts']} rollouts "
+            f"{agent[AGENT_REF_KEY]['name']}: {agent['num_rollouts']}/{agent['expected_num_rollouts']} rollouts "
             f"profiled ({agent['reward_profile_completion_pct']:.1f}%), "
             f"{metrics['num_failed_rollouts']} failed{reward}"
         )

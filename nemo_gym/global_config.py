@@ -811,8 +811,10 @@ def _top_level_setting(cfg: DictConfig, key: str, default: Any) -> Any:
 
 
 def command_settings(model: type[SettingsT], cfg: DictConfig) -> SettingsT:
-    """The top-level keys `model` declares, resolved and validated; a bad value names its key and the fix."""
-    values = {}
+    """The top-level keys `model` declares, resolved and validated; a bad value names its key and the fix.
+
+    `+h=true` / `+help=true` reach the model too, so a command's config model can print its own help."""
+    values = {key: True for key in ("h", "help") if _top_level_setting(cfg, key, None)}
     for key in model.model_fields:
         value = _top_level_setting(cfg, key, None)
         if value is not None:

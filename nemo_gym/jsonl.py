@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import orjson
 
@@ -50,18 +50,26 @@ def iter_jsonl(path: Path, limit: int | None = None) -> Iterator[JsonlLine]:
                 continue
             if limit and count >= limit:
                 return
-            try:
-                row = orjson.loads(stripped)
-            except orjson.JSONDecodeError as error:
-                raise ConfigError(
-                    f"{path}:{number}: not valid JSON ({error}); fix or remove the line"
-                ) from error
-            if not isinstance(row, dict):
-                raise ConfigError(
-                    f"{path}:{number}: each line must be a JSON object, got {type(row).__name__}"
-                )
             count += 1
-            yield JsonlLine(number, start, stripped, row)
+            yield JsonlLine(number, start, stripped, _parsed_row(path, number, stripped))
+
+
+def row_at(lines: BinaryIO, number: int, offset: int) -> dict[str, Any]:
+    """The row `iter_jsonl` reported as line `number` at byte `offset`, read again from the open file: a
+    streaming reader keeps positions, not rows. Errors name the file and line as `iter_jsonl` does."""
+    lines.seek(offset)
+    return _parsed_row(Path(lines.name), number, lines.readline().strip())
+
+
+def _parsed_row(path: Path, number: int, line: bytes) -> dict[str, Any]:
+    """One parser for first reads and re-reads, so both reject the same lines with the same words."""
+    try:
+        row = orjson.loads(line)
+    except orjson.JSONDecodeError as error:
+        raise ConfigError(f"{path}:{number}: not valid JSON ({error}); fix or remove the line") from error
+    if not isinstance(row, dict):
+        raise ConfigError(f"{path}:{number}: each line must be a JSON object, got {type(row).__name__}")
+    return row
 
 
 def drop_torn_tail(path: Path) -> None:

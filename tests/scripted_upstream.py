@@ -124,7 +124,12 @@ class Upstream:
 
     def record(self, model: str, request: web.Request, body: Any) -> None:
         self.requests.setdefault(model, []).append(
-            {"path": request.path, "headers": {str(k): v for k, v in request.headers.items()}, "body": body}
+            {
+                "path": request.path,
+                "headers": {str(k): v for k, v in request.headers.items()},
+                "body": body,
+                "received_at": time.time(),
+            }
         )
 
 

@@ -4,8 +4,10 @@ from pathlib import Path
 
 import pytest
 
+from nemo_gym import eval_profile
 from nemo_gym.config_types import ConfigError, ConfigPathNotFoundError
-from nemo_gym.eval_profile import atomic_writer, run_profile
+from nemo_gym.eval_profile import run_profile
+from nemo_gym.global_config import install_root
 
 
 def input_row(task: int, rollout: int, agent: str = "math") -> dict:
@@ -208,19 +210,25 @@ def test_a_task_without_any_result_still_gets_its_line(run_dir: Path):
         (
             INPUTS,
             [RESULTS[0], "{not json"],
-            "{rollouts}:2: not valid JSON (Expecting property name enclosed in double quotes); "
-            "repair or delete the line",
+            "{rollouts}:2: not valid JSON (unexpected character, expected a string key: line 1 column 2 "
+            "(char 1)); fix or remove the line",
         ),
         (
             INPUTS,
             ["", "[1, 2]"],
-            "{rollouts}:2: expected a JSON object, got list; one row per line",
+            "{rollouts}:2: each line must be a JSON object, got list",
         ),
         (
             INPUTS,
             [{**RESULTS[0], "_ng_rollout_index": "1"}],
             "{rollouts}:1: _ng_rollout_index must be an integer, got '1'; "
-            "use the files written by rollout collection, which stamp both indices",
+            "use files written by rollout collection, which stamp both indices",
+        ),
+        (
+            [INPUTS[0], {**INPUTS[1], "_ng_task_index": None}],
+            RESULTS,
+            "{inputs}:2: _ng_task_index must be an integer, got None; "
+            "use files written by rollout collection, which stamp both indices",
         ),
         (
             [{key: value for key, value in INPUTS[0].items() if key != "agent_ref"}],
@@ -236,6 +244,7 @@ def test_a_task_without_any_result_still_gets_its_line(run_dir: Path):
         "bad-json",
         "not-object",
         "bad-index",
+        "bad-input-index",
         "no-agent",
     ],
 )
@@ -267,14 +276,22 @@ def test_failure_records_may_repeat_and_do_not_count_as_results(run_dir: Path):
 
 def test_settings_errors(run_dir: Path):
     rollouts = write_jsonl(run_dir / "out.jsonl", RESULTS)
-    with pytest.raises(
-        ConfigError, match=r"^gym eval profile: inputs_jsonl_fpath: Field required; pass \+inputs"
-    ):
+    with pytest.raises(ConfigError) as raised:
         run_profile([f"+rollouts_jsonl_fpath={rollouts}"])
-    with pytest.raises(ConfigError, match="allow_partial_rollouts: Input should be a valid boolean"):
+    assert str(raised.value) == (
+        "Top-level key 'inputs_jsonl_fpath': Field required; set it with ++inputs_jsonl_fpath=<value>"
+    )
+    with pytest.raises(ConfigError) as raised:
         profile(rollouts, rollouts, "+allow_partial_rollouts=maybe")
-    with pytest.raises(ConfigPathNotFoundError, match=r"^inputs_jsonl_fpath: file 'nowhere.jsonl' not found"):
+    assert str(raised.value).startswith(
+        "Top-level key 'allow_partial_rollouts': Input should be a valid boolean"
+    )
+    with pytest.raises(ConfigPathNotFoundError) as raised:
         profile(Path("nowhere.jsonl"), rollouts)
+    assert str(raised.value) == (
+        f"inputs_jsonl_fpath: file 'nowhere.jsonl' not found; tried {run_dir / 'nowhere.jsonl'} "
+        f"and {install_root() / 'nowhere.jsonl'}"
+    )
 
 
 def test_help_lists_the_settings(run_dir: Path, capsys):
@@ -286,15 +303,28 @@ def test_help_lists_the_settings(run_dir: Path, capsys):
     assert "allow_partial_rollouts (bool, default: False)" in printed
 
 
-def test_atomic_writer_keeps_the_old_file_when_writing_fails(tmp_path: Path):
-    target = tmp_path / "metrics.json"
-    target.write_text("old")
-    with pytest.raises(RuntimeError), atomic_writer(target) as file:
-        file.write("half")
-        raise RuntimeError("disk full")
-    assert target.read_text() == "old"
-    assert [path.name for path in tmp_path.iterdir()] == ["metrics.json"]
-    with atomic_writer(target) as file:
-        file.write("new")
-    assert target.read_text() == "new"
-    assert [path.name for path in tmp_path.iterdir()] == ["metrics.json"]
+def test_an_input_changed_before_its_sample_is_read_back_is_named_and_old_outputs_stay(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch
+):
+    inputs = write_jsonl(run_dir / "in.jsonl", INPUTS)
+    rollouts = write_jsonl(run_dir / "out.jsonl", RESULTS)
+    (run_dir / "out_reward_profiling.jsonl").write_text("old\n")
+    read_results = eval_profile.read_results
+
+    def read_results_then_overwrite_inputs(*args) -> None:
+        read_results(*args)
+        inputs.write_text("x" * inputs.stat().st_size)  # another process rewrote the file meanwhile
+
+    monkeypatch.setattr(eval_profile, "read_results", read_results_then_overwrite_inputs)
+    with pytest.raises(ConfigError) as raised:
+        profile(inputs, rollouts)
+    assert str(raised.value) == (
+        f"{inputs}:1: not valid JSON (unexpected character, expected a JSON value: line 1 column 1 (char 0)); "
+        "fix or remove the line"
+    )
+    assert (run_dir / "out_reward_profiling.jsonl").read_text() == "old\n"
+    assert sorted(path.name for path in run_dir.iterdir()) == [
+        "in.jsonl",
+        "out.jsonl",
+        "out_reward_profiling.jsonl",
+    ]

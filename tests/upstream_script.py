@@ -53,6 +53,7 @@ class RecordedRequest(TypedDict):
     path: str
     headers: dict[str, str]
     body: Any
+    received_at: float
 
 
 class ScriptedUpstreamError(RuntimeError):
