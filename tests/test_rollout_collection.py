@@ -262,6 +262,9 @@ def test_failing_and_hanging_rows_are_recorded_and_collection_finishes(
     assert groups[30]["num_rollouts"] == 0 and groups[0]["num_rollouts"] == 1
 
     assert "44 succeeded, 6 failed" in result.stdout
+    progress = [line for line in result.stderr.splitlines() if line.startswith("collect: ")]
+    assert progress[-1].startswith("collect: 100% (50/50)") and progress[-1].endswith("failed 6")
+    assert "mean reward 1.000" in progress[-1] and "rollouts/s" in progress[-1]
     assert "Failures by class: http_500 5, timeout 1" in result.stdout
     assert f"Results: {output}" in result.stdout
 
