@@ -69,6 +69,9 @@ logger = logging.getLogger("nemo_gym.server")
 BOUND_ADDRESS_FILE_ENV_VAR_NAME = "NEMO_GYM_BOUND_ADDRESS_FILE"
 LISTEN_FD_ENV_VAR_NAME = "NEMO_GYM_LISTEN_FD"
 LAUNCHER_PID_ENV_VAR_NAME = "NEMO_GYM_LAUNCHER_PID"
+# Set by `gym validate`: build the server from its config (validating it and the files setup loads), then
+# exit 0 without binding or serving.
+CHECK_CONFIG_ONLY_ENV_VAR_NAME = "NEMO_GYM_CHECK_CONFIG_ONLY"
 PR_SET_PDEATHSIG = 1
 SERVER_KEEPALIVE_S = 30
 HEAD_CONFIG_FETCH_TIMEOUT_S = 10.0
@@ -283,6 +286,8 @@ class SimpleServer(BaseServer):
             sys.exit(f"Error: invalid config for server instance '{instance_name}': {problems}")
         except ConfigError as error:
             sys.exit(f"Error: server instance '{instance_name}': {error}")
+        if os.environ.get(CHECK_CONFIG_ONLY_ENV_VAR_NAME) == "1":
+            sys.exit(0)
         _raise_open_file_limit()
         sock = _listening_socket(instance_name, config)
         _report_bound_address(sock)

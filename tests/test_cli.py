@@ -1,11 +1,14 @@
+import http.server
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 BIN = Path(sys.executable).parent
+WEATHER_CONFIG = "resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml"
 
 
 def run_command(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -86,3 +89,73 @@ def test_validate_checks_what_run_would_trip_on_without_starting_anything(config
     assert expected in output
     assert result.returncode == (0 if "valid" in expected else 1)
     assert len(output.strip().splitlines()) == 1 and "Traceback" not in output
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (
+            "config_paths: [configs/quickstart.yaml]\n"
+            "example_single_tool_call_simple_agent:\n"
+            "  responses_api_agents: {simple_agent: {max_steps: -1}}\n",
+            ("'example_single_tool_call_simple_agent'", "max_steps", "greater than or equal to 0"),
+        ),
+        (
+            f"config_paths: [{WEATHER_CONFIG}]\n"
+            "policy_model:\n  responses_api_models: {replay_model: {entrypoint: app.py}}\n",
+            ("'policy_model'", "rollouts_jsonl_fpath", "Field required"),
+        ),
+        (
+            f"config_paths: [{WEATHER_CONFIG}]\n"
+            "policy_model:\n  responses_api_models:\n"
+            "    replay_model: {entrypoint: app.py, rollouts_jsonl_fpath: no_such_rollouts.jsonl}\n",
+            ("'policy_model'", "no_such_rollouts.jsonl"),
+        ),
+    ],
+    ids=["agent field out of range", "model field missing", "model file missing"],
+)
+def test_validate_checks_each_instance_against_its_own_server(config, expected, tmp_path):
+    (tmp_path / "env.yaml").write_text("{}\n")
+    (tmp_path / "deployment.yaml").write_text(config)
+    result = run_command("gym", "validate", "+config_paths=[deployment.yaml]", cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    for part in expected:
+        assert part in lines[0], lines[0]
+
+
+def test_a_block_that_almost_is_a_server_is_reported_in_one_line(tmp_path):
+    (tmp_path / "almost.yaml").write_text(
+        "weather:\n  resources_servers:\n    example_single_tool_call:\n"
+        "      entrypoint: app.py\n      domain: not-a-domain\n"
+    )
+    result = run_command("gym", "validate", "+config_paths=[almost.yaml]", cwd=tmp_path)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "'weather'" in lines[0] and "domain" in lines[0] and "error_on_almost_servers" in lines[0]
+
+
+class NotAGymServer(http.server.BaseHTTPRequestHandler):
+    """Answers every GET with a 404 and a multi-line HTML page, as many web servers do."""
+
+    def do_GET(self) -> None:
+        self.send_error(404)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_status_of_a_server_that_is_not_a_head_server_is_one_line(tmp_path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotAGymServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = run_command("gym", "status", f"++head_server.port={server.server_address[1]}", cwd=tmp_path)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "not a Gym head server" in lines[0] and "404" in lines[0], result.stderr
+    assert "<" not in lines[0]

@@ -1,12 +1,18 @@
 """`gym demo` (what `make demo` runs): offline with the recorded turns, and live through env.yaml."""
 
+import contextlib
+import json
+import os
 import re
+import signal
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
 
-from tests.helpers import REPO_ROOT, gym_command, process_alive
+from tests.helpers import REPO_ROOT, OutputReader, gym_command, process_alive
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
 
 EXAMPLE_ROWS = (
@@ -72,3 +78,68 @@ def test_demo_talks_to_a_live_model_configured_in_env_yaml(tmp_path, scripted_up
     assert len(requests) == 2 * len(EXAMPLE_ROWS)
     assert {entry["headers"]["Authorization"] for entry in requests} == {"Bearer sk-demo-live"}
     assert not [pid for pid in child_pids if process_alive(pid)]
+
+
+def wait_until(condition: Callable[[], object], timeout_s: float) -> bool:
+    """Check `condition` until it holds or `timeout_s` passes; whether it held."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return bool(condition())
+
+
+def live_env_yaml(scripted_upstream: ScriptedUpstream, model: str) -> dict:
+    return {
+        "policy_base_url": scripted_upstream.base_url,
+        "policy_api_key": "sk-demo-live",
+        "policy_model_name": model,
+    }
+
+
+def test_demo_prints_rollouts_in_row_order(tmp_path, scripted_upstream: ScriptedUpstream):
+    model = fresh_model("demo-order")
+    first_task = json.loads(EXAMPLE_ROWS[0])["responses_create_params"]["input"][-1]["content"]
+    # The first row's rollout finishes last; the others get the upstream's immediate default answer.
+    scripted_upstream.script(
+        model, [{"match": first_task, "delay_s": 2, "output": [assistant_message("Hi.")]}]
+    )
+    result = run_demo(tmp_path, live_env_yaml(scripted_upstream, model))
+    check_demo_output(result)
+    printed = [int(match[1]) for line in result.stdout.splitlines() if (match := REWARD_LINE.match(line))]
+    assert printed == list(range(len(EXAMPLE_ROWS)))
+
+
+def test_ctrl_c_during_the_demo_stops_it_cleanly(tmp_path, scripted_upstream: ScriptedUpstream):
+    model = fresh_model("demo-interrupted")
+    scripted_upstream.script(model, [{"match": "helpful personal assistant", "delay_s": 60}])
+    (tmp_path / "env.yaml").write_text(yaml.safe_dump(live_env_yaml(scripted_upstream, model)))
+    private_tmp = tmp_path / "private_tmp"
+    private_tmp.mkdir()
+    process = subprocess.Popen(
+        gym_command("demo"),
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(private_tmp)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        output = OutputReader(process)
+        output.wait_for("server(s) are up", 60)
+        child_pids = [int(match[2]) for line in output.lines if (match := TABLE_ROW.match(line))]
+        child_pids = [pid for pid in child_pids if pid != process.pid]
+        assert wait_until(lambda: scripted_upstream.requests(model), 30)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(20) == 130
+        with contextlib.suppress(AssertionError):
+            output.wait_for("\0never printed\0", 10)
+        assert not [line for line in output.lines if "Traceback" in line], output.lines
+        assert output.lines[-1].startswith("Interrupted"), output.lines[-5:]
+        assert wait_until(lambda: not [pid for pid in child_pids if process_alive(pid)], 5)
+        assert sorted(private_tmp.glob("gym-run-*")) == []
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)

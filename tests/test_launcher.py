@@ -1,5 +1,7 @@
 """`gym run` as a user runs it: a real launcher process starting real server processes."""
 
+import contextlib
+import json
 import os
 import signal
 import socket
@@ -11,12 +13,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import gym_command, process_alive, running_deployment
+from tests.helpers import OutputReader, gym_command, process_alive, running_deployment
 
 COUNTER_APP = "from tests.fixtures.counter_resources_server import CounterResourcesServer\n\n" + (
     'if __name__ == "__main__":\n    CounterResourcesServer.run_webserver()\n'
 )
 SLEEPY_APP = "import runpy\n\nrunpy.run_module('tests.fixtures.sleepy_server', run_name='__main__')\n"
+NOISY_APP = "import runpy\n\nrunpy.run_module('tests.fixtures.noisy_server', run_name='__main__')\n"
+GRANDCHILD_APP = "import runpy\n\nrunpy.run_module('tests.fixtures.grandchild_server', run_name='__main__')\n"
+SLOW_APP = (
+    "import os\nimport time\n\n"
+    "print(f'pid {os.getpid()} loading a very large model...', flush=True)\ntime.sleep(3600)\n"
+)
+NEVER_PRINTED = "\0never printed\0"
 
 
 def counter_instance(implementation: str = "counter", **inner) -> dict:
@@ -26,11 +35,37 @@ def counter_instance(implementation: str = "counter", **inner) -> dict:
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     """A project folder with its own server implementations, as a user's checkout would have."""
-    for implementation, source in (("counter", COUNTER_APP), ("sleepy", SLEEPY_APP)):
+    sources = {
+        "counter": COUNTER_APP,
+        "sleepy": SLEEPY_APP,
+        "noisy": NOISY_APP,
+        "grandchild": GRANDCHILD_APP,
+        "slow": SLOW_APP,
+    }
+    for implementation, source in sources.items():
         folder = tmp_path / "resources_servers" / implementation
         folder.mkdir(parents=True)
         (folder / "app.py").write_text(source)
     return tmp_path
+
+
+@pytest.fixture
+def private_tmp(tmp_path: Path) -> Path:
+    """The launcher's temporary folder (TMPDIR), so a test sees every run folder it leaves behind."""
+    folder = tmp_path / "private_tmp"
+    folder.mkdir()
+    return folder
+
+
+def run_dirs(temporary_folder: Path) -> list[Path]:
+    return sorted(temporary_folder.glob("gym-run-*"))
+
+
+def all_output(output: OutputReader) -> list[str]:
+    """Every line printed by a process that has exited (reads its output to the end)."""
+    with contextlib.suppress(AssertionError):
+        output.wait_for(NEVER_PRINTED, timeout_s=10)
+    return output.lines
 
 
 def write_config(workdir: Path, config: dict) -> str:
@@ -74,6 +109,18 @@ def test_run_starts_every_instance_and_prints_the_table(workdir):
         )
         assert status.returncode == 0, status.stderr
         assert status.stdout.count("success") == 2
+        as_json = subprocess.run(
+            gym_command("status", "--json", f"++head_server.port={deployment.head_url.rsplit(':', 1)[1]}"),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert as_json.returncode == 0, as_json.stderr
+        listed = json.loads(as_json.stdout)
+        assert {entry["process_name"]: entry["status"] for entry in listed} == {
+            "first": "success",
+            "second": "success",
+        }
 
 
 def test_child_output_is_prefixed_with_its_instance_name(workdir):
@@ -105,13 +152,17 @@ def test_ctrl_c_stops_every_child_within_5_seconds(workdir):
         assert time.monotonic() - started < 5
 
 
-def test_killing_the_launcher_leaves_no_orphan(workdir):
-    config = {"a": counter_instance()}
-    with running_deployment([write_config(workdir, config)], workdir) as deployment:
+def test_killing_the_launcher_leaves_no_orphan_and_no_config_on_disk(workdir, private_tmp):
+    config = {"a": counter_instance(), "policy_api_key": "sk-kept-off-disk"}
+    env = {"TMPDIR": str(private_tmp)}
+    with running_deployment([write_config(workdir, config)], workdir, env) as deployment:
         pids = deployment.pids()
         deployment.process.kill()
         deployment.process.wait(10)
         assert wait_until_gone(pids, 10) == []
+    assert run_dirs(private_tmp) == []
+    on_disk = [path for path in private_tmp.rglob("*") if path.is_file()]
+    assert not [path for path in on_disk if b"sk-kept-off-disk" in path.read_bytes()]
 
 
 def test_two_deployments_run_side_by_side(workdir):
@@ -184,3 +235,107 @@ def test_start_problems_are_one_line(workdir, problem, expected):
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and expected in lines[0], result.stderr
+
+
+@pytest.mark.parametrize("ending", ["server killed", "ctrl-c"])
+def test_an_overlong_output_line_stops_neither_the_output_nor_the_supervision(workdir, ending):
+    config = {"noisy": counter_instance("noisy"), "quiet": counter_instance()}
+    args = [write_config(workdir, config), "+readiness_deadline_s=20"]
+    with running_deployment(args, workdir) as deployment:
+        deployment.wait_for_output("(noisy) after the long line")
+        long_line = deployment.wait_for_output("(noisy) xxxxxxxxxx")
+        assert "[line truncated" in long_line and len(long_line) < 20_000
+        assert deployment.wait_for_output("(noisy) filler line 2999")
+        pids = deployment.pids()
+        if ending == "server killed":
+            os.kill(deployment.instances["noisy"]["pid"], signal.SIGKILL)
+            line = deployment.wait_for_output("exited with code")
+            assert "'noisy'" in line and "-9" in line
+            assert deployment.process.wait(15) == 1
+        else:
+            deployment.process.send_signal(signal.SIGINT)
+            assert deployment.process.wait(15) == 0
+        assert wait_until_gone(pids, 5) == []
+        assert not [line for line in all_output(deployment.output) if "Traceback" in line]
+
+
+def test_stopping_finishes_while_a_server_helper_holds_its_output_open(workdir, private_tmp):
+    config = {"parent": counter_instance("grandchild")}
+    env = {"TMPDIR": str(private_tmp)}
+    with running_deployment([write_config(workdir, config)], workdir, env) as deployment:
+        helper_pid = int(deployment.wait_for_output("(parent) helper pid").split()[-1])
+        try:
+            pids = deployment.pids()
+            deployment.process.send_signal(signal.SIGINT)
+            assert deployment.process.wait(15) == 0
+            assert wait_until_gone(pids, 5) == []
+            assert not [line for line in all_output(deployment.output) if "Traceback" in line]
+            assert run_dirs(private_tmp) == []
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(helper_pid, signal.SIGKILL)
+
+
+def test_ctrl_c_while_starting_exits_130_and_stops_every_child(workdir):
+    config = {"slow": counter_instance("slow"), "quick": counter_instance()}
+    process = subprocess.Popen(
+        gym_command("run", write_config(workdir, config), "++head_server.port=0"),
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        output = OutputReader(process)
+        slow_pid = int(output.wait_for("(slow) pid ", 60).split()[2])
+        process.send_signal(signal.SIGINT)
+        assert process.wait(15) == 130
+        assert wait_until_gone([slow_pid], 5) == []
+        lines = all_output(output)
+        assert not [line for line in lines if "Traceback" in line]
+        assert lines[-1].startswith("Interrupted while starting"), lines[-5:]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+
+@pytest.mark.parametrize(("command", "value"), [("run", "abc"), ("run", "-1"), ("validate", "0")])
+def test_readiness_deadline_must_be_a_positive_number(workdir, command, value):
+    result = subprocess.run(
+        gym_command(
+            command,
+            write_config(workdir, {"x": counter_instance()}),
+            f"+readiness_deadline_s={value}",
+            "++head_server.port=0",
+        ),
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "readiness_deadline_s must be a positive number" in lines[0], result.stderr
+    assert repr(value) in lines[0] or value in lines[0]
+
+
+def test_a_taken_head_server_port_suggests_any_free_port(workdir):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        result = subprocess.run(
+            gym_command(
+                "run",
+                write_config(workdir, {"x": counter_instance()}),
+                f"++head_server.port={busy.getsockname()[1]}",
+            ),
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "++head_server.port=0" in lines[0], result.stderr
+    assert "leave the port unset" not in lines[0]

@@ -23,7 +23,7 @@ from nemo_gym.http_client import (
     raise_for_status,
     request,
 )
-from nemo_gym.launcher import Deployment, DeploymentError
+from nemo_gym.launcher import Deployment, DeploymentError, run_until_stopped
 
 OFFLINE_CONFIG = "configs/quickstart.yaml"
 LIVE_CONFIG = "configs/quickstart_live.yaml"
@@ -49,31 +49,38 @@ def example_rows(deployment: Deployment) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
 
-async def run_one(url: str, index: int, row: dict[str, Any]) -> float:
+async def run_one(url: str, row: dict[str, Any]) -> float:
     response = await request("POST", url + "/run", json=row)
     await raise_for_status(response)
     result = await get_response_json(response)
-    reward = float(result["reward"])
-    print(f"rollout {index}: reward {reward:.2f}  ({_task_text(row)})", flush=True)
-    return reward
+    return float(result["reward"])
+
+
+async def run_examples(deployment: Deployment) -> int:
+    """Send every example row through the agent at once, then print one line per row, in row order."""
+    url = deployment.server_url(AGENT_NAME)
+    rows = example_rows(deployment)
+    try:
+        rewards = await asyncio.gather(*(run_one(url, row) for row in rows))
+    except (HTTPStatusError, RequestFailedError) as error:
+        print(f"Error: {error}", file=sys.stderr, flush=True)
+        return 1
+    for index, (row, reward) in enumerate(zip(rows, rewards, strict=True)):
+        print(f"rollout {index}: reward {reward:.2f}  ({_task_text(row)})", flush=True)
+    print(f"mean reward over {len(rewards)} rollouts: {sum(rewards) / len(rewards):.3f}", flush=True)
+    return 0
 
 
 async def run_demo(overrides: Sequence[str]) -> int:
+    """Ctrl-C stops the deployment as in `gym run`: one line, exit code 130, nothing left behind."""
     config = chosen_config(overrides)
     print(f"Starting the quickstart deployment ({config}).", flush=True)
     deployment = Deployment([f"+config_paths=[{config}]", "++head_server.port=0", *overrides])
     try:
-        await deployment.start()
-        url = deployment.server_url(AGENT_NAME)
-        rows = example_rows(deployment)
-        rewards = await asyncio.gather(*(run_one(url, index, row) for index, row in enumerate(rows)))
-        print(f"mean reward over {len(rewards)} rollouts: {sum(rewards) / len(rewards):.3f}", flush=True)
-        return 0
-    except (DeploymentError, HTTPStatusError, RequestFailedError) as error:
-        print(f"Error: {error}", file=sys.stderr)
+        return await run_until_stopped(deployment, lambda: run_examples(deployment))
+    except DeploymentError as error:
+        print(f"Error: {error}", file=sys.stderr, flush=True)
         return 1
-    finally:
-        await deployment.stop()
 
 
 def _task_text(row: dict[str, Any]) -> str:

@@ -44,15 +44,26 @@ def _run_async(work: Coroutine[Any, Any, int]) -> int:
     return asyncio.run(run_then_close())
 
 
+INTERRUPTED_EXIT_CODE = 130
+
+
+def _interrupted() -> int:
+    """Ctrl-C before the launcher's own handling is in place: one line, no traceback."""
+    print("Interrupted.", file=sys.stderr)
+    return INTERRUPTED_EXIT_CODE
+
+
 def _run(overrides: Sequence[str]) -> int:
     from nemo_gym.launcher import Deployment, DeploymentError, run_until_stopped
 
-    deployment = Deployment(list(overrides))
     try:
+        deployment = Deployment(list(overrides))
         return _run_async(run_until_stopped(deployment))
     except DeploymentError as error:
         print(f"Error: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return _interrupted()
 
 
 def _status(overrides: Sequence[str]) -> int:
@@ -64,7 +75,10 @@ def _status(overrides: Sequence[str]) -> int:
 def _demo(overrides: Sequence[str]) -> int:
     from nemo_gym.cli.demo import run_demo
 
-    return _run_async(run_demo(list(overrides)))
+    try:
+        return _run_async(run_demo(list(overrides)))
+    except KeyboardInterrupt:
+        return _interrupted()
 
 
 def _collect(args: Sequence[str]) -> int:
@@ -94,12 +108,15 @@ def _resolve(overrides: Sequence[str]) -> int:
 
 
 def _validate(overrides: Sequence[str]) -> int:
+    """Everything `gym run` checks before and while its servers start, without serving anything."""
     from nemo_gym.global_config import parse_global_config_dict, require_server_instances
-    from nemo_gym.launcher import check_startable
+    from nemo_gym.launcher import check_server_configs, check_startable, readiness_deadline_from
 
     cfg = parse_global_config_dict(list(overrides))
     instances = require_server_instances(cfg)
     check_startable(cfg, instances, Path.cwd())
+    deadline_s = readiness_deadline_from(cfg)
+    asyncio.run(check_server_configs(cfg, instances, Path.cwd(), deadline_s))
     print(f"Config is valid: {len(instances)} server instance(s).")
     return 0
 
@@ -146,8 +163,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[command](overrides)
     except ConfigError as error:
-        print(f"Error: {error}", file=sys.stderr)
+        print(f"Error: {_one_line(error)}", file=sys.stderr)
         return 1
+
+
+def _one_line(error: ConfigError) -> str:
+    """A config error fit for one line: for blocks that almost are servers, each block's problems without
+    the YAML dump of the block that the library's message carries."""
+    from nemo_gym.config_types import AlmostServerError
+
+    if not isinstance(error, AlmostServerError):
+        return str(error)
+    reports = [
+        line.removesuffix(".") for line in str(error).splitlines() if line.startswith("Server instance '")
+    ]
+    return "; ".join(reports) + ". Fix them, or set ++error_on_almost_servers=false to skip them."
 
 
 def _detailed_help(command: str, args: Sequence[str]) -> str | None:

@@ -36,15 +36,30 @@ async def instance_health(url: str) -> str:
     return "success"
 
 
-async def print_status(overrides: Sequence[str]) -> int:
+def overrides_from_flags(args: Sequence[str]) -> list[str]:
+    """`--json` is the familiar spelling of `++json=true`."""
+    return ["++json=true" if arg == "--json" else arg for arg in args]
+
+
+INSTANCE_KEYS = frozenset({"process_name", "server_type", "name", "url", "pid", "start_time"})
+
+
+def is_instance_list(value: Any) -> bool:
+    """Shape of a head server's `/server_instances` answer (anything else is some other server)."""
+    return isinstance(value, list) and all(
+        isinstance(entry, dict) and INSTANCE_KEYS <= entry.keys() for entry in value
+    )
+
+
+async def print_status(args: Sequence[str]) -> int:
     """Exit 0 when every instance answers, 1 when one does not or the head server is unreachable."""
-    cfg = parse_global_config_dict(list(overrides))
+    cfg = parse_global_config_dict(overrides_from_flags(args))
     head = head_server_config_from(cfg)
     head_url = f"http://{head.host}:{head.port}"
     try:
         response = await request("GET", head_url + "/server_instances", retry_policy=HEAD_POLICY)
         await raise_for_status(response)
-        instances: list[dict[str, Any]] = await get_response_json(response)
+        instances: Any = await get_response_json(response)
     except RequestFailedError as error:
         print(
             f"Error: no head server answers at {head_url} ({error.kind} failed); is `gym run` running, "
@@ -52,8 +67,19 @@ async def print_status(overrides: Sequence[str]) -> int:
             file=sys.stderr,
         )
         return 1
-    except (HTTPStatusError, ValueError) as error:
-        print(f"Error: {head_url} is not a Gym head server ({error})", file=sys.stderr)
+    except HTTPStatusError as error:
+        print(
+            f"Error: {head_url} is not a Gym head server (GET /server_instances answered HTTP {error.status})",
+            file=sys.stderr,
+        )
+        return 1
+    except ValueError:
+        instances = None
+    if not is_instance_list(instances):
+        print(
+            f"Error: {head_url} is not a Gym head server (GET /server_instances did not list instances)",
+            file=sys.stderr,
+        )
         return 1
     statuses = await asyncio.gather(*(instance_health(instance["url"]) for instance in instances))
     for instance, status in zip(instances, statuses, strict=True):
