@@ -9,6 +9,7 @@ import yaml
 from nemo_gym.http_client import close_global_aiohttp_client
 from tests.helpers import StartedServer, run_server
 from tests.upstream_script import ScriptedUpstream
+from tests.vllm_script import VllmUpstream
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SECRET = "test-deployment-secret"
@@ -92,3 +93,11 @@ def scripted_upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scri
     server_file = FIXTURES.parent / "scripted_upstream.py"
     with run_server([str(server_file)], tmp_path_factory.mktemp("scripted_upstream")) as server:
         yield ScriptedUpstream(server.host, server.port)
+
+
+@pytest.fixture(scope="session")
+def vllm_upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmUpstream]:
+    """The vLLM-compatible upstream (tests/vllm_upstream.py): scripted text, real BPE token ids."""
+    server_file = FIXTURES.parent / "vllm_upstream.py"
+    with run_server([str(server_file)], tmp_path_factory.mktemp("vllm_upstream")) as server:
+        yield VllmUpstream(server.host, server.port)
