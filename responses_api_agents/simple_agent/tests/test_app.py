@@ -295,3 +295,20 @@ async def test_a_row_without_responses_create_params_is_a_422(stack):
     body = await get_response_json(response)
     assert response.status == 422
     assert body["detail"][0]["loc"] == ["body", "responses_create_params"]
+
+
+async def test_training_fields_of_earlier_turns_go_back_to_the_model_unchanged(stack):
+    tokens = {
+        "prompt_token_ids": [1, 2, 3],
+        "generation_token_ids": [4, 5],
+        "generation_log_probs": [-0.5, -0.25],
+    }
+    first_call = {**function_call("increment_counter", {"count": 2}), **tokens}
+    stack.script({"output": [first_call]}, {"output": [assistant_message("2")]})
+    status, result = await run(stack, counter_row(initial=0, expected=2))
+    assert status == 200 and result["reward"] == 1.0
+    second_request = stack.model_requests()[1]
+    replayed = second_request["input"][1]
+    assert replayed["call_id"] == first_call["call_id"]
+    assert {key: replayed[key] for key in tokens} == tokens
+    assert {key: result["response"]["output"][0][key] for key in tokens} == tokens
