@@ -9,10 +9,10 @@ calls are bounded (deadline, `max_retries`), upstream errors keep their status, 
 is bounded (LRU) instead of growing for the life of the process, and requests the conversion cannot
 express are a 400 naming the item instead of being dropped.
 
-Training mode (`return_token_id_information: true`: token ids and log-probs on the output items) is not
-implemented yet; the server refuses to start with it rather than serve turns without the token data a
-trainer relies on. It belongs in `_complete` (logprob flags and the `/tokenize` call, per replica) and in
-`conversion.chat_completion_to_response` / `conversion.AssistantTurn` (attaching the token fields).
+Training mode (`return_token_id_information: true`) puts the prompt ids, generated ids and log-probs of
+each model call on the turn's last output item. The first turn is a chat completion plus a `/tokenize`
+call; later turns are token-in/token-out: the last turn's ids spliced with the template's tokens for
+what followed (tokens.py), sent to `/v1/completions`, so every prompt extends the previous one exactly.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -39,7 +40,7 @@ from nemo_gym.openai_utils import (
     NeMoGymResponseCreateParamsNonStreaming,
 )
 from nemo_gym.sessions import get_session_id
-from responses_api_models.vllm_model import conversion
+from responses_api_models.vllm_model import conversion, tokens
 
 DEFAULT_MAX_RETRIES = 5
 DEFAULT_MAX_TRACKED_SESSIONS = 100_000
@@ -48,6 +49,25 @@ CONTEXT_LENGTH_MARKERS = ("context length", "max_tokens")
 # Placeholder keys ("EMPTY", "dummy") are too short to be secrets; masking them would garble error text.
 MIN_MASKED_KEY_CHARS = 8
 MAX_REPORTED_PROBLEMS = 3
+# Asked of the upstream in training mode: the chosen token's log-prob, its id instead of its text.
+CHAT_TOKEN_FLAGS = {"logprobs": True, "top_logprobs": 0, "return_tokens_as_token_ids": True}
+COMPLETION_TOKEN_FLAGS = {"logprobs": 0, "return_tokens_as_token_ids": True}
+# Chat body fields a `/v1/completions` call has no use for; the rest (sampling, extra_body) go along.
+CHAT_ONLY_FIELDS = (
+    "messages",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "response_format",
+    "reasoning_effort",
+    "chat_template_kwargs",
+    "logprobs",
+    "top_logprobs",
+    "max_tokens",
+    "metadata",
+    "store",
+    "service_tier",
+)
 
 
 class VLLMModelConfig(BaseResponsesAPIModelConfig):
@@ -65,8 +85,9 @@ class VLLMModelConfig(BaseResponsesAPIModelConfig):
     sequential_reasoning_allowed: bool = True
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     extra_body: dict[str, Any] = Field(default_factory=dict)
-    # Training mode: accepted as a key, refused at startup until it is implemented.
+    # Training mode: token ids and log-probs on the output; the EOS id is needed to splice prompts.
     return_token_id_information: bool = False
+    eos_token_id: int | None = None
     # Bounds: per call (attempts, deadline) and per process (calls in flight, remembered sessions).
     max_retries: int = Field(default=DEFAULT_MAX_RETRIES, ge=1)
     timeout_s: float | None = Field(default=None, gt=0)
@@ -116,10 +137,17 @@ def is_context_length_error(error: HTTPStatusError) -> bool:
     return error.status == 400 and any(marker in text for marker in CONTEXT_LENGTH_MARKERS)
 
 
+class VLLMClient(NeMoGymAsyncOpenAI):
+    """The upstream client, plus vLLM's `/v1/completions` (token ids in, token ids out)."""
+
+    async def create_completion(self, **body: Any) -> dict[str, Any]:
+        return await self._call("POST", f"{self.base_url.rstrip('/')}/completions", body)
+
+
 class VLLMModel(SimpleResponsesAPIModel):
     config: VLLMModelConfig
 
-    _clients: list[NeMoGymAsyncOpenAI] = PrivateAttr(default_factory=list)
+    _clients: list[VLLMClient] = PrivateAttr(default_factory=list)
     _router: ReplicaRouter | None = PrivateAttr(default=None)
     _semaphore: asyncio.Semaphore | None = PrivateAttr(default=None)
     _reasoning: conversion.ReasoningHandling = PrivateAttr()
@@ -139,10 +167,10 @@ class VLLMModel(SimpleResponsesAPIModel):
         )
 
     def setup_webserver(self) -> FastAPI:
-        if self.config.return_token_id_information:
+        if self.config.return_token_id_information and self.config.eos_token_id is None:
             raise ConfigError(
-                "return_token_id_information: true (training mode) is not implemented by vllm_model yet; "
-                "set it to false"
+                "return_token_id_information: true needs eos_token_id (the id that ends an assistant turn, "
+                "e.g. <|im_end|>) to splice multi-turn prompts"
             )
         app = super().setup_webserver()
         # Built here, after `run_webserver()` applied the config's `global_http_*` knobs.
@@ -152,8 +180,8 @@ class VLLMModel(SimpleResponsesAPIModel):
             self._semaphore = asyncio.Semaphore(self.config.max_concurrent_requests)
         return app
 
-    def _make_client(self, base_url: str) -> NeMoGymAsyncOpenAI:
-        return NeMoGymAsyncOpenAI(
+    def _make_client(self, base_url: str) -> VLLMClient:
+        return VLLMClient(
             base_url=base_url,
             api_key=self.config.api_key.get_secret_value(),
             default_headers=self.config.default_headers,
@@ -170,9 +198,22 @@ class VLLMModel(SimpleResponsesAPIModel):
             chat_body = conversion.responses_to_chat_body(body, self._reasoning)
         except conversion.RequestConversionError as error:
             raise GymError(400, "invalid_request", str(error)) from None
-        completion = await self._complete(request, chat_body)
+        if self.config.return_token_id_information:
+            answer = await self._training_turn(request, body, chat_body)
+        else:
+            answer = self._to_response(body, await self._complete(request, chat_body))
+        return NeMoGymResponse.model_validate(answer)
+
+    async def chat_completions(
+        self, request: Request, body: NeMoGymChatCompletionCreateParamsNonStreaming
+    ) -> NeMoGymChatCompletion:
+        return await self._complete(request, body.model_dump(mode="json", exclude_unset=True))
+
+    def _to_response(
+        self, body: NeMoGymResponseCreateParamsNonStreaming, completion: NeMoGymChatCompletion
+    ) -> dict[str, Any]:
         try:
-            answer = conversion.chat_completion_to_response(
+            return conversion.chat_completion_to_response(
                 body,
                 completion,
                 served_model=self.config.model,
@@ -181,34 +222,44 @@ class VLLMModel(SimpleResponsesAPIModel):
             )
         except conversion.UpstreamReplyError as error:
             raise GymError(502, "bad_upstream_response", str(error)) from None
-        return NeMoGymResponse.model_validate(answer)
-
-    async def chat_completions(
-        self, request: Request, body: NeMoGymChatCompletionCreateParamsNonStreaming
-    ) -> NeMoGymChatCompletion:
-        return await self._complete(request, body.model_dump(mode="json", exclude_unset=True))
 
     # ---- upstream ---------------------------------------------------------------------------------------
 
     async def _complete(self, request: Request, chat_body: dict[str, Any]) -> NeMoGymChatCompletion:
         """One chat completion from the session's replica, with the two answers that are not generated:
         a forbidden continuation of an empty assistant turn, and a prompt that does not fit."""
+        payload = self._payload(chat_body)
+        if self._must_not_continue(payload):
+            return self._empty_completion("content_filter")
+        answer = await self._chat(self._client_for(request), payload)
+        return answer or self._empty_completion("length")
+
+    def _payload(self, chat_body: dict[str, Any]) -> dict[str, Any]:
         try:
-            payload = conversion.apply_server_defaults(chat_body, self._defaults)
+            return conversion.apply_server_defaults(chat_body, self._defaults)
         except conversion.RequestConversionError as error:
             raise GymError(400, "invalid_request", str(error)) from None
-        if not self.config.sequential_reasoning_allowed and conversion.ends_with_empty_assistant_turn(
+
+    def _must_not_continue(self, payload: dict[str, Any]) -> bool:
+        return not self.config.sequential_reasoning_allowed and conversion.ends_with_empty_assistant_turn(
             payload["messages"]
-        ):
-            return self._empty_completion("content_filter")
-        client = self._client_for(request)
+        )
+
+    async def _chat(self, client: VLLMClient, payload: dict[str, Any]) -> NeMoGymChatCompletion | None:
+        """The upstream's chat completion, or None when the prompt does not fit the context window."""
+        answer = await self._upstream_call(client, client.create_chat_completion, payload)
+        return None if answer is None else self._parsed_completion(answer, client.base_url)
+
+    async def _upstream_call(self, client: VLLMClient, call: Any, body: dict[str, Any]) -> Any:
+        """One bounded upstream call; None for vLLM's context-length 400, any other error as the
+        upstream sent it (key masked), invalid JSON as a 502."""
         limit = self._semaphore if self._semaphore is not None else contextlib.nullcontext()
         try:
             async with limit:
-                answer = await client.create_chat_completion(**payload)
+                return await call(**body)
         except HTTPStatusError as error:
             if is_context_length_error(error):
-                return self._empty_completion("length")
+                return None
             # Re-raised as is: the error middleware answers with the upstream's status and body.
             self._mask_key(error)
             raise
@@ -216,9 +267,126 @@ class VLLMModel(SimpleResponsesAPIModel):
             raise GymError(
                 502, "bad_upstream_response", f"upstream {client.base_url} sent invalid JSON: {error}"
             ) from None
-        return self._parsed_completion(answer, client.base_url)
 
-    def _client_for(self, request: Request) -> NeMoGymAsyncOpenAI:
+    # ---- training mode ----------------------------------------------------------------------------------
+
+    async def _training_turn(
+        self, request: Request, body: NeMoGymResponseCreateParamsNonStreaming, chat_body: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A turn with its token data: from a chat completion when the history carries no token ids
+        (the first turn), else token-in/token-out continuing the last turn's ids."""
+        payload = self._payload(chat_body)
+        if self._must_not_continue(payload):
+            return self._without_generation(body, "content_filter")
+        client = self._client_for(request)
+        turns = conversion.token_turns(payload["messages"])
+        try:
+            if not turns:
+                return await self._first_turn(client, body, payload)
+            return await self._continued_turn(client, body, payload, turns)
+        except tokens.MissingTokenData as error:
+            raise GymError(
+                502, "bad_upstream_response", f"upstream {client.base_url}: {error} (training mode)"
+            ) from None
+
+    async def _first_turn(
+        self, client: VLLMClient, body: NeMoGymResponseCreateParamsNonStreaming, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        completion = await self._chat(client, {**payload, **CHAT_TOKEN_FLAGS})
+        if completion is None:
+            return self._without_generation(body, "length")
+        if not completion.choices:
+            raise GymError(502, "bad_upstream_response", "the upstream's chat completion has no choices")
+        generated, log_probs = tokens.chat_generation(completion.choices[0].logprobs)
+        prompt, _ = await self._tokenize(client, payload, payload["messages"], add_generation_prompt=True)
+        return conversion.attach_token_fields(
+            self._to_response(body, completion), prompt, generated, log_probs
+        )
+
+    async def _continued_turn(
+        self,
+        client: VLLMClient,
+        body: NeMoGymResponseCreateParamsNonStreaming,
+        payload: dict[str, Any],
+        turns: list[tokens.TokenTurn],
+    ) -> dict[str, Any]:
+        """P + G of the last recorded turn, then the template's tokens for the rest (or the canonical
+        tokens of the whole conversation, flagged, when the history no longer matches its ids)."""
+        last = turns[-1]
+        prefix, _ = await self._tokenize(
+            client, payload, payload["messages"][: last.message_index + 1], add_generation_prompt=False
+        )
+        full, max_model_len = await self._tokenize(
+            client, payload, payload["messages"], add_generation_prompt=True
+        )
+        glue = tokens.glue_start(prefix, last.generation_token_ids, self.config.eos_token_id or 0)
+        broken = tokens.find_break(turns, prefix, glue, full)
+        prompt = full if broken else last.prompt_token_ids + last.generation_token_ids + full[glue:]
+        max_tokens = body.max_output_tokens or max(max_model_len - len(prompt), 1)
+        sampling = {key: value for key, value in payload.items() if key not in CHAT_ONLY_FIELDS}
+        request_body = {**sampling, **COMPLETION_TOKEN_FLAGS, "prompt": prompt, "max_tokens": max_tokens}
+        answer = await self._upstream_call(client, client.create_completion, request_body)
+        if answer is None:
+            return self._without_generation(body, "length")
+        response = self._completion_to_response(body, answer, prompt, client.base_url)
+        if broken is not None:
+            response["token_continuity"] = {"broken_at_turn": broken.broken_at_turn, "reason": broken.reason}
+        return response
+
+    def _completion_to_response(
+        self, body: NeMoGymResponseCreateParamsNonStreaming, answer: Any, prompt: list[int], base_url: str
+    ) -> dict[str, Any]:
+        if not isinstance(answer, dict) or not answer.get("choices"):
+            raise GymError(
+                502, "bad_upstream_response", f"upstream {base_url} sent a completion without choices"
+            )
+        choice = answer["choices"][0]
+        generated, log_probs = tokens.completion_generation(choice.get("logprobs"))
+        message = conversion.generated_text_to_chat_message(
+            str(choice.get("text") or ""), self.config.uses_reasoning_parser
+        )
+        chat = conversion.completion_to_chat_completion(answer, message)
+        completion = self._parsed_completion(chat, base_url)
+        return conversion.attach_token_fields(
+            self._to_response(body, completion), prompt, generated, log_probs
+        )
+
+    async def _tokenize(
+        self,
+        client: VLLMClient,
+        payload: dict[str, Any],
+        messages: list[dict[str, Any]],
+        *,
+        add_generation_prompt: bool,
+    ) -> tuple[list[int], int]:
+        """The templated ids of `messages` (token data stripped) and the upstream's max_model_len."""
+        tokenize_body = {
+            "model": payload["model"],
+            "messages": conversion.without_token_fields(messages),
+            "add_generation_prompt": add_generation_prompt,
+        }
+        for key in ("tools", "chat_template_kwargs"):
+            if payload.get(key) is not None:
+                tokenize_body[key] = payload[key]
+        with self._masked_key():
+            answer = await client.create_tokenize(**tokenize_body)
+        ids, max_model_len = answer.get("tokens"), answer.get("max_model_len")
+        if not isinstance(ids, list) or not isinstance(max_model_len, int):
+            raise GymError(
+                502, "bad_upstream_response", f"upstream {client.base_url} /tokenize gave no tokens"
+            )
+        return ids, max_model_len
+
+    def _without_generation(
+        self, body: NeMoGymResponseCreateParamsNonStreaming, finish_reason: str
+    ) -> dict[str, Any]:
+        """A turn the model did not generate has no token data: empty lists, so the item stays a
+        training item and a trainer sees there is nothing to learn from."""
+        return conversion.attach_token_fields(
+            self._to_response(body, self._empty_completion(finish_reason)), [], [], []
+        )
+
+    def _client_for(self, request: Request) -> VLLMClient:
         if self._router is None:
             raise RuntimeError("VLLMModel.setup_webserver() was not called")
         return self._clients[self._router.replica_for(get_session_id(request))]
@@ -227,6 +395,14 @@ class VLLMModel(SimpleResponsesAPIModel):
         return NeMoGymChatCompletion.model_validate(
             conversion.empty_chat_completion(self.config.model, finish_reason, int(time.time()))
         )
+
+    @contextlib.contextmanager
+    def _masked_key(self) -> Iterator[None]:
+        try:
+            yield
+        except HTTPStatusError as error:
+            self._mask_key(error)
+            raise
 
     def _mask_key(self, error: HTTPStatusError) -> None:
         """The upstream's error body reaches the caller and the logs; an echoed key must not."""

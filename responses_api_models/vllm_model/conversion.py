@@ -1,10 +1,10 @@
 """Responses API <-> Chat Completions conversion for vllm_model, as pure functions (no I/O, no config).
 
 vLLM serves Chat Completions; agents speak the Responses API. Everything that decides what the upstream
-sees, or what the agent gets back, lives here so it can be tested as plain input -> output tables, and so
-the training mode (token ids on the assistant turns) can be added on the same seams:
-`AssistantTurn` is where a merged assistant message is built from input items, and
-`chat_completion_to_response` is where the output items of one model call are made.
+sees, or what the agent gets back, lives here so it can be tested as plain input -> output tables.
+Training mode adds three seams: `AssistantTurn` carries the token fields of input items onto the merged
+assistant message, `generated_text_to_chat_message` turns a raw token-in/token-out generation into the
+message vLLM's parsers would return, and `attach_token_fields` puts a call's token data on its output.
 
 Two kinds of failure leave this module: `RequestConversionError` (the caller asked for something a chat
 completion cannot express: a 400) and `UpstreamReplyError` (the upstream's answer does not fit this
@@ -13,6 +13,7 @@ server's settings: a 502).
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Iterable, Mapping
@@ -36,11 +37,18 @@ from nemo_gym.openai_utils import (
     NeMoGymResponseOutputMessage,
     NeMoGymResponseOutputRefusal,
     NeMoGymResponseReasoningItem,
+    TokenIDLogProbMixin,
 )
+from responses_api_models.vllm_model.tokens import TokenTurn
 
 JSON = dict[str, Any]
 
 THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+TOOL_CALL_OPEN = "<tool_call>"
+TOOL_CALL_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+# The token data of one model call, carried by training-mode items and assistant messages.
+TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
 # vLLM's reasoning parsers name the field `reasoning_content` (older) or `reasoning` (newer).
 UPSTREAM_REASONING_FIELDS = ("reasoning_content", "reasoning")
 # Several reasoning blocks of one merged assistant turn travel as one field; a newline keeps them apart.
@@ -126,6 +134,12 @@ class AssistantTurn:
     thoughts: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     tool_calls: list[JSON] = field(default_factory=list)
+    # The token data of the model call that produced the turn: its last item that carries any.
+    token_fields: JSON | None = None
+
+    def note_token_fields(self, item: Any) -> None:
+        if isinstance(item, TokenIDLogProbMixin):
+            self.token_fields = {name: getattr(item, name) for name in TOKEN_FIELDS}
 
     def add_call(self, call: NeMoGymResponseFunctionToolCall) -> None:
         function = {"name": call.name, "arguments": call.arguments}
@@ -134,6 +148,8 @@ class AssistantTurn:
     def to_chat_message(self, reasoning: ReasoningHandling) -> JSON:
         text = "".join(f"<think>{thought}</think>" for thought in self.thoughts) + "".join(self.texts)
         message: JSON = {"role": "assistant", "content": text, "tool_calls": self.tool_calls}
+        if self.token_fields is not None:
+            message.update(self.token_fields)
         if not reasoning.uses_reasoning_parser:
             return message
         # The upstream template expects reasoning out of the content, as its parser delivered it.
@@ -211,6 +227,14 @@ def _output_message_text(message: NeMoGymResponseOutputMessage) -> str:
     )
 
 
+def _is_assistant_side(item: Any) -> bool:
+    if isinstance(item, NeMoGymEasyInputMessage | NeMoGymMessage):
+        return item.role == "assistant"
+    return isinstance(
+        item, NeMoGymResponseReasoningItem | NeMoGymResponseOutputMessage | NeMoGymResponseFunctionToolCall
+    )
+
+
 def input_to_messages(
     items: str | list[Any], instructions: str | None, reasoning: ReasoningHandling
 ) -> list[JSON]:
@@ -223,6 +247,8 @@ def input_to_messages(
         return history.messages
     for index, item in enumerate(items):
         where = f"input[{index}]"
+        if _is_assistant_side(item):
+            history.turn.note_token_fields(item)
         if isinstance(item, NeMoGymResponseReasoningItem):
             history.turn.thoughts.extend(part.text for part in item.summary)
         elif isinstance(item, NeMoGymResponseOutputMessage):
@@ -491,3 +517,104 @@ def empty_chat_completion(model: str, finish_reason: str, created: int) -> JSON:
         ],
         "usage": None,
     }
+
+
+# ---- training mode: token data on messages and items --------------------------------------------------------
+
+
+def token_turns(messages: list[Mapping[str, Any]]) -> list[TokenTurn]:
+    """The assistant messages that carry the token data of the model call that produced them."""
+    turns = []
+    assistant_number = 0
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        assistant_number += 1
+        if message.get("generation_token_ids") is not None:
+            turns.append(
+                TokenTurn(
+                    assistant_number,
+                    index,
+                    list(message.get("prompt_token_ids") or []),
+                    list(message["generation_token_ids"]),
+                )
+            )
+    return turns
+
+
+def without_token_fields(messages: list[Mapping[str, Any]]) -> list[JSON]:
+    """Messages as the chat template sees them: the token data is bookkeeping, not conversation."""
+    return [{key: value for key, value in message.items() if key not in TOKEN_FIELDS} for message in messages]
+
+
+def _hermes_tool_calls(text: str) -> tuple[str, list[JSON]]:
+    """Hermes-format tool calls (`<tool_call>{"name", "arguments"}</tool_call>`), as vLLM's hermes parser
+    reads them: one unparsable block leaves the whole text as content."""
+    if TOOL_CALL_OPEN not in text:
+        return text, []
+    calls = []
+    for block in TOOL_CALL_BLOCK.findall(text):
+        try:
+            call = orjson.loads(block)
+        except orjson.JSONDecodeError:
+            return text, []
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str) or "arguments" not in call:
+            return text, []
+        arguments = call["arguments"]
+        function = {
+            "name": call["name"],
+            # json.dumps' default separators, as vLLM's hermes parser writes the arguments.
+            "arguments": arguments
+            if isinstance(arguments, str)
+            else json.dumps(arguments, ensure_ascii=False),
+        }
+        calls.append({"id": new_id("call"), "type": "function", "function": function})
+    if not calls:
+        return text, []
+    return text[: text.index(TOOL_CALL_OPEN)].rstrip("\n"), calls
+
+
+def _split_reasoning(text: str) -> tuple[str | None, str]:
+    """vLLM's Qwen3-style reasoning parser: everything up to `</think>` is reasoning."""
+    if THINK_CLOSE in text:
+        before, _, after = text.partition(THINK_CLOSE)
+        return before.removeprefix(THINK_OPEN).strip("\n"), after.lstrip("\n")
+    if text.startswith(THINK_OPEN):  # cut off while thinking
+        return text.removeprefix(THINK_OPEN).lstrip("\n"), ""
+    return None, text
+
+
+def generated_text_to_chat_message(text: str, uses_reasoning_parser: bool) -> JSON:
+    """The chat message vLLM's parsers would make of a raw generation, so a token-in/token-out turn is
+    converted to Responses output exactly like a chat completion is."""
+    reasoning, rest = _split_reasoning(text) if uses_reasoning_parser else (None, text)
+    content, calls = _hermes_tool_calls(rest)
+    return {"role": "assistant", "content": content, "reasoning_content": reasoning, "tool_calls": calls}
+
+
+def completion_to_chat_completion(completion: Mapping[str, Any], message: JSON) -> JSON:
+    """A `/v1/completions` answer reshaped as the chat completion of `message` (its first choice)."""
+    choice = completion["choices"][0]
+    finish_reason = choice.get("finish_reason")
+    if finish_reason == "stop" and message["tool_calls"]:
+        finish_reason = "tool_calls"
+    return {
+        "id": completion.get("id", new_id("chatcmpl")),
+        "object": "chat.completion",
+        "created": completion.get("created", 0),
+        "model": completion.get("model", ""),
+        "choices": [{"index": 0, "finish_reason": finish_reason, "message": message}],
+        "usage": completion.get("usage"),
+    }
+
+
+def attach_token_fields(
+    response: JSON, prompt_token_ids: list[int], generation_token_ids: list[int], log_probs: list[float]
+) -> JSON:
+    """Token data belongs to the model call, so it goes on the turn's last output item only."""
+    response["output"][-1].update(
+        prompt_token_ids=prompt_token_ids,
+        generation_token_ids=generation_token_ids,
+        generation_log_probs=log_probs,
+    )
+    return response

@@ -1,0 +1,240 @@
+"""Training mode against the vLLM-compatible upstream: real processes, real BPE token ids.
+
+A rollout is driven as an agent drives it: every turn POSTs /v1/responses with the previous input plus
+the output items exactly as returned (token fields included) and the tool results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+from pydantic import TypeAdapter
+
+from nemo_gym.openai_utils import RESPONSES_TO_TRAIN, NeMoGymResponseInputItem
+from responses_api_models.vllm_model.tests.test_app import Served, rollout_session, served
+from tests.upstream_script import ScriptedUpstream
+from tests.vllm_script import VllmUpstream, fresh_model, scripted_call
+
+WEATHER_TOOL = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    "strict": False,
+}
+CITIES = ("Paris", "London", "Berlin", "Tokyo")
+ITEMS = TypeAdapter(list[NeMoGymResponseInputItem])
+TRAINING_TYPES = tuple(RESPONSES_TO_TRAIN.values())
+
+
+def weather_steps() -> list[dict[str, Any]]:
+    """Four tool-calling turns with reasoning, then the answer."""
+    calls = [
+        {"reasoning": f"I should check {city}.", "tool_calls": [scripted_call("get_weather", {"city": city})]}
+        for city in CITIES
+    ]
+    return [*calls, {"reasoning": "All checked.", "text": "Paris is the sunniest."}]
+
+
+@asynccontextmanager
+async def training_server(tmp_path: Path, upstream: ScriptedUpstream, model: str) -> AsyncIterator[Served]:
+    eos = upstream.tokenizer_info()["eos_token_id"] if isinstance(upstream, VllmUpstream) else 0
+    async with served(
+        tmp_path, upstream.base_url, model, return_token_id_information=True, eos_token_id=eos
+    ) as vllm:
+        yield vllm
+
+
+def tool_results(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One distinct result per call (an edit is then unambiguous: no other tool turn reads the same)."""
+    return [
+        {
+            "type": "function_call_output",
+            "call_id": item["call_id"],
+            "output": f"{orjson.loads(item['arguments'])['city']}: sunny",
+        }
+        for item in output
+        if item["type"] == "function_call"
+    ]
+
+
+def generation_prompts(upstream: VllmUpstream, model: str) -> list[list[int]]:
+    """The prompt ids the engine was given for each generation (not for /tokenize)."""
+    return [
+        call["prompt_token_ids"]
+        for call in upstream.requests(model)
+        if call["path"] in ("/v1/chat/completions", "/v1/completions")
+    ]
+
+
+async def run_turns(
+    vllm: Served, session: aiohttp.ClientSession, history: list[dict[str, Any]], turns: int
+) -> list[dict[str, Any]]:
+    """`turns` model calls, each fed the growing history; returns every response."""
+    responses = []
+    for _ in range(turns):
+        status, response = await vllm.post(
+            "/v1/responses", {"input": history, "tools": [WEATHER_TOOL]}, session
+        )
+        assert status == 200, response
+        responses.append(response)
+        history.extend(response["output"])
+        history.extend(tool_results(response["output"]))
+    return responses
+
+
+def token_fields(response: dict[str, Any]) -> tuple[list[int], list[int], list[float]]:
+    last = response["output"][-1]
+    return last["prompt_token_ids"], last["generation_token_ids"], last["generation_log_probs"]
+
+
+async def test_five_tool_turns_keep_every_prompt_an_exact_extension_of_the_last(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    model = fresh_model("vllm")
+    vllm_upstream.script(model, weather_steps())
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
+    async with training_server(tmp_path, vllm_upstream, model) as vllm, rollout_session() as session:
+        responses = await run_turns(vllm, session, history, turns=5)
+
+    fields = [token_fields(response) for response in responses]
+    assert generation_prompts(vllm_upstream, model) == [prompt for prompt, _, _ in fields]
+    for (prompt, generated, _), (next_prompt, _, _) in zip(fields, fields[1:], strict=False):
+        assert next_prompt[: len(prompt) + len(generated)] == prompt + generated
+    for prompt, generated, log_probs in fields:
+        assert prompt and generated and len(log_probs) == len(generated)
+    eos = vllm_upstream.tokenizer_info()["eos_token_id"]
+    assert all(generated[-1] == eos for _, generated, _ in fields)
+
+    for response, city in zip(responses, CITIES, strict=False):
+        reasoning, call = ITEMS.validate_python(response["output"])
+        assert reasoning.summary[0].text == f"I should check {city}."
+        assert (call.name, call.arguments) == ("get_weather", f'{{"city": "{city}"}}')
+        assert isinstance(call, TRAINING_TYPES) and not isinstance(reasoning, TRAINING_TYPES)
+        assert "token_continuity" not in response
+    reasoning, message = ITEMS.validate_python(responses[-1]["output"])
+    assert reasoning.summary[0].text == "All checked."
+    assert message.content[0].text == "Paris is the sunniest." and isinstance(message, TRAINING_TYPES)
+    assert [call["path"] for call in vllm_upstream.requests(model)].count("/v1/completions") == 4
+
+
+async def test_a_noncanonical_generation_is_continued_with_its_own_ids_not_retokenised(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    model = fresh_model("vllm")
+    first, *rest = weather_steps()
+    vllm_upstream.script(model, [{**first, "noncanonical": True}, *rest])
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
+    async with training_server(tmp_path, vllm_upstream, model) as vllm, rollout_session() as session:
+        responses = await run_turns(vllm, session, history, turns=2)
+
+    (prompt, generated, _), (next_prompt, _, _) = (token_fields(response) for response in responses)
+    assert next_prompt[: len(prompt) + len(generated)] == prompt + generated
+    assert "token_continuity" not in responses[1]
+    body = vllm_upstream.tokenize(model, vllm_upstream.detokenize(model, generated))
+    assert body != generated  # re-tokenising the text would have changed what the model produced
+
+
+async def test_first_turn_prompt_ids_are_the_templated_conversation(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    model = fresh_model("vllm")
+    vllm_upstream.script(model, [{"text": "Hello there!"}])
+    question = [{"role": "user", "content": "Hello?"}]
+    async with training_server(tmp_path, vllm_upstream, model) as vllm:
+        status, response = await vllm.post("/v1/responses", {"input": question})
+
+    assert status == 200
+    prompt, generated, _ = token_fields(response)
+    user = {"role": "user", "content": [{"type": "text", "text": "Hello?"}]}
+    assert (
+        prompt
+        == vllm_upstream.tokenize_messages(model, [user])
+        == generation_prompts(vllm_upstream, model)[0]
+    )
+    assert vllm_upstream.detokenize(model, generated) == "Hello there!<|im_end|>"
+
+
+async def test_an_edited_tool_output_is_flagged_at_the_turn_it_fed_and_the_canonical_prompt_is_sent(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    model = fresh_model("vllm")
+    vllm_upstream.script(model, weather_steps())
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
+    async with training_server(tmp_path, vllm_upstream, model) as vllm, rollout_session() as session:
+        await run_turns(vllm, session, history, turns=3)
+        first_result = next(
+            index for index, item in enumerate(history) if item.get("type") == "function_call_output"
+        )
+        history[first_result] = {**history[first_result], "output": "rainy, edited"}
+        status, response = await vllm.post(
+            "/v1/responses", {"input": history, "tools": [WEATHER_TOOL]}, session
+        )
+
+    assert status == 200
+    assert response["token_continuity"]["broken_at_turn"] == 2
+    assert "edited" in response["token_continuity"]["reason"]
+    canonical = [call for call in vllm_upstream.requests(model) if call["path"] == "/tokenize"][-1]["body"]
+    assert generation_prompts(vllm_upstream, model)[-1] == token_fields(response)[0]
+    assert token_fields(response)[0] == vllm_upstream.tokenize_messages(
+        model, canonical["messages"], canonical["tools"]
+    )
+
+
+async def test_turns_whose_recorded_ids_do_not_chain_are_flagged(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    model = fresh_model("vllm")
+    vllm_upstream.script(model, weather_steps())
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
+    async with training_server(tmp_path, vllm_upstream, model) as vllm, rollout_session() as session:
+        await run_turns(vllm, session, history, turns=3)
+        calls = [index for index, item in enumerate(history) if item.get("type") == "function_call"]
+        third = history[calls[2]]
+        history[calls[2]] = {**third, "prompt_token_ids": third["prompt_token_ids"][1:]}
+        status, response = await vllm.post(
+            "/v1/responses", {"input": history, "tools": [WEATHER_TOOL]}, session
+        )
+
+    assert status == 200
+    assert response["token_continuity"]["broken_at_turn"] == 3
+
+
+async def test_missing_logprobs_are_a_502_not_a_turn_without_token_data(
+    tmp_path: Path, scripted_upstream: ScriptedUpstream
+) -> None:
+    model = fresh_model()
+    scripted_upstream.script(model, [{"message": {"content": "no logprobs here"}}])
+    async with training_server(tmp_path, scripted_upstream, model) as vllm:
+        status, body = await vllm.post("/v1/responses", {"input": "hi"})
+
+    assert status == 502
+    assert body["error"]["type"] == "bad_upstream_response" and "logprobs" in body["error"]["message"]
+
+
+@pytest.mark.parametrize("max_output_tokens", [None, 7])
+async def test_continued_turns_always_set_max_tokens(
+    tmp_path: Path, vllm_upstream: VllmUpstream, max_output_tokens: int | None
+) -> None:
+    model = fresh_model("vllm")
+    vllm_upstream.script(model, weather_steps())
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
+    async with training_server(tmp_path, vllm_upstream, model) as vllm, rollout_session() as session:
+        await run_turns(vllm, session, history, turns=1)
+        request = {"input": history, "tools": [WEATHER_TOOL], "max_output_tokens": max_output_tokens}
+        status, response = await vllm.post("/v1/responses", request, session)
+
+    assert status == 200
+    [completion] = [call for call in vllm_upstream.requests(model) if call["path"] == "/v1/completions"]
+    max_model_len = vllm_upstream.configure(model)["max_model_len"]
+    expected = max_output_tokens or max_model_len - len(completion["prompt_token_ids"])
+    assert completion["body"]["max_tokens"] == expected
+    assert (completion["body"]["logprobs"], completion["body"]["return_tokens_as_token_ids"]) == (0, True)
+    if max_output_tokens:
+        assert response["status"] == "incomplete" and len(token_fields(response)[1]) == max_output_tokens
