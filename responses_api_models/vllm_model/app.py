@@ -13,6 +13,8 @@ Training mode (`return_token_id_information: true`) puts the prompt ids, generat
 each model call on the turn's last output item. The first turn is a chat completion plus a `/tokenize`
 call; later turns are token-in/token-out: the last turn's ids spliced with the template's tokens for
 what followed (tokens.py), sent to `/v1/completions`, so every prompt extends the previous one exactly.
+`/v1/chat/completions` runs the same turns in training mode: the token data rides on the assistant
+messages (sent back by the caller next turn) instead of on output items.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -132,6 +135,25 @@ class ReplicaRouter:
         return replica
 
 
+@dataclass(frozen=True)
+class TrainingTurn:
+    """One model call of training mode, before either route shapes it: the chat completion and the
+    token data of its first choice, plus where the recorded history stopped matching, if it did."""
+
+    completion: NeMoGymChatCompletion
+    prompt_token_ids: list[int]
+    generation_token_ids: list[int]
+    generation_log_probs: list[float]
+    continuity: tokens.ContinuityBreak | None = None
+
+
+def continuity_field(broken: tokens.ContinuityBreak | None) -> dict[str, Any]:
+    """The top-level `token_continuity` field of a flagged answer; nothing when the history is intact."""
+    if broken is None:
+        return {}
+    return {"token_continuity": {"broken_at_turn": broken.broken_at_turn, "reason": broken.reason}}
+
+
 def is_context_length_error(error: HTTPStatusError) -> bool:
     text = error.response_content.decode("utf-8", errors="replace").lower()
     return error.status == 400 and any(marker in text for marker in CONTEXT_LENGTH_MARKERS)
@@ -199,7 +221,8 @@ class VLLMModel(SimpleResponsesAPIModel):
         except conversion.RequestConversionError as error:
             raise GymError(400, "invalid_request", str(error)) from None
         if self.config.return_token_id_information:
-            answer = await self._training_turn(request, body, chat_body)
+            turn = await self._training_turn(request, chat_body, body.max_output_tokens)
+            answer = self._training_response(body, turn)
         else:
             answer = self._to_response(body, await self._complete(request, chat_body))
         return NeMoGymResponse.model_validate(answer)
@@ -207,7 +230,17 @@ class VLLMModel(SimpleResponsesAPIModel):
     async def chat_completions(
         self, request: Request, body: NeMoGymChatCompletionCreateParamsNonStreaming
     ) -> NeMoGymChatCompletion:
-        return await self._complete(request, body.model_dump(mode="json", exclude_unset=True))
+        chat_body = body.model_dump(mode="json", exclude_unset=True)
+        if not self.config.return_token_id_information:
+            return await self._complete(request, chat_body)
+        turn = await self._training_turn(request, chat_body, body.max_completion_tokens or body.max_tokens)
+        completion = conversion.attach_chat_token_fields(
+            turn.completion.model_dump(mode="json", exclude_unset=True),
+            turn.prompt_token_ids,
+            turn.generation_token_ids,
+            turn.generation_log_probs,
+        )
+        return NeMoGymChatCompletion.model_validate({**completion, **continuity_field(turn.continuity)})
 
     def _to_response(
         self, body: NeMoGymResponseCreateParamsNonStreaming, completion: NeMoGymChatCompletion
@@ -270,46 +303,54 @@ class VLLMModel(SimpleResponsesAPIModel):
 
     # ---- training mode ----------------------------------------------------------------------------------
 
-    async def _training_turn(
-        self, request: Request, body: NeMoGymResponseCreateParamsNonStreaming, chat_body: dict[str, Any]
+    def _training_response(
+        self, body: NeMoGymResponseCreateParamsNonStreaming, turn: TrainingTurn
     ) -> dict[str, Any]:
+        response = conversion.attach_token_fields(
+            self._to_response(body, turn.completion),
+            turn.prompt_token_ids,
+            turn.generation_token_ids,
+            turn.generation_log_probs,
+        )
+        return {**response, **continuity_field(turn.continuity)}
+
+    async def _training_turn(
+        self, request: Request, chat_body: dict[str, Any], max_tokens: int | None
+    ) -> TrainingTurn:
         """A turn with its token data: from a chat completion when the history carries no token ids
-        (the first turn), else token-in/token-out continuing the last turn's ids."""
+        (the first turn), else token-in/token-out continuing the last turn's ids. Shared by both routes,
+        which differ only in how they present the turn."""
         payload = self._payload(chat_body)
         if self._must_not_continue(payload):
-            return self._without_generation(body, "content_filter")
+            return self._without_generation("content_filter")
         client = self._client_for(request)
         turns = conversion.token_turns(payload["messages"])
         try:
             if not turns:
-                return await self._first_turn(client, body, payload)
-            return await self._continued_turn(client, body, payload, turns)
+                return await self._first_turn(client, payload)
+            return await self._continued_turn(client, payload, turns, max_tokens)
         except tokens.MissingTokenData as error:
             raise GymError(
                 502, "bad_upstream_response", f"upstream {client.base_url}: {error} (training mode)"
             ) from None
 
-    async def _first_turn(
-        self, client: VLLMClient, body: NeMoGymResponseCreateParamsNonStreaming, payload: dict[str, Any]
-    ) -> dict[str, Any]:
+    async def _first_turn(self, client: VLLMClient, payload: dict[str, Any]) -> TrainingTurn:
         completion = await self._chat(client, {**payload, **CHAT_TOKEN_FLAGS})
         if completion is None:
-            return self._without_generation(body, "length")
+            return self._without_generation("length")
         if not completion.choices:
             raise GymError(502, "bad_upstream_response", "the upstream's chat completion has no choices")
         generated, log_probs = tokens.chat_generation(completion.choices[0].logprobs)
         prompt, _ = await self._tokenize(client, payload, payload["messages"], add_generation_prompt=True)
-        return conversion.attach_token_fields(
-            self._to_response(body, completion), prompt, generated, log_probs
-        )
+        return TrainingTurn(completion, prompt, generated, log_probs)
 
     async def _continued_turn(
         self,
         client: VLLMClient,
-        body: NeMoGymResponseCreateParamsNonStreaming,
         payload: dict[str, Any],
         turns: list[tokens.TokenTurn],
-    ) -> dict[str, Any]:
+        max_tokens: int | None,
+    ) -> TrainingTurn:
         """P + G of the last recorded turn, then the template's tokens for the rest (or the canonical
         tokens of the whole conversation, flagged, when the history no longer matches its ids)."""
         last = turns[-1]
@@ -322,20 +363,20 @@ class VLLMModel(SimpleResponsesAPIModel):
         glue = tokens.glue_start(prefix, last.generation_token_ids, self.config.eos_token_id or 0)
         broken = tokens.find_break(turns, prefix, glue, full)
         prompt = full if broken else last.prompt_token_ids + last.generation_token_ids + full[glue:]
-        max_tokens = body.max_output_tokens or max(max_model_len - len(prompt), 1)
+        max_tokens = max_tokens or max(max_model_len - len(prompt), 1)
         sampling = {key: value for key, value in payload.items() if key not in CHAT_ONLY_FIELDS}
         request_body = {**sampling, **COMPLETION_TOKEN_FLAGS, "prompt": prompt, "max_tokens": max_tokens}
         answer = await self._upstream_call(client, client.create_completion, request_body)
         if answer is None:
-            return self._without_generation(body, "length")
-        response = self._completion_to_response(body, answer, prompt, client.base_url)
-        if broken is not None:
-            response["token_continuity"] = {"broken_at_turn": broken.broken_at_turn, "reason": broken.reason}
-        return response
+            return self._without_generation("length")
+        completion, generated, log_probs = self._completion_to_chat(answer, client.base_url)
+        return TrainingTurn(completion, prompt, generated, log_probs, broken)
 
-    def _completion_to_response(
-        self, body: NeMoGymResponseCreateParamsNonStreaming, answer: Any, prompt: list[int], base_url: str
-    ) -> dict[str, Any]:
+    def _completion_to_chat(
+        self, answer: Any, base_url: str
+    ) -> tuple[NeMoGymChatCompletion, list[int], list[float]]:
+        """A `/v1/completions` answer as the chat completion vLLM's parsers would have made, with the
+        generated ids and log-probs."""
         if not isinstance(answer, dict) or not answer.get("choices"):
             raise GymError(
                 502, "bad_upstream_response", f"upstream {base_url} sent a completion without choices"
@@ -346,10 +387,7 @@ class VLLMModel(SimpleResponsesAPIModel):
             str(choice.get("text") or ""), self.config.uses_reasoning_parser
         )
         chat = conversion.completion_to_chat_completion(answer, message)
-        completion = self._parsed_completion(chat, base_url)
-        return conversion.attach_token_fields(
-            self._to_response(body, completion), prompt, generated, log_probs
-        )
+        return self._parsed_completion(chat, base_url), generated, log_probs
 
     async def _tokenize(
         self,
@@ -377,14 +415,10 @@ class VLLMModel(SimpleResponsesAPIModel):
             )
         return ids, max_model_len
 
-    def _without_generation(
-        self, body: NeMoGymResponseCreateParamsNonStreaming, finish_reason: str
-    ) -> dict[str, Any]:
-        """A turn the model did not generate has no token data: empty lists, so the item stays a
-        training item and a trainer sees there is nothing to learn from."""
-        return conversion.attach_token_fields(
-            self._to_response(body, self._empty_completion(finish_reason)), [], [], []
-        )
+    def _without_generation(self, finish_reason: str) -> TrainingTurn:
+        """A turn the model did not generate has no token data: empty lists, so the answer stays a
+        training answer and a trainer sees there is nothing to learn from."""
+        return TrainingTurn(self._empty_completion(finish_reason), [], [], [])
 
     def _client_for(self, request: Request) -> VLLMClient:
         if self._router is None:

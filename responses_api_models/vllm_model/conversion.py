@@ -4,7 +4,8 @@ vLLM serves Chat Completions; agents speak the Responses API. Everything that de
 sees, or what the agent gets back, lives here so it can be tested as plain input -> output tables.
 Training mode adds three seams: `AssistantTurn` carries the token fields of input items onto the merged
 assistant message, `generated_text_to_chat_message` turns a raw token-in/token-out generation into the
-message vLLM's parsers would return, and `attach_token_fields` puts a call's token data on its output.
+message vLLM's parsers would return, and `attach_token_fields` puts a call's token data on its output
+(`attach_chat_token_fields` on the chat route's message).
 
 Two kinds of failure leave this module: `RequestConversionError` (the caller asked for something a chat
 completion cannot express: a 400) and `UpstreamReplyError` (the upstream's answer does not fit this
@@ -618,3 +619,16 @@ def attach_token_fields(
         generation_log_probs=log_probs,
     )
     return response
+
+
+def attach_chat_token_fields(
+    completion: JSON, prompt_token_ids: list[int], generation_token_ids: list[int], log_probs: list[float]
+) -> JSON:
+    """On the chat route the token data goes on the first choice's message, which makes it the
+    assistant message a client sends back next turn (`NeMoGymChatCompletionMessageForTraining`)."""
+    completion["choices"][0]["message"].update(
+        prompt_token_ids=prompt_token_ids,
+        generation_token_ids=generation_token_ids,
+        generation_log_probs=log_probs,
+    )
+    return completion

@@ -6,7 +6,7 @@ the output items exactly as returned (token fields included) and the tool result
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -238,3 +238,53 @@ async def test_continued_turns_always_set_max_tokens(
     assert (completion["body"]["logprobs"], completion["body"]["return_tokens_as_token_ids"]) == (0, True)
     if max_output_tokens:
         assert response["status"] == "incomplete" and len(token_fields(response)[1]) == max_output_tokens
+
+
+QUESTION = {"role": "user", "content": "Hello?"}
+FOLLOW_UP = {"role": "user", "content": "Leaving?"}
+
+
+async def two_chat_turns(
+    tmp_path: Path, upstream: VllmUpstream, second_messages: Callable[[dict[str, Any]], list[dict[str, Any]]]
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """Two chat-route calls of one rollout; the second's messages are made from the first reply."""
+    model = fresh_model("vllm")
+    upstream.script(model, [{"text": "Hello there!"}, {"text": "Bye!"}])
+    async with training_server(tmp_path, upstream, model) as vllm, rollout_session() as session:
+        status, first = await vllm.post("/v1/chat/completions", {"messages": [QUESTION]}, session)
+        assert status == 200, first
+        body = {"messages": second_messages(first["choices"][0]["message"])}
+        status, second = await vllm.post("/v1/chat/completions", body, session)
+        assert status == 200, second
+    return model, first, second
+
+
+async def test_chat_route_returns_token_fields_on_the_message_and_continues_them(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    model, first, second = await two_chat_turns(
+        tmp_path, vllm_upstream, lambda reply: [QUESTION, reply, FOLLOW_UP]
+    )
+
+    replies = [answer["choices"][0]["message"] for answer in (first, second)]
+    assert [reply["content"] for reply in replies] == ["Hello there!", "Bye!"]
+    assert generation_prompts(vllm_upstream, model) == [reply["prompt_token_ids"] for reply in replies]
+    expected = replies[0]["prompt_token_ids"] + replies[0]["generation_token_ids"]
+    assert replies[1]["prompt_token_ids"][: len(expected)] == expected
+    for reply in replies:
+        generated = reply["generation_token_ids"]
+        assert generated and len(reply["generation_log_probs"]) == len(generated)
+    assert [call["path"] for call in vllm_upstream.requests(model)].count("/v1/completions") == 1
+    assert "token_continuity" not in second
+
+
+async def test_chat_route_flags_a_history_edited_before_a_recorded_turn(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    edited_question = {"role": "user", "content": "Good evening?"}
+    model, _, second = await two_chat_turns(
+        tmp_path, vllm_upstream, lambda reply: [edited_question, reply, FOLLOW_UP]
+    )
+
+    assert second["token_continuity"]["broken_at_turn"] == 1
+    assert generation_prompts(vllm_upstream, model)[-1] == second["choices"][0]["message"]["prompt_token_ids"]
