@@ -67,6 +67,7 @@ CHAT_ONLY_FIELDS = (
     "logprobs",
     "top_logprobs",
     "max_tokens",
+    "max_completion_tokens",
     "metadata",
     "store",
     "service_tier",

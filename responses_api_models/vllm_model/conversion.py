@@ -524,14 +524,16 @@ def empty_chat_completion(model: str, finish_reason: str, created: int) -> JSON:
 
 
 def token_turns(messages: list[Mapping[str, Any]]) -> list[TokenTurn]:
-    """The assistant messages that carry the token data of the model call that produced them."""
+    """The assistant messages that carry the token data of the model call that produced them (and generated
+    at least one token)."""
     turns = []
     assistant_number = 0
     for index, message in enumerate(messages):
         if message.get("role") != "assistant":
             continue
         assistant_number += 1
-        if message.get("generation_token_ids") is not None:
+        # A turn that generated nothing (a prompt that did not fit) has no ids to continue from.
+        if message.get("generation_token_ids"):
             turns.append(
                 TokenTurn(
                     assistant_number,

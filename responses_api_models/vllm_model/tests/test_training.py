@@ -288,3 +288,36 @@ async def test_chat_route_flags_a_history_edited_before_a_recorded_turn(
 
     assert second["token_continuity"]["broken_at_turn"] == 1
     assert generation_prompts(vllm_upstream, model)[-1] == second["choices"][0]["message"]["prompt_token_ids"]
+
+
+async def test_a_chat_turn_limit_reaches_the_completion_only_as_max_tokens(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    model = fresh_model("vllm")
+    vllm_upstream.script(model, [{"text": "Hello there!"}, {"text": "Bye for now, see you soon!"}])
+    async with training_server(tmp_path, vllm_upstream, model) as vllm, rollout_session() as session:
+        status, first = await vllm.post("/v1/chat/completions", {"messages": [QUESTION]}, session)
+        body = {"messages": [QUESTION, first["choices"][0]["message"], FOLLOW_UP], "max_completion_tokens": 3}
+        status, second = await vllm.post("/v1/chat/completions", body, session)
+
+    assert status == 200, second
+    [completion] = [call for call in vllm_upstream.requests(model) if call["path"] == "/v1/completions"]
+    assert completion["body"]["max_tokens"] == 3 and "max_completion_tokens" not in completion["body"]
+
+
+async def test_a_turn_that_generated_nothing_is_not_a_break_in_the_chain(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    empty_turn = {"role": "assistant", "content": "", "prompt_token_ids": [], "generation_token_ids": []}
+    model, first, second = await two_chat_turns(
+        tmp_path,
+        vllm_upstream,
+        lambda reply: [QUESTION, reply, FOLLOW_UP, {**empty_turn, "generation_log_probs": []}, FOLLOW_UP],
+    )
+
+    assert "token_continuity" not in second
+    expected = (
+        first["choices"][0]["message"]["prompt_token_ids"]
+        + first["choices"][0]["message"]["generation_token_ids"]
+    )
+    assert second["choices"][0]["message"]["prompt_token_ids"][: len(expected)] == expected
