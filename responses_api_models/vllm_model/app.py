@@ -166,6 +166,11 @@ class VLLMClient(NeMoGymAsyncOpenAI):
     async def create_completion(self, **body: Any) -> dict[str, Any]:
         return await self._call("POST", f"{self.base_url.rstrip('/')}/completions", body)
 
+    async def create_detokenize(self, **body: Any) -> dict[str, Any]:
+        """vLLM's `/detokenize` lives beside `/v1`, like `/tokenize`."""
+        root = self.base_url.rstrip("/").removesuffix("/v1")
+        return await self._call("POST", f"{root}/detokenize", body)
+
 
 class VLLMModel(SimpleResponsesAPIModel):
     config: VLLMModelConfig
@@ -287,9 +292,8 @@ class VLLMModel(SimpleResponsesAPIModel):
     async def _upstream_call(self, client: VLLMClient, call: Any, body: dict[str, Any]) -> Any:
         """One bounded upstream call; None for vLLM's context-length 400, any other error as the
         upstream sent it (key masked), invalid JSON as a 502."""
-        limit = self._semaphore if self._semaphore is not None else contextlib.nullcontext()
         try:
-            async with limit:
+            async with self._limit():
                 return await call(**body)
         except HTTPStatusError as error:
             if is_context_length_error(error):
@@ -301,6 +305,10 @@ class VLLMModel(SimpleResponsesAPIModel):
             raise GymError(
                 502, "bad_upstream_response", f"upstream {client.base_url} sent invalid JSON: {error}"
             ) from None
+
+    def _limit(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """The `max_concurrent_requests` bound shared by every upstream call (generation or not)."""
+        return self._semaphore if self._semaphore is not None else contextlib.nullcontext()
 
     # ---- training mode ----------------------------------------------------------------------------------
 
@@ -362,7 +370,9 @@ class VLLMModel(SimpleResponsesAPIModel):
             client, payload, payload["messages"], add_generation_prompt=True
         )
         glue = tokens.glue_start(prefix, last.generation_token_ids, self.config.eos_token_id or 0)
-        broken = tokens.find_break(turns, prefix, glue, full)
+        broken = tokens.earliest_break(
+            tokens.find_break(turns, prefix, glue, full), await self._edited_turn(client, payload, turns)
+        )
         prompt = full if broken else last.prompt_token_ids + last.generation_token_ids + full[glue:]
         max_tokens = max_tokens or max(max_model_len - len(prompt), 1)
         sampling = {key: value for key, value in payload.items() if key not in CHAT_ONLY_FIELDS}
@@ -408,13 +418,46 @@ class VLLMModel(SimpleResponsesAPIModel):
             if payload.get(key) is not None:
                 tokenize_body[key] = payload[key]
         with self._masked_key():
-            answer = await client.create_tokenize(**tokenize_body)
+            async with self._limit():
+                answer = await client.create_tokenize(**tokenize_body)
         ids, max_model_len = answer.get("tokens"), answer.get("max_model_len")
         if not isinstance(ids, list) or not isinstance(max_model_len, int):
             raise GymError(
                 502, "bad_upstream_response", f"upstream {client.base_url} /tokenize gave no tokens"
             )
         return ids, max_model_len
+
+    async def _edited_turn(
+        self, client: VLLMClient, payload: dict[str, Any], turns: list[tokens.TokenTurn]
+    ) -> tokens.ContinuityBreak | None:
+        """The first recorded turn whose assistant message no longer says what its ids generated (one
+        `/detokenize` per turn, concurrent)."""
+        texts = await asyncio.gather(*(self._detokenize(client, payload, turn) for turn in turns))
+        for turn, text in zip(turns, texts, strict=True):
+            message = payload["messages"][turn.message_index]
+            edited = conversion.generation_mismatch(message, text, self.config.uses_reasoning_parser)
+            if edited is not None:
+                return tokens.ContinuityBreak(
+                    turn.number,
+                    f"the {edited} of assistant turn {turn.number} was edited: it no longer matches that "
+                    "turn's generation_token_ids",
+                )
+        return None
+
+    async def _detokenize(self, client: VLLMClient, payload: dict[str, Any], turn: tokens.TokenTurn) -> str:
+        """The text of a turn's generation, without its closing EOS."""
+        generated = turn.generation_token_ids
+        if generated[-1] == self.config.eos_token_id:
+            generated = generated[:-1]
+        with self._masked_key():
+            async with self._limit():
+                answer = await client.create_detokenize(model=payload["model"], tokens=generated)
+        text = answer.get("prompt") if isinstance(answer, dict) else None
+        if not isinstance(text, str):
+            raise GymError(
+                502, "bad_upstream_response", f"upstream {client.base_url} /detokenize gave no text"
+            )
+        return text
 
     def _without_generation(self, finish_reason: str) -> TrainingTurn:
         """A turn the model did not generate has no token data: empty lists, so the answer stays a

@@ -634,3 +634,44 @@ def attach_chat_token_fields(
         generation_log_probs=log_probs,
     )
     return completion
+
+
+def _message_text(content: Any) -> str:
+    """A chat message's content as text: a string, or its text parts joined."""
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    return "" if content is None else str(content)
+
+
+def _call_signature(call: Mapping[str, Any]) -> tuple[str, Any]:
+    """A tool call's name and arguments, compared as JSON values (the template may reformat them)."""
+    function = call.get("function", call)
+    arguments = function.get("arguments")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            pass
+    return str(function.get("name")), arguments
+
+
+def _message_reasoning(message: Mapping[str, Any]) -> str:
+    return next((str(message[key]) for key in UPSTREAM_REASONING_FIELDS if message.get(key)), "")
+
+
+def generation_mismatch(
+    message: Mapping[str, Any], generated_text: str, uses_reasoning_parser: bool
+) -> str | None:
+    """What of a history assistant message no longer says what its recorded generation did (text,
+    tool calls, reasoning), or None. Reasoning is compared only when the message still carries it (a
+    template or config may drop old reasoning); surrounding whitespace is ignored."""
+    generated = generated_text_to_chat_message(generated_text, uses_reasoning_parser)
+    if _message_text(message.get("content")).strip() != _message_text(generated["content"]).strip():
+        return "text"
+    calls = [_call_signature(call) for call in message.get("tool_calls") or []]
+    if calls != [_call_signature(call) for call in generated["tool_calls"]]:
+        return "tool calls"
+    reasoning = _message_reasoning(message).strip()
+    if reasoning and reasoning != _message_reasoning(generated).strip():
+        return "reasoning"
+    return None

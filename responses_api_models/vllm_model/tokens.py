@@ -66,15 +66,21 @@ def completion_generation(logprobs: Any) -> tuple[list[int], list[float]]:
 
 
 def glue_start(prefix: Sequence[int], generation: Sequence[int], eos_token_id: int) -> int:
-    """Where the template's tokens take over after G: right after the turn's EOS in the templated
-    prefix when G ended with it (the template's closing tokens after EOS, e.g. "\\n", are kept), else
-    at the end of the prefix."""
-    if generation and generation[-1] == eos_token_id:
-        window_start = max(len(prefix) - EOS_SEARCH_WINDOW, 0)
-        for position in range(len(prefix) - 1, window_start - 1, -1):
-            if prefix[position] == eos_token_id:
-                return position + 1
+    """Where the template's tokens take over after G, at the turn's EOS in the templated prefix: right
+    after it when G ended with it, else at it (a turn cut by max_tokens still gets the template's EOS).
+    The template's closing tokens after EOS (e.g. "\\n") are kept; no EOS near the end: the prefix's end."""
+    ended = bool(generation) and generation[-1] == eos_token_id
+    window_start = max(len(prefix) - EOS_SEARCH_WINDOW, 0)
+    for position in range(len(prefix) - 1, window_start - 1, -1):
+        if prefix[position] == eos_token_id:
+            return position + 1 if ended else position
     return len(prefix)
+
+
+def earliest_break(*breaks: ContinuityBreak | None) -> ContinuityBreak | None:
+    """Of the breaks found, the one at the earliest turn (None when none was found)."""
+    found = [broken for broken in breaks if broken is not None]
+    return min(found, key=lambda broken: broken.broken_at_turn, default=None)
 
 
 def _chain_break(turns: Sequence[TokenTurn]) -> ContinuityBreak | None:

@@ -23,6 +23,7 @@ from responses_api_models.vllm_model.conversion import (
     chat_message_to_output_items,
     empty_chat_completion,
     ends_with_empty_assistant_turn,
+    generation_mismatch,
     responses_to_chat_body,
 )
 
@@ -514,3 +515,27 @@ def respond(asked: NeMoGymResponseCreateParamsNonStreaming, answer: NeMoGymChatC
     return chat_completion_to_response(
         asked, answer, served_model="served-name", uses_reasoning_parser=True, created_at=1700000000.5
     )
+
+
+GENERATED_CALL = '<think>\nCheck Paris.\n</think>\n\n<tool_call>\n{"name": "w", "arguments": {"city": "Paris"}}\n</tool_call>'
+
+
+def history_call(arguments: str, **fields: Any) -> dict[str, Any]:
+    call = {"id": "c1", "type": "function", "function": {"name": "w", "arguments": arguments}}
+    return {"role": "assistant", "content": "", "tool_calls": [call], **fields}
+
+
+@pytest.mark.parametrize(
+    ("message", "mismatch"),
+    [
+        (history_call('{"city":"Paris"}', reasoning_content="Check Paris."), None),  # reformatted JSON
+        (history_call('{"city": "Paris"}'), None),  # reasoning dropped from an older turn
+        (history_call('{"city": "Madrid"}', reasoning_content="Check Paris."), "tool calls"),
+        (history_call('{"city": "Paris"}', reasoning_content="Check Rome."), "reasoning"),
+        (history_call('{"city": "Paris"}', content="Sure."), "text"),
+    ],
+)
+def test_generation_mismatch_names_what_of_the_message_was_edited(
+    message: dict[str, Any], mismatch: str | None
+) -> None:
+    assert generation_mismatch(message, GENERATED_CALL, uses_reasoning_parser=True) == mismatch

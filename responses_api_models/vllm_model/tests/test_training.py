@@ -161,48 +161,60 @@ async def test_first_turn_prompt_ids_are_the_templated_conversation(
     assert vllm_upstream.detokenize(model, generated) == "Hello there!<|im_end|>"
 
 
-async def test_an_edited_tool_output_is_flagged_at_the_turn_it_fed_and_the_canonical_prompt_is_sent(
-    tmp_path: Path, vllm_upstream: VllmUpstream
-) -> None:
+async def rollout_then_edit(
+    tmp_path: Path,
+    upstream: VllmUpstream,
+    turns: int,
+    edit: Callable[[list[dict[str, Any]]], None],
+) -> tuple[str, dict[str, Any]]:
+    """`turns` weather turns, then `edit` changes the history in place and one more turn is asked for."""
     model = fresh_model("vllm")
-    vllm_upstream.script(model, weather_steps())
+    upstream.script(model, weather_steps())
     history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
-    async with training_server(tmp_path, vllm_upstream, model) as vllm, rollout_session() as session:
-        await run_turns(vllm, session, history, turns=3)
-        first_result = next(
-            index for index, item in enumerate(history) if item.get("type") == "function_call_output"
-        )
-        history[first_result] = {**history[first_result], "output": "rainy, edited"}
+    async with training_server(tmp_path, upstream, model) as vllm, rollout_session() as session:
+        await run_turns(vllm, session, history, turns=turns)
+        edit(history)
         status, response = await vllm.post(
             "/v1/responses", {"input": history, "tools": [WEATHER_TOOL]}, session
         )
+    assert status == 200, response
+    return model, response
 
-    assert status == 200
-    assert response["token_continuity"]["broken_at_turn"] == 2
-    assert "edited" in response["token_continuity"]["reason"]
-    canonical = [call for call in vllm_upstream.requests(model) if call["path"] == "/tokenize"][-1]["body"]
-    assert generation_prompts(vllm_upstream, model)[-1] == token_fields(response)[0]
-    assert token_fields(response)[0] == vllm_upstream.tokenize_messages(
+
+def item_index(history: list[dict[str, Any]], item_type: str, occurrence: int = 0) -> int:
+    return [index for index, item in enumerate(history) if item.get("type") == item_type][occurrence]
+
+
+def assert_canonical_prompt_sent(upstream: VllmUpstream, model: str, response: dict[str, Any]) -> None:
+    """A flagged turn is prompted with the template's own tokenisation of the current history."""
+    canonical = [call for call in upstream.requests(model) if call["path"] == "/tokenize"][-1]["body"]
+    assert token_fields(response)[0] == generation_prompts(upstream, model)[-1]
+    assert token_fields(response)[0] == upstream.tokenize_messages(
         model, canonical["messages"], canonical["tools"]
     )
+
+
+async def test_an_edited_tool_output_is_flagged_at_the_turn_it_fed_and_the_canonical_prompt_is_sent(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    def edit(history: list[dict[str, Any]]) -> None:
+        first_result = item_index(history, "function_call_output")
+        history[first_result] = {**history[first_result], "output": "rainy, edited"}
+
+    model, response = await rollout_then_edit(tmp_path, vllm_upstream, 3, edit)
+    assert response["token_continuity"]["broken_at_turn"] == 2
+    assert "edited" in response["token_continuity"]["reason"]
+    assert_canonical_prompt_sent(vllm_upstream, model, response)
 
 
 async def test_turns_whose_recorded_ids_do_not_chain_are_flagged(
     tmp_path: Path, vllm_upstream: VllmUpstream
 ) -> None:
-    model = fresh_model("vllm")
-    vllm_upstream.script(model, weather_steps())
-    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
-    async with training_server(tmp_path, vllm_upstream, model) as vllm, rollout_session() as session:
-        await run_turns(vllm, session, history, turns=3)
-        calls = [index for index, item in enumerate(history) if item.get("type") == "function_call"]
-        third = history[calls[2]]
-        history[calls[2]] = {**third, "prompt_token_ids": third["prompt_token_ids"][1:]}
-        status, response = await vllm.post(
-            "/v1/responses", {"input": history, "tools": [WEATHER_TOOL]}, session
-        )
+    def edit(history: list[dict[str, Any]]) -> None:
+        third = item_index(history, "function_call", 2)
+        history[third] = {**history[third], "prompt_token_ids": history[third]["prompt_token_ids"][1:]}
 
-    assert status == 200
+    _, response = await rollout_then_edit(tmp_path, vllm_upstream, 3, edit)
     assert response["token_continuity"]["broken_at_turn"] == 3
 
 
@@ -321,3 +333,42 @@ async def test_a_turn_that_generated_nothing_is_not_a_break_in_the_chain(
         + first["choices"][0]["message"]["generation_token_ids"]
     )
     assert second["choices"][0]["message"]["prompt_token_ids"][: len(expected)] == expected
+
+
+async def test_edited_arguments_of_an_earlier_call_are_flagged_at_that_turn(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    def edit(history: list[dict[str, Any]]) -> None:
+        first_call = item_index(history, "function_call")
+        history[first_call] = {**history[first_call], "arguments": '{"city": "Madrid"}'}
+
+    model, response = await rollout_then_edit(tmp_path, vllm_upstream, 2, edit)
+    assert response["token_continuity"]["broken_at_turn"] == 1
+    assert "tool calls" in response["token_continuity"]["reason"]
+    assert_canonical_prompt_sent(vllm_upstream, model, response)
+    assert "Madrid" in vllm_upstream.detokenize(model, token_fields(response)[0])
+
+
+async def test_a_turn_cut_by_max_tokens_is_continued_with_the_templates_end_of_turn(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    model = fresh_model("vllm")
+    vllm_upstream.script(model, [{"text": "Hello there, how are you?"}, {"text": "Bye!"}])
+    async with training_server(tmp_path, vllm_upstream, model) as vllm, rollout_session() as session:
+        body = {"messages": [QUESTION], "max_completion_tokens": 3}
+        status, first = await vllm.post("/v1/chat/completions", body, session)
+        assert status == 200 and first["choices"][0]["finish_reason"] == "length", first
+        reply = first["choices"][0]["message"]
+        body = {"messages": [QUESTION, reply, FOLLOW_UP]}
+        status, second = await vllm.post("/v1/chat/completions", body, session)
+
+    assert status == 200, second
+    assert "token_continuity" not in second
+    prompt, generated = reply["prompt_token_ids"], reply["generation_token_ids"]
+    eos = vllm_upstream.tokenizer_info()["eos_token_id"]
+    assert len(generated) == 3 and generated[-1] != eos
+    next_prompt = second["choices"][0]["message"]["prompt_token_ids"]
+    assert next_prompt == generation_prompts(vllm_upstream, model)[-1]
+    assert next_prompt[: len(prompt) + len(generated)] == prompt + generated
+    tail = vllm_upstream.detokenize(model, next_prompt[len(prompt) + len(generated) :])
+    assert tail == "<|im_end|>\n<|im_start|>user\nLeaving?<|im_end|>\n<|im_start|>assistant\n"
