@@ -22,7 +22,8 @@ commands:
   collect    run a dataset through an agent and write rollouts (alias ng_collect_rollouts)
   eval       aggregate: merge sharded rollouts and aggregate them (alias ng_aggregate_rollouts)
              profile: per-task pass rates from materialized inputs + results (alias ng_reward_profile)
-  dataset    upload | download | collate JSONL datasets
+  dataset    collate: check datasets, write metrics and per-type JSONL (alias ng_prepare_data)
+             upload | download | rm: not yet available
   status     list the instances of a running deployment and their health (alias ng_status)
   resolve    print the merged config, secrets masked (alias ng_dump_config)
   validate   parse and check a config without starting anything
@@ -121,6 +122,17 @@ def _validate(overrides: Sequence[str]) -> int:
     return 0
 
 
+def _dataset(args: Sequence[str]) -> int:
+    """`gym dataset collate` works; the other subcommands report that they are not there yet."""
+    if not args or args[0] not in ("collate", "upload", "download", "rm"):
+        raise ConfigError("usage: gym dataset collate|upload|download|rm [+key=value ...]")
+    if args[0] != "collate":
+        return _not_yet_available(f"dataset {args[0]}")(args[1:])
+    from nemo_gym.dataset_collation import run_collate
+
+    return run_collate(list(args[1:]))
+
+
 def _not_yet_available(command: str) -> Callable[[Sequence[str]], int]:
     def report(overrides: Sequence[str]) -> int:
         print(f"`gym {command}` is not yet available in this version of Gym.", file=sys.stderr)
@@ -134,7 +146,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "demo": _demo,
     "collect": _collect,
     "eval": _eval,
-    "dataset": _not_yet_available("dataset"),
+    "dataset": _dataset,
     "status": _status,
     "resolve": _resolve,
     "validate": _validate,
@@ -194,6 +206,10 @@ def _detailed_help(command: str, args: Sequence[str]) -> str | None:
         from nemo_gym.eval_profile import ProfileConfig
 
         return "usage: gym eval profile [+key=value ...]\n\n" + ProfileConfig.help_text()
+    if command == "dataset" and args and args[0] == "collate":
+        from nemo_gym.dataset_collation import CollationSettings
+
+        return "usage: gym dataset collate [+key=value ...]\n\n" + CollationSettings.help_text()
     return None
 
 
@@ -214,3 +230,4 @@ ng_aggregate_rollouts = _alias("eval", "aggregate")
 ng_reward_profile = _alias("eval", "profile")
 ng_dump_config = _alias("resolve")
 ng_status = _alias("status")
+ng_prepare_data = _alias("dataset", "collate")

@@ -1,0 +1,188 @@
+"""`gym dataset collate` over copies of the two reference environments' example data, run as the CLI."""
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parent.parent
+ENVIRONMENTS = {
+    "example_single_tool_call_simple_agent": "example_single_tool_call",
+    "example_session_state_mgmt_simple_agent": "example_session_state_mgmt",
+}
+MODEL_CONFIG = "policy_model:\n  responses_api_models:\n    replay_model: {entrypoint: app.py}\n"
+CONFIG_PATHS = "+config_paths=[model.yaml," + ",".join(
+    f"resources_servers/{env}/configs/{env}.yaml" for env in ENVIRONMENTS.values()
+)
+
+
+def run_cli(project: Path, *args: str, command: tuple[str, ...] = ("gym", "dataset", "collate")):
+    return subprocess.run(
+        [str(BIN / command[0]), *command[1:], *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ,
+    )
+
+
+def collate(project: Path, *extra: str, config_paths: str = CONFIG_PATHS + "]"):
+    return run_cli(project, config_paths, "+output_dirpath=out", "+mode=example_validation", *extra)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project folder holding copies of both environments' configs and data, so nothing under the repo
+    is written."""
+    for env in ENVIRONMENTS.values():
+        for part in ("configs", "data"):
+            shutil.copytree(
+                REPO / "resources_servers" / env / part, tmp_path / "resources_servers" / env / part
+            )
+    (tmp_path / "model.yaml").write_text(MODEL_CONFIG)
+    return tmp_path
+
+
+def data_path(project: Path, env: str, name: str = "example.jsonl") -> Path:
+    return project / "resources_servers" / env / "data" / name
+
+
+def summary(values: list[float]) -> dict:
+    """The statistics block, computed here with the sample standard deviation."""
+    return {
+        "Total # non-null values": len(values),
+        "Average": round(statistics.mean(values), 2) if values else 0.0,
+        "Min": min(values, default=0.0),
+        "Max": max(values, default=0.0),
+        "Standard deviation": round(statistics.stdev(values), 2) if len(values) > 1 else 0.0,
+    }
+
+
+def expected_metrics(rows: list[dict]) -> dict:
+    params = [row["responses_create_params"] for row in rows]
+    expected = {
+        "Number of examples": len(rows),
+        "Number of tools": summary([len(p.get("tools", [])) for p in params]),
+        "Json-dumped number of words (proxy for token count)": summary(
+            [len(json.dumps(p).split()) for p in params]
+        ),
+        "Number of turns": summary([sum(m["role"] == "user" for m in p["input"]) for p in params]),
+        "Temperature": summary([p["temperature"] for p in params if "temperature" in p]),
+    }
+    for key in {key for row in rows for key, value in row.items() if isinstance(value, int)}:
+        expected[key] = summary([row[key] for row in rows if key in row])
+    return expected
+
+
+def read_rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_metrics_match_statistics_computed_independently(project):
+    result = collate(project)
+    assert result.returncode == 0, result.stderr
+    merged = read_rows(project / "out" / "example.jsonl")
+    all_rows = []
+    for agent, env in ENVIRONMENTS.items():
+        rows = read_rows(data_path(project, env))
+        all_rows += rows
+        metrics = json.loads(data_path(project, env, "example_metrics.json").read_text())
+        for key, value in expected_metrics(rows).items():
+            assert metrics[key] == pytest.approx(value), key
+        assert metrics["name"] == "example" and metrics["Key counts"]["responses_create_params"] == 5
+        stamped = [
+            row for row in merged if row["agent_ref"] == {"type": "responses_api_agents", "name": agent}
+        ]
+        assert [{k: v for k, v in row.items() if k != "agent_ref"} for row in stamped] == rows
+    type_metrics = json.loads((project / "out" / "example_metrics.json").read_text())
+    assert type_metrics["Number of examples"] == len(merged) == 10
+    assert type_metrics["Number of tools"] == pytest.approx(expected_metrics(all_rows)["Number of tools"])
+
+
+def test_changed_data_is_a_conflict_unless_overwrite_is_set(project):
+    assert collate(project).returncode == 0
+    data = data_path(project, "example_single_tool_call")
+    rows = read_rows(data)
+    rows[0]["responses_create_params"]["input"][-1]["content"] += " and also in the bay area tomorrow"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+    result = collate(project)
+    assert result.returncode == 1
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert "example_metrics.json differs" in result.stderr
+    conflict = data_path(project, "example_single_tool_call", "example_metrics_conflict.json")
+    assert conflict.is_file()
+
+    assert collate(project, "+overwrite_metrics_conflicts=true").returncode == 0
+    assert not conflict.exists()
+    metrics = json.loads(data_path(project, "example_single_tool_call", "example_metrics.json").read_text())
+    words = metrics["Json-dumped number of words (proxy for token count)"]
+    assert words == pytest.approx(
+        expected_metrics(rows)["Json-dumped number of words (proxy for token count)"]
+    )
+    assert collate(project).returncode == 0
+
+
+def test_malformed_line_is_named_by_file_and_line(project):
+    data = data_path(project, "example_session_state_mgmt")
+    lines = data.read_text().splitlines()
+    lines[2] = lines[2][:-1]
+    data.write_text("\n".join(lines) + "\n")
+    result = collate(project)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"{data}:3: not valid JSON" in result.stderr
+
+
+def test_row_without_run_request_is_offending(project):
+    data = data_path(project, "example_session_state_mgmt")
+    lines = data.read_text().splitlines()
+    lines[1] = json.dumps({"initial_count": 1})
+    data.write_text("\n".join(lines) + "\n")
+    result = collate(project)
+    assert result.returncode == 1
+    assert f"{data}:2: 1 line(s) are not run requests" in result.stderr
+
+
+def test_example_dataset_needs_exactly_five_rows(project):
+    data = data_path(project, "example_single_tool_call")
+    data.write_text("".join(data.read_text().splitlines(keepends=True)[:4]))
+    result = collate(project)
+    assert result.returncode == 1 and "exactly 5 rows, found 4" in result.stderr
+
+
+def test_train_preparation_repeats_lines_through_the_legacy_alias(project):
+    source = data_path(project, "example_single_tool_call", "weather.jsonl")
+    shutil.copy(data_path(project, "example_single_tool_call"), source)
+    (project / "train.yaml").write_text(
+        "trainer_agent:\n  responses_api_agents:\n    simple_agent:\n      entrypoint: app.py\n"
+        "      resources_server: {type: resources_servers, name: example_single_tool_call}\n"
+        "      model_server: {type: responses_api_models, name: policy_model}\n"
+        f"      datasets:\n        - {{name: weather, type: train, license: MIT, num_repeats: 3, jsonl_fpath: {source}}}\n"
+    )
+    config_paths = CONFIG_PATHS + ",train.yaml]"
+    result = run_cli(project, config_paths, "+output_dirpath=out", command=("ng_prepare_data",))
+    assert result.returncode == 0, result.stderr
+    rows = read_rows(source)
+    merged = read_rows(project / "out" / "train.jsonl")
+    assert [{k: v for k, v in row.items() if k != "agent_ref"} for row in merged] == [
+        row for row in rows for _ in range(3)
+    ]
+    assert {row["agent_ref"]["name"] for row in merged} == {"trainer_agent"}
+    metrics = json.loads(data_path(project, "example_single_tool_call", "weather_metrics.json").read_text())
+    assert metrics["num_repeats"] == 3 and metrics["Number of examples"] == 15
+    assert metrics["Number of tools"] == expected_metrics(rows * 3)["Number of tools"]
+    assert not (project / "out" / "example.jsonl").exists()
+
+
+@pytest.mark.parametrize("subcommand", ["upload", "download", "rm"])
+def test_other_dataset_subcommands_are_not_yet_available(subcommand, tmp_path):
+    result = run_cli(tmp_path, command=("gym", "dataset", subcommand))
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"`gym dataset {subcommand}` is not yet available in this version of Gym."
