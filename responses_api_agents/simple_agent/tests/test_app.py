@@ -160,11 +160,15 @@ async def test_parallel_calls_of_one_turn_are_answered_in_order(stack):
 async def test_concurrent_rollouts_keep_separate_sessions(stack):
     """Two rollouts at once, each with its own cookie: neither sees the other's counter."""
     stack.upstream.clear(stack.model)
-    # Both rollouts take from one script queue: every turn increments by 1, then each answers.
+    # Standing rules, whatever order the two rollouts' turns interleave in: a turn that already saw a tool
+    # result answers, any other turn increments by 1.
     stack.upstream.script(
-        stack.model, [{"output": [function_call("increment_counter", {"count": 1})], "repeat": 2}]
+        stack.model,
+        [
+            {"match": "function_call_output", "output": [assistant_message("done")]},
+            {"match": "add 1", "output": [function_call("increment_counter", {"count": 1})]},
+        ],
     )
-    stack.upstream.script(stack.model, [{"output": [assistant_message("done")], "repeat": 2}])
     results = await asyncio.gather(run(stack, counter_row(0, 1)), run(stack, counter_row(10, 11)))
     assert [(status, result["reward"]) for status, result in results] == [(200, 1.0), (200, 1.0)]
 
