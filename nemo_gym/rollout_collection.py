@@ -266,13 +266,8 @@ class CollectionLedger:
     def unresolved_failures(self) -> dict[str, Counter[str]]:
         """Per agent, the latest failure class of every pair that still has no result."""
         counts: dict[str, Counter[str]] = {}
-        rows = self._db.execute(
-            """SELECT agent, class, COUNT(*) FROM failed
-               WHERE NOT EXISTS (SELECT 1 FROM done WHERE done.task = failed.task AND done.rollout = failed.rollout)
-               GROUP BY agent, class"""
-        )
-        for agent, failure_class, count in rows:
-            counts.setdefault(agent or "", Counter())[failure_class] = count
+        for record in self.unresolved_failure_records():
+            counts.setdefault(agent_name_of(record) or "", Counter())[record[FAILURE_CLASS_KEY]] += 1
         return counts
 
 

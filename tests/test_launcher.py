@@ -84,6 +84,11 @@ def wait_until_gone(pids: list[int], timeout_s: float) -> list[int]:
     return alive
 
 
+def run_gym(*args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """One `gym` command to completion, its output captured as text."""
+    return subprocess.run(gym_command(*args), cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
 def get_status(url: str) -> int:
     with urllib.request.urlopen(url + "/", timeout=5) as answer:
         return answer.status
@@ -101,19 +106,11 @@ def test_run_starts_every_instance_and_prints_the_table(workdir):
         row = next(line.split() for line in deployment.output.lines if line.startswith("first "))
         pid = str(deployment.instances["first"]["pid"])
         assert row == ["first", "resources_servers", "counter", deployment.url("first"), pid]
-        status = subprocess.run(
-            gym_command("status", f"++head_server.port={deployment.head_url.rsplit(':', 1)[1]}"),
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        status = run_gym("status", f"++head_server.port={deployment.head_url.rsplit(':', 1)[1]}", timeout=30)
         assert status.returncode == 0, status.stderr
         assert status.stdout.count("success") == 2
-        as_json = subprocess.run(
-            gym_command("status", "--json", f"++head_server.port={deployment.head_url.rsplit(':', 1)[1]}"),
-            capture_output=True,
-            text=True,
-            timeout=30,
+        as_json = run_gym(
+            "status", "--json", f"++head_server.port={deployment.head_url.rsplit(':', 1)[1]}", timeout=30
         )
         assert as_json.returncode == 0, as_json.stderr
         listed = json.loads(as_json.stdout)
@@ -178,17 +175,8 @@ def test_two_deployments_run_side_by_side(workdir):
 def test_a_server_that_never_comes_up_is_named_with_its_last_output(workdir):
     config = {"quick": counter_instance(), "slow": counter_instance("sleepy")}
     started = time.monotonic()
-    result = subprocess.run(
-        gym_command(
-            "run",
-            write_config(workdir, config),
-            "+readiness_deadline_s=2",
-            "++head_server.port=0",
-        ),
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    result = run_gym(
+        "run", write_config(workdir, config), "+readiness_deadline_s=2", "++head_server.port=0", cwd=workdir
     )
     assert result.returncode == 1
     assert time.monotonic() - started < 20
@@ -225,13 +213,7 @@ def test_start_problems_are_one_line(workdir, problem, expected):
             args = [write_config(workdir, {"x": counter_instance(port=busy.getsockname()[1])})]
         else:
             args = ["+config_paths=[absent.yaml]"]
-        result = subprocess.run(
-            gym_command("run", *args, "++head_server.port=0"),
-            cwd=workdir,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = run_gym("run", *args, "++head_server.port=0", cwd=workdir)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and expected in lines[0], result.stderr
@@ -302,17 +284,12 @@ def test_ctrl_c_while_starting_exits_130_and_stops_every_child(workdir):
 
 @pytest.mark.parametrize(("command", "value"), [("run", "abc"), ("run", "-1"), ("validate", "0")])
 def test_readiness_deadline_must_be_a_positive_number(workdir, command, value):
-    result = subprocess.run(
-        gym_command(
-            command,
-            write_config(workdir, {"x": counter_instance()}),
-            f"+readiness_deadline_s={value}",
-            "++head_server.port=0",
-        ),
+    result = run_gym(
+        command,
+        write_config(workdir, {"x": counter_instance()}),
+        f"+readiness_deadline_s={value}",
+        "++head_server.port=0",
         cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=60,
     )
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
@@ -324,16 +301,11 @@ def test_a_taken_head_server_port_suggests_any_free_port(workdir):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        result = subprocess.run(
-            gym_command(
-                "run",
-                write_config(workdir, {"x": counter_instance()}),
-                f"++head_server.port={busy.getsockname()[1]}",
-            ),
+        result = run_gym(
+            "run",
+            write_config(workdir, {"x": counter_instance()}),
+            f"++head_server.port={busy.getsockname()[1]}",
             cwd=workdir,
-            capture_output=True,
-            text=True,
-            timeout=60,
         )
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()

@@ -767,18 +767,22 @@ def build_chat_completion(
         "created": int(time.time()),
         "model": body.get("model", ""),
         "choices": [choice],
-        "usage": {
-            "prompt_tokens": len(prompt_ids),
-            "completion_tokens": len(generation.token_ids),
-            "total_tokens": len(prompt_ids) + len(generation.token_ids),
-            "prompt_tokens_details": None,
-        },
+        "usage": token_usage(prompt_ids, generation),
         "prompt_logprobs": None,
     }
     if body.get("return_token_ids"):
         completion["prompt_token_ids"] = prompt_ids
         choice["token_ids"] = generation.token_ids
     return completion
+
+
+def token_usage(prompt_ids: list[int], generation: Generation) -> dict[str, Any]:
+    return {
+        "prompt_tokens": len(prompt_ids),
+        "completion_tokens": len(generation.token_ids),
+        "total_tokens": len(prompt_ids) + len(generation.token_ids),
+        "prompt_tokens_details": None,
+    }
 
 
 def completion_logprobs(tok: TextTokenizer, generation: Generation, as_ids: bool, top: int) -> dict[str, Any]:
@@ -823,12 +827,7 @@ def build_completion(
         "created": int(time.time()),
         "model": body.get("model", ""),
         "choices": [choice],
-        "usage": {
-            "prompt_tokens": len(prompt_ids),
-            "completion_tokens": len(generation.token_ids),
-            "total_tokens": len(prompt_ids) + len(generation.token_ids),
-            "prompt_tokens_details": None,
-        },
+        "usage": token_usage(prompt_ids, generation),
     }
 
 
