@@ -115,7 +115,7 @@ DATASET_TYPES_REQUIRING_LICENSE: frozenset[str] = frozenset({"train", "validatio
 
 
 class JsonlDatasetGitlabIdentifer(BaseModel):
-    """Deprecated location of a dataset in the GitLab (MLflow) registry; use `source: {type: gitlab}`."""
+    """Deprecated location of a dataset in the GitLab package registry; use `source: {type: gitlab}`."""
 
     dataset_name: str
     version: str
@@ -130,7 +130,7 @@ class JsonlDatasetHuggingFaceIdentifer(BaseModel):
 
 
 class GitlabDatasetSource(JsonlDatasetGitlabIdentifer):
-    """Where to download a dataset from the GitLab (MLflow) registry."""
+    """Where to download a dataset from the GitLab package registry."""
 
     type: Literal["gitlab"] = "gitlab"
 
@@ -237,7 +237,10 @@ class BaseNeMoGymCLIConfig(BaseModel):
     """Arguments of a command, validated from the whole global config (so unrelated keys are ignored).
 
     `+h=true`, `+help=true`, `-h` or `--help` prints the class docstring and its fields, then exits.
+    Numbers are accepted for text fields: the override parser reads `--revision 1.0` as a float.
     """
+
+    model_config = ConfigDict(coerce_numbers_to_str=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -264,7 +267,7 @@ class BaseNeMoGymCLIConfig(BaseModel):
 
 
 class UploadJsonlDatasetGitlabConfig(BaseNeMoGymCLIConfig):
-    """Upload a JSONL dataset to the GitLab (MLflow) registry."""
+    """Upload a JSONL dataset to the GitLab package registry."""
 
     dataset_name: str
     version: str = Field(description='version of the dataset, "x.x.x"')
@@ -272,7 +275,7 @@ class UploadJsonlDatasetGitlabConfig(BaseNeMoGymCLIConfig):
 
 
 class DownloadJsonlDatasetGitlabConfig(BaseNeMoGymCLIConfig):
-    """Download a JSONL dataset artifact from the GitLab (MLflow) registry."""
+    """Download a JSONL dataset artifact from the GitLab package registry."""
 
     dataset_name: str
     version: str = Field(description='version of the dataset, "x.x.x"')
@@ -281,7 +284,7 @@ class DownloadJsonlDatasetGitlabConfig(BaseNeMoGymCLIConfig):
 
 
 class DeleteJsonlDatasetGitlabConfig(BaseNeMoGymCLIConfig):
-    """Delete a dataset from the GitLab (MLflow) registry."""
+    """Delete a dataset from the GitLab package registry."""
 
     dataset_name: str
 
@@ -332,6 +335,7 @@ class DownloadJsonlDatasetHuggingFaceConfig(BaseNeMoGymCLIConfig):
     output_fpath: str | None = None
     hf_token: str | None = Field(default=None, repr=False)
     split: Literal["train", "validation", "test"] | None = None
+    revision: str | None = Field(default=None, description="branch, tag or commit (default: main)")
 
     @model_validator(mode="after")
     def _check_output_and_selection(self) -> DownloadJsonlDatasetHuggingFaceConfig:

@@ -9,9 +9,10 @@ and stable across platforms.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
 import math
-import statistics
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +27,8 @@ from nemo_gym.config_types import (
     BenchmarkDatasetConfig,
     ConfigError,
     DatasetConfig,
+    GitlabDatasetSource,
+    HuggingFaceDatasetSource,
     ResourcesServerInstanceConfig,
     ResponsesAPIAgentServerInstanceConfig,
 )
@@ -36,6 +39,7 @@ from nemo_gym.global_config import (
     parse_global_config_dict,
 )
 from nemo_gym.jsonl import iter_jsonl, write_atomically
+from nemo_gym.prompt_config import RUN_REQUEST_KEY, PromptTemplates
 
 CollationMode = Literal["train_preparation", "example_validation"]
 TYPES_IN_SCOPE: dict[str, tuple[str, ...]] = {
@@ -58,6 +62,13 @@ class CollationSettings(BaseNeMoGymCLIConfig):
     overwrite_metrics_conflicts: bool = Field(
         default=False, description="replace a differing <stem>_metrics.json instead of failing"
     )
+    should_download: bool = Field(
+        default=False,
+        description="fetch missing train/validation files from their `source` (benchmarks: run prepare_script)",
+    )
+    data_source: Literal["gitlab", "huggingface"] | None = Field(
+        default=None, description="which identifier to download from when a dataset has both"
+    )
 
 
 class AgentDataset(BaseModel):
@@ -68,35 +79,64 @@ class AgentDataset(BaseModel):
 
 
 class ValueStatistics:
-    """The values of one measured quantity; `summary` gives the fixed statistics block of a metrics file."""
+    """Count, mean, spread and range of a numeric field, kept in constant memory (Welford's update)."""
 
     def __init__(self) -> None:
-        self.values: list[float] = []
+        self.count = 0
+        self.mean = 0.0
+        self.squares = 0.0
+        self.low = math.inf
+        self.high = -math.inf
 
     def add(self, value: Any, times: int) -> None:
-        if _is_number(value):
-            self.values.extend([float(value)] * times)
+        """`times` copies of `value` (a repeated line); anything but a number is ignored."""
+        if not _is_number(value):
+            return
+        total = self.count + times
+        delta = float(value) - self.mean
+        self.mean += delta * times / total
+        self.squares += delta * delta * self.count * times / total
+        self.count = total
+        self.low, self.high = min(self.low, value), max(self.high, value)
 
     def summary(self) -> dict[str, Any]:
-        values = self.values or [0.0]
-        deviation = statistics.stdev(values) if len(values) > 1 else 0.0
+        deviation = math.sqrt(self.squares / (self.count - 1)) if self.count > 1 else 0.0
         return {
-            "Total # non-null values": len(self.values),
-            "Average": round(statistics.fmean(values), STATISTIC_DECIMALS),
-            "Min": round(min(values), STATISTIC_DECIMALS),
-            "Max": round(max(values), STATISTIC_DECIMALS),
+            "Total # non-null values": self.count,
+            "Average": round(self.mean, STATISTIC_DECIMALS),
+            "Min": round(float(self.low), STATISTIC_DECIMALS) if self.count else 0.0,
+            "Max": round(float(self.high), STATISTIC_DECIMALS) if self.count else 0.0,
             "Standard deviation": round(deviation, STATISTIC_DECIMALS),
         }
 
 
+class TextStatistics:
+    """How many strings a field holds and how many differ (kept as short digests, not the strings)."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.digests: set[bytes] = set()
+
+    def add(self, value: Any, times: int) -> None:
+        if isinstance(value, str):
+            self.total += times
+            self.digests.add(hashlib.blake2b(value.encode(), digest_size=16).digest())
+
+    def summary(self) -> dict[str, Any]:
+        return {"unique_count": len(self.digests), "total_count": self.total}
+
+
 class DatasetMetrics:
-    """Statistics over run-request rows; rows that are not run requests are only counted as offending."""
+    """Statistics over run-request rows; rows that are not run requests are only counted as offending.
+
+    Every other top-level field gets numeric statistics if it holds numbers and text statistics if it
+    holds strings; a list field is measured over its elements."""
 
     def __init__(self) -> None:
         self.examples = 0
         self.offending_lines: list[int] = []
         self.measures = {name: ValueStatistics() for name in MEASURES}
-        self.extra_fields: dict[str, ValueStatistics] = {}
+        self.fields: dict[str, ValueStatistics | TextStatistics] = {}
         self.key_counts: dict[str, int] = {}
 
     def add(self, row: dict[str, Any], line_number: int, times: int) -> None:
@@ -106,25 +146,33 @@ class DatasetMetrics:
             self.offending_lines.append(line_number)
             return
         self.examples += times
-        params = row["responses_create_params"]
-        self.measures["Number of tools"].add(len(params.get("tools") or []), times)
+        params = row[RUN_REQUEST_KEY]
+        tools = params.get("tools")
+        self.measures["Number of tools"].add(len(tools) if tools is not None else None, times)
         self.measures[WORDS_KEY].add(len(json.dumps(params).split()), times)
         self.measures["Number of turns"].add(_user_turns(params.get("input")), times)
         self.measures["Temperature"].add(params.get("temperature"), times)
         for key, value in row.items():
             self.key_counts[key] = self.key_counts.get(key, 0) + times
-            if key not in MEASURES and _is_number(value):
-                self.extra_fields.setdefault(key, ValueStatistics()).add(value, times)
+            if key not in MEASURES:
+                self._add_field(key, value, times)
+
+    def _add_field(self, key: str, value: Any, times: int) -> None:
+        for element in value if isinstance(value, list) else [value]:
+            statistics = self.fields.get(key)
+            if statistics is None:
+                if _is_number(element):
+                    statistics = self.fields[key] = ValueStatistics()
+                elif isinstance(element, str):
+                    statistics = self.fields[key] = TextStatistics()
+                else:
+                    continue
+            statistics.add(element, times)
 
     def summary(self) -> dict[str, Any]:
         measured = {name: values.summary() for name, values in self.measures.items()}
-        extra = {name: values.summary() for name, values in self.extra_fields.items()}
-        return {
-            "Number of examples": self.examples,
-            **measured,
-            **extra,
-            "Key counts": self.key_counts,
-        }
+        fields = {name: values.summary() for name, values in self.fields.items()}
+        return {"Number of examples": self.examples, **measured, **fields, "Key counts": self.key_counts}
 
 
 def _is_number(value: Any) -> bool:
@@ -148,6 +196,8 @@ def run_collate(overrides: list[str]) -> int:
         raise ConfigError(f"no agent in the config has a dataset of type {' or '.join(in_scope)}")
     if settings.mode == "example_validation":
         _check_every_resources_server_has_examples(cfg, datasets)
+    for entry in datasets:
+        _ensure_present(entry.dataset, settings, cfg)
     settings.output_dirpath.mkdir(parents=True, exist_ok=True)
     for dataset_type in in_scope:
         typed = [entry for entry in datasets if entry.dataset.type == dataset_type]
@@ -197,23 +247,93 @@ def _stamped_lines(
     datasets: list[AgentDataset], type_metrics: DatasetMetrics, settings: CollationSettings
 ) -> Iterator[bytes]:
     for entry in datasets:
-        path = _dataset_path(entry.dataset)
+        dataset = entry.dataset
+        path = _dataset_path(dataset)
+        templates = _prompt_templates(dataset)
         metrics = DatasetMetrics()
         agent_ref = {"type": "responses_api_agents", "name": entry.agent_name}
         for line in iter_jsonl(path):
-            metrics.add(line.row, line.number, entry.dataset.num_repeats)
-            type_metrics.add(line.row, line.number, entry.dataset.num_repeats)
-            yield (orjson.dumps(line.row | {"agent_ref": agent_ref}) + b"\n") * entry.dataset.num_repeats
-        _check_dataset(entry.dataset, path, metrics, settings)
+            row = templates.apply(line.row, f"{path}:{line.number}") if templates else line.row
+            metrics.add(row, line.number, dataset.num_repeats)
+            type_metrics.add(row, line.number, dataset.num_repeats)
+            yield (orjson.dumps(row | {"agent_ref": agent_ref}) + b"\n") * dataset.num_repeats
+        _check_dataset(dataset, path, metrics, settings)
 
 
 def _dataset_path(dataset: AnyDataset) -> Path:
-    """The dataset's file; downloading a missing one is not available yet, so absence is an error."""
-    if isinstance(dataset, BenchmarkDatasetConfig) and dataset.prompt_config is not None:
-        raise ConfigError(
-            f"dataset '{dataset.name}': applying a benchmark prompt_config is not yet available in this version"
-        )
     return locate_data_file(str(dataset.jsonl_fpath), f"dataset '{dataset.name}' jsonl_fpath")
+
+
+def _prompt_templates(dataset: AnyDataset) -> PromptTemplates | None:
+    if isinstance(dataset, BenchmarkDatasetConfig) and dataset.prompt_config is not None:
+        return PromptTemplates.load(str(dataset.prompt_config))
+    return None
+
+
+def _ensure_present(dataset: AnyDataset, settings: CollationSettings, cfg: DictConfig) -> None:
+    """A missing file is fetched from the dataset's source (or, for a benchmark, prepared) when asked."""
+    try:
+        _dataset_path(dataset)
+        return
+    except ConfigError:
+        if not settings.should_download or dataset.type == "example":
+            raise
+    target = Path(str(dataset.jsonl_fpath)).expanduser()
+    if isinstance(dataset, BenchmarkDatasetConfig):
+        _run_prepare_script(dataset, target)
+        return
+    source = _download_source(dataset, settings.data_source)
+    if isinstance(source, GitlabDatasetSource):
+        from nemo_gym.gitlab_datasets import download_package_file
+
+        download_package_file(cfg, source.dataset_name, source.version, source.artifact_fpath, target)
+    else:
+        from nemo_gym.hf_datasets import download_dataset_file
+
+        download_dataset_file(cfg, source.repo_id, source.artifact_fpath, dataset.type, target)
+    print(f"Downloaded dataset '{dataset.name}' to {target}.")
+
+
+def _download_source(
+    dataset: DatasetConfig, data_source: str | None
+) -> GitlabDatasetSource | HuggingFaceDatasetSource:
+    """The only identifier present, or the one `data_source` picks when a dataset has both."""
+    available: dict[str, GitlabDatasetSource | HuggingFaceDatasetSource] = {}
+    if dataset.gitlab_identifier is not None:
+        available["gitlab"] = GitlabDatasetSource(**dataset.gitlab_identifier.model_dump())
+    if dataset.huggingface_identifier is not None:
+        available["huggingface"] = HuggingFaceDatasetSource(**dataset.huggingface_identifier.model_dump())
+    if not available:
+        raise ConfigError(
+            f"dataset '{dataset.name}': {dataset.jsonl_fpath} is missing and the dataset has no `source` "
+            "to download it from"
+        )
+    if data_source is not None:
+        if data_source not in available:
+            raise ConfigError(
+                f"dataset '{dataset.name}': data_source={data_source}, but it has no such source"
+            )
+        return available[data_source]
+    if len(available) > 1:
+        raise ConfigError(
+            f"dataset '{dataset.name}' can be downloaded from gitlab and huggingface; pick one with "
+            "+data_source=gitlab|huggingface"
+        )
+    return next(iter(available.values()))
+
+
+def _run_prepare_script(dataset: BenchmarkDatasetConfig, target: Path) -> None:
+    """Import the benchmark's prepare script and call its `prepare()`, which must write `jsonl_fpath`."""
+    script = locate_data_file(str(dataset.prepare_script), f"dataset '{dataset.name}' prepare_script")
+    spec = importlib.util.spec_from_file_location(f"gym_prepare_{dataset.name}", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "prepare", None)):
+        raise ConfigError(f"{script}: a prepare script must define prepare() returning the path it wrote")
+    written = Path(module.prepare())
+    if written.resolve() != target.resolve() or not target.is_file():
+        raise ConfigError(f"{script}: prepare() wrote {written}, but jsonl_fpath is {target}")
+    print(f"Prepared benchmark '{dataset.name}' into {target}.")
 
 
 def _check_dataset(

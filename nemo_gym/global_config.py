@@ -810,13 +810,18 @@ def _top_level_setting(cfg: DictConfig, key: str, default: Any) -> Any:
     return default if value is None else value
 
 
-def command_settings(model: type[SettingsT], cfg: DictConfig) -> SettingsT:
+def command_settings(
+    model: type[SettingsT], cfg: DictConfig, fallbacks: Mapping[str, Any] | None = None
+) -> SettingsT:
     """The top-level keys `model` declares, resolved and validated; a bad value names its key and the fix.
 
-    `+h=true` / `+help=true` reach the model too, so a command's config model can print its own help."""
+    `fallbacks` supply keys the config leaves unset (a token from the environment, say). `+h=true` /
+    `+help=true` reach the model too, so a command's config model can print its own help."""
     values = {key: True for key in ("h", "help") if _top_level_setting(cfg, key, None)}
     for key in model.model_fields:
         value = _top_level_setting(cfg, key, None)
+        if value is None and fallbacks:
+            value = fallbacks.get(key)
         if value is not None:
             values[key] = (
                 OmegaConf.to_container(value) if isinstance(value, DictConfig | ListConfig) else value
@@ -830,6 +835,13 @@ def command_settings(model: type[SettingsT], cfg: DictConfig) -> SettingsT:
         raise ConfigError(
             f"Top-level key '{key}': {problem['msg']}{got}; set it with ++{key}=<value>"
         ) from error
+
+
+def secret_setting(cfg: DictConfig, key: str, env_var: str) -> str | None:
+    """A credential from the config (env.yaml or an override) or else from an environment variable; the
+    variable is the safer place, since command lines show up in process lists and shell history."""
+    value = _top_level_setting(cfg, key, None)
+    return str(value) if value else os.environ.get(env_var) or None
 
 
 def http_client_settings(cfg: DictConfig) -> HTTPClientSettings:

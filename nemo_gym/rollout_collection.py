@@ -37,7 +37,6 @@ from typing import Any, Literal
 
 import aiohttp
 import orjson
-import yaml
 from pydantic import Field, field_validator
 
 from nemo_gym.config_types import (
@@ -67,6 +66,7 @@ from nemo_gym.jsonl import (
     rollout_key,
     write_atomically,
 )
+from nemo_gym.prompt_config import PromptTemplates
 from nemo_gym.reward_profile import failure_metrics
 from nemo_gym.server_utils import ServerClient, configure_http_client_from, head_server_config_from
 from nemo_gym.wandb_logging import WandbRun
@@ -274,37 +274,6 @@ class CollectionLedger:
 # ---- materialisation --------------------------------------------------------------------------------------
 
 
-@dataclass
-class PromptTemplates:
-    user: str
-    system: str | None = None
-
-    @classmethod
-    def load(cls, path_text: str) -> PromptTemplates:
-        path = locate_data_file(path_text, "prompt_config")
-        try:
-            raw = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as error:
-            raise ConfigError(f"prompt_config {path}: not valid YAML ({error})") from error
-        if not isinstance(raw, dict) or not isinstance(raw.get("user"), str):
-            raise ConfigError(
-                f"prompt_config {path}: needs a `user` template string (and optionally `system`)"
-            )
-        system = raw.get("system")
-        if system is not None and not isinstance(system, str):
-            raise ConfigError(f"prompt_config {path}: `system` must be a template string")
-        return cls(user=raw["user"], system=system)
-
-    def input_for(self, row: dict[str, Any], where: str) -> list[dict[str, str]]:
-        messages = [("system", self.system), ("user", self.user)]
-        try:
-            return [
-                {"role": role, "content": template.format_map(row)} for role, template in messages if template
-            ]
-        except KeyError as error:
-            raise ConfigError(f"{where}: prompt_config needs the field {error} that the row lacks") from error
-
-
 def seeded_metadata(params: dict[str, Any], seed: int, where: str) -> dict[str, Any]:
     """`metadata` with `{"seed": seed}` merged into its `extra_body` JSON string."""
     metadata = dict(params.get("metadata") or {})
@@ -347,13 +316,7 @@ def materialize(
         for number, _, raw, row in iter_jsonl(input_path, config.limit):
             where = f"{input_path}:{number}"
             if templates is not None:
-                params = dict(row.get("responses_create_params") or {})
-                if "input" in params:
-                    raise ConfigError(
-                        f"{where}: the row already has responses_create_params.input; with prompt_config the "
-                        "prompt comes from the templates, so remove one of the two"
-                    )
-                row["responses_create_params"] = {**params, "input": templates.input_for(row, where)}
+                row = templates.apply(row, where)
             if AGENT_REF_KEY not in row and config.agent_name:
                 row[AGENT_REF_KEY] = {"name": config.agent_name}
             agent = agent_name_of(row)

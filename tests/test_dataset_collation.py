@@ -69,7 +69,7 @@ def expected_metrics(rows: list[dict]) -> dict:
     params = [row["responses_create_params"] for row in rows]
     expected = {
         "Number of examples": len(rows),
-        "Number of tools": summary([len(p.get("tools", [])) for p in params]),
+        "Number of tools": summary([len(p["tools"]) for p in params if p.get("tools") is not None]),
         "Json-dumped number of words (proxy for token count)": summary(
             [len(json.dumps(p).split()) for p in params]
         ),
@@ -181,8 +181,94 @@ def test_train_preparation_repeats_lines_through_the_legacy_alias(project):
     assert not (project / "out" / "example.jsonl").exists()
 
 
-@pytest.mark.parametrize("subcommand", ["upload", "download", "rm"])
-def test_other_dataset_subcommands_are_not_yet_available(subcommand, tmp_path):
-    result = run_cli(tmp_path, command=("gym", "dataset", subcommand))
-    assert result.returncode == 2
-    assert result.stderr.strip() == f"`gym dataset {subcommand}` is not yet available in this version of Gym."
+BASE_CONFIG_FLAGS = (
+    "--config",
+    "model.yaml",
+    "--config",
+    "resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml",
+)
+
+
+def agent_config(agent: str, dataset: str) -> str:
+    """An agent instance serving example_single_tool_call with one `datasets:` entry (a YAML flow map)."""
+    return (
+        f"{agent}:\n  responses_api_agents:\n    simple_agent:\n      entrypoint: app.py\n"
+        "      resources_server: {type: resources_servers, name: example_single_tool_call}\n"
+        "      model_server: {type: responses_api_models, name: policy_model}\n"
+        f"      datasets:\n        - {dataset}\n"
+    )
+
+
+def test_text_and_list_fields_get_their_own_statistics(project):
+    rows = read_rows(data_path(project, "example_single_tool_call"))
+    labels = ["sun", "rain", "sun", "snow", "sun"]
+    tags = [["a", "b"], ["b"], [], ["c", "a", "a"], ["d"]]
+    scores = [[1, 2], [3], [], [4.5], [10, 0]]
+    for row, label, tag_list, score_list in zip(rows, labels, tags, scores, strict=True):
+        row.update(label=label, tags=tag_list, scores=score_list)
+    source = project / "fields.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (project / "train.yaml").write_text(
+        agent_config(
+            "trainer", f"{{name: fields, type: train, license: MIT, num_repeats: 2, jsonl_fpath: {source}}}"
+        )
+    )
+    result = run_cli(project, *BASE_CONFIG_FLAGS, "--config", "train.yaml", "--output-dir", "out")
+    assert result.returncode == 0, result.stderr
+    metrics = json.loads((project / "fields_metrics.json").read_text())
+    flat_tags = [tag for tag_list in tags for tag in tag_list]
+    assert metrics["label"] == {"unique_count": len(set(labels)), "total_count": 2 * len(labels)}
+    assert metrics["tags"] == {"unique_count": len(set(flat_tags)), "total_count": 2 * len(flat_tags)}
+    flat_scores = [score for score_list in scores for score in score_list]
+    assert metrics["scores"] == pytest.approx(summary(flat_scores * 2))
+
+
+def test_benchmark_prompt_config_builds_the_input_and_prepare_script_writes_missing_data(project):
+    raw = [
+        {"question": "What is 2+2?", "expected_answer": "4"},
+        {"question": "Name a colour.", "expected_answer": "red"},
+    ]
+    (project / "prepare.py").write_text(
+        "import json\nfrom pathlib import Path\n\n"
+        "def prepare():\n"
+        "    path = Path('bench/qa.jsonl')\n"
+        "    path.parent.mkdir(exist_ok=True)\n"
+        f"    rows = {raw!r}\n"
+        "    path.write_text(''.join(json.dumps(row) + '\\n' for row in rows))\n"
+        "    return str(path)\n"
+    )
+    (project / "prompt.yaml").write_text("system: Answer briefly.\nuser: 'Question: {question}'\n")
+    (project / "bench.yaml").write_text(
+        agent_config(
+            "bench_agent",
+            "{name: qa, type: benchmark, jsonl_fpath: bench/qa.jsonl, prepare_script: prepare.py, "
+            "prompt_config: prompt.yaml}",
+        )
+    )
+    args = (*BASE_CONFIG_FLAGS, "--config", "bench.yaml", "--output-dir", "out")
+    without_download = run_cli(project, *args)
+    assert without_download.returncode == 1 and "bench/qa.jsonl" in without_download.stderr
+
+    result = run_cli(project, *args, "--download")
+    assert result.returncode == 0, result.stderr
+    merged = read_rows(project / "out" / "benchmark.jsonl")
+    assert [row["responses_create_params"]["input"] for row in merged] == [
+        [
+            {"role": "system", "content": "Answer briefly."},
+            {"role": "user", "content": f"Question: {row['question']}"},
+        ]
+        for row in raw
+    ]
+    assert [row["expected_answer"] for row in merged] == ["4", "red"]
+    assert {row["agent_ref"]["name"] for row in merged} == {"bench_agent"}
+
+
+def test_a_missing_train_file_without_a_source_cannot_be_downloaded(project):
+    (project / "train.yaml").write_text(
+        agent_config("trainer", "{name: gone, type: train, license: MIT, jsonl_fpath: gone.jsonl}")
+    )
+    result = run_cli(
+        project, *BASE_CONFIG_FLAGS, "--config", "train.yaml", "--output-dir", "out", "--download"
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "gone.jsonl is missing and the dataset has no `source`" in result.stderr

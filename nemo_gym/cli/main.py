@@ -23,7 +23,9 @@ commands:
   eval       aggregate: merge sharded rollouts and aggregate them (alias ng_aggregate_rollouts)
              profile: per-task pass rates from materialized inputs + results (alias ng_reward_profile)
   dataset    collate: check datasets, write metrics and per-type JSONL (alias ng_prepare_data)
-             upload | download | rm: not yet available
+             upload | download [--storage hf|gitlab]: move JSONL datasets to and from the Hugging
+             Face hub or a GitLab package registry (aliases ng_upload_dataset_to_hf, ...)
+             rm: delete a dataset from GitLab (asks first unless --yes)
   status     list the instances of a running deployment and their health (alias ng_status)
   resolve    print the merged config, secrets masked (alias ng_dump_config)
   validate   parse and check a config without starting anything
@@ -123,14 +125,9 @@ def _validate(overrides: Sequence[str]) -> int:
 
 
 def _dataset(args: Sequence[str]) -> int:
-    """`gym dataset collate` works; the other subcommands report that they are not there yet."""
-    if not args or args[0] not in ("collate", "upload", "download", "rm"):
-        raise ConfigError("usage: gym dataset collate|upload|download|rm [+key=value ...]")
-    if args[0] != "collate":
-        return _not_yet_available(f"dataset {args[0]}")(args[1:])
-    from nemo_gym.dataset_collation import run_collate
+    from nemo_gym.cli.dataset import run
 
-    return run_collate(list(args[1:]))
+    return run(args)
 
 
 def _not_yet_available(command: str) -> Callable[[Sequence[str]], int]:
@@ -206,10 +203,10 @@ def _detailed_help(command: str, args: Sequence[str]) -> str | None:
         from nemo_gym.eval_profile import ProfileConfig
 
         return "usage: gym eval profile [+key=value ...]\n\n" + ProfileConfig.help_text()
-    if command == "dataset" and args and args[0] == "collate":
-        from nemo_gym.dataset_collation import CollationSettings
+    if command == "dataset" and args and args[0] in ("collate", "upload", "download", "rm"):
+        from nemo_gym.cli.dataset import help_text
 
-        return "usage: gym dataset collate [+key=value ...]\n\n" + CollationSettings.help_text()
+        return help_text(args)
     return None
 
 
@@ -231,3 +228,8 @@ ng_reward_profile = _alias("eval", "profile")
 ng_dump_config = _alias("resolve")
 ng_status = _alias("status")
 ng_prepare_data = _alias("dataset", "collate")
+ng_upload_dataset_to_hf = _alias("dataset", "upload", "--storage", "hf")
+ng_download_dataset_from_hf = _alias("dataset", "download", "--storage", "hf")
+ng_upload_dataset_to_gitlab = _alias("dataset", "upload", "--storage", "gitlab")
+ng_download_dataset_from_gitlab = _alias("dataset", "download", "--storage", "gitlab")
+ng_delete_dataset_from_gitlab = _alias("dataset", "rm", "--storage", "gitlab")
