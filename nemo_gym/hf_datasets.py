@@ -246,10 +246,13 @@ def _missing_token_message(purpose: str) -> str:
 
 
 def _hub_client(token: str | None) -> HfApi:
-    """The real hub client, its shared HTTP session bounded by STALL_TIMEOUT_S."""
+    """The real hub client, its shared HTTP session bounded by STALL_TIMEOUT_S. The library's own log lines
+    (each resume attempt of a cut download, say) are silenced: a failure is reported once, on one line."""
     import httpx2
     from huggingface_hub import HfApi, get_session
+    from huggingface_hub.utils import logging as hub_logging
 
+    hub_logging.set_verbosity_error()
     get_session().timeout = httpx2.Timeout(STALL_TIMEOUT_S)
     return HfApi(token=token)
 

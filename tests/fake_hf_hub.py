@@ -71,6 +71,7 @@ from aiohttp import web
 from tests.local_service import serve
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 UNLIMITED = -1
 RANGE_RE = re.compile(r"bytes=(\d+)-(\d*)")
 
@@ -95,7 +96,7 @@ class Hub:
     collections: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     requests: list[dict[str, Any]] = field(default_factory=list)
     faults: dict[str, int] = field(default_factory=dict)
-    commit_counter: itertools.count = field(default_factory=itertools.count)
+    commit_counter: itertools.count[int] = field(default_factory=itertools.count)
 
     def reset(self) -> None:
         self.repos.clear()
@@ -164,7 +165,9 @@ async def drop_connection(request: web.Request) -> web.StreamResponse:
     raise ConnectionResetError("fault: connection dropped")
 
 
-def make_hub_middleware(hub: Hub):
+def make_hub_middleware(hub: Hub) -> Middleware:
+    """Record every Hub request, then refuse it with 401 unless it carries the token."""
+
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path.startswith("/_"):
@@ -229,14 +232,9 @@ def make_hub_routes(hub: Hub) -> list[web.RouteDef]:
                 return await create_branch(request, repo, revision)
             case "POST", "preupload":
                 find_ref(repo, revision)
-                files = orjson.loads(await request.read())["files"]
-                return json_response(
-                    {
-                        "files": [
-                            {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files
-                        ]
-                    }
-                )
+                paths = [file["path"] for file in orjson.loads(await request.read())["files"]]
+                modes = [{"path": path, "uploadMode": "regular", "shouldIgnore": False} for path in paths]
+                return json_response({"files": modes})
             case "POST", "commit":
                 return await commit(request, repo_id, repo, revision)
             case "GET", "tree":

@@ -13,8 +13,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
+import requests
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 STARTUP_DEADLINE_S = 30.0
@@ -196,3 +198,22 @@ def running_deployment(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(10)
+
+
+def service_control(server: StartedServer, method: str, path: str, body: dict | None = None) -> Any:
+    """Call a control route (`/_state`, `/_faults`, ...) of a local stand-in service; its JSON answer."""
+    response = requests.request(method, server.url + path, json=body, timeout=10)
+    response.raise_for_status()
+    return response.json()
+
+
+def one_line_error(result: subprocess.CompletedProcess) -> str:
+    """The stderr of a CLI run that failed the way users should see failures: one line, no traceback."""
+    assert result.returncode != 0, result.stdout
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    return result.stderr.strip()
+
+
+def files_under(folder: Path) -> set[str]:
+    """Every file and folder below `folder`, relative to it."""
+    return {str(path.relative_to(folder)) for path in folder.rglob("*")}

@@ -6,14 +6,13 @@ import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import gitlab
 import pytest
 import requests
 from gitlab.v4.objects import Project
 
-from tests.helpers import StartedServer, run_server
+from tests.helpers import StartedServer, run_server, service_control
 
 TOKEN = "glpat-fake-registry"
 PROJECT_ID, PROJECT_PATH = "42", "group/datasets"
@@ -31,13 +30,7 @@ def fake_gitlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartedSer
 
 @pytest.fixture(autouse=True)
 def clean_registry(fake_gitlab: StartedServer) -> None:
-    control(fake_gitlab, "POST", "/_reset")
-
-
-def control(server: StartedServer, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    response = requests.request(method, server.url + path, json=body, timeout=10)
-    response.raise_for_status()
-    return response.json()
+    service_control(fake_gitlab, "POST", "/_reset")
 
 
 def project_of(server: StartedServer, ref: str = PROJECT_ID, token: str = TOKEN) -> Project:
@@ -68,7 +61,7 @@ def test_upload_then_download_is_byte_identical(fake_gitlab, tmp_path, ref, data
     upload(project, tmp_path, "my-dataset", data)
 
     assert download(project, "my-dataset") == data
-    (package,) = control(fake_gitlab, "GET", "/_state")["packages"]
+    (package,) = service_control(fake_gitlab, "GET", "/_state")["packages"]
     digest = hashlib.sha256(data).hexdigest()
     assert package["files"] == {"data.jsonl": {"size": len(data), "sha256": digest}}
     (package_file,) = project.packages.get(package["id"], lazy=True).package_files.list(get_all=True)
@@ -77,7 +70,7 @@ def test_upload_then_download_is_byte_identical(fake_gitlab, tmp_path, ref, data
         len(data),
         digest,
     )
-    put = control(fake_gitlab, "GET", "/_requests")[0]
+    put = service_control(fake_gitlab, "GET", "/_requests")[0]
     encoded_ref = "group%2Fdatasets" if ref == PROJECT_PATH else PROJECT_ID
     assert put == {
         "method": "PUT",
@@ -98,7 +91,7 @@ def test_a_package_holds_several_files_and_versions_are_separate_packages(fake_g
 
     assert (download(project, "ds"), download(project, "ds", "2.0.0")) == (b"v1", b"v2")
     assert download(project, "ds", file_name="extra.txt") == b"more"
-    packages = control(fake_gitlab, "GET", "/_state")["packages"]
+    packages = service_control(fake_gitlab, "GET", "/_state")["packages"]
     assert [(p["version"], sorted(p["files"])) for p in packages] == [
         ("1.0.0", ["data.jsonl", "extra.txt"]),
         ("2.0.0", ["data.jsonl"]),
@@ -122,7 +115,7 @@ def test_list_filters_by_name_substring_and_follows_pagination(fake_gitlab, tmp_
         "status": "default",
     }
     assert isinstance(first["id"], int) and first["created_at"]
-    list_requests = [r for r in control(fake_gitlab, "GET", "/_requests") if r["method"] == "GET"]
+    list_requests = [r for r in service_control(fake_gitlab, "GET", "/_requests") if r["method"] == "GET"]
     assert [r["query"].get("page", "1") for r in list_requests] == ["1", "2", "3", "4"]
     assert {r["path"] for r in list_requests} == {"/api/v4/projects/group%2Fdatasets/packages"}
 
@@ -153,7 +146,7 @@ def test_delete_removes_the_package(fake_gitlab, tmp_path):
 
     project.packages.delete(doomed.id)
 
-    assert [p["name"] for p in control(fake_gitlab, "GET", "/_state")["packages"]] == ["kept"]
+    assert [p["name"] for p in service_control(fake_gitlab, "GET", "/_state")["packages"]] == ["kept"]
     assert project.packages.list(package_name="doomed", get_all=True) == []
     with pytest.raises(gitlab.exceptions.GitlabGetError) as missing:
         download(project, "doomed")
@@ -173,8 +166,8 @@ def test_a_bad_token_is_rejected_and_recorded(fake_gitlab, tmp_path):
 
     assert rejected.value.response_code == 401
     assert rejected.value.error_message == "401 Unauthorized"
-    assert [r["token_ok"] for r in control(fake_gitlab, "GET", "/_requests")] == [False, False]
-    assert control(fake_gitlab, "GET", "/_state") == {"packages": []}
+    assert [r["token_ok"] for r in service_control(fake_gitlab, "GET", "/_requests")] == [False, False]
+    assert service_control(fake_gitlab, "GET", "/_state") == {"packages": []}
 
 
 def test_an_unknown_project_is_not_found(fake_gitlab, tmp_path):
@@ -189,18 +182,18 @@ def test_an_invalid_version_is_rejected(fake_gitlab, tmp_path, version):
         upload(project_of(fake_gitlab), tmp_path, "ds", version=version)
     assert rejected.value.response_code == 400
     assert "package_version" in rejected.value.error_message
-    assert control(fake_gitlab, "GET", "/_state") == {"packages": []}
+    assert service_control(fake_gitlab, "GET", "/_state") == {"packages": []}
 
 
 def test_a_dropped_upload_raises_and_stores_nothing(fake_gitlab, tmp_path):
     project = project_of(fake_gitlab)
-    control(fake_gitlab, "POST", "/_faults", {"drop_upload": True})
+    service_control(fake_gitlab, "POST", "/_faults", {"drop_upload": True})
 
     with pytest.raises(requests.exceptions.ConnectionError):
         upload(project, tmp_path, "ds", os.urandom(2 * 1024 * 1024))
 
-    assert control(fake_gitlab, "GET", "/_state") == {"packages": []}
-    (dropped,) = control(fake_gitlab, "GET", "/_requests")
+    assert service_control(fake_gitlab, "GET", "/_state") == {"packages": []}
+    (dropped,) = service_control(fake_gitlab, "GET", "/_requests")
     assert 0 < dropped["body_size"] < 2 * 1024 * 1024
     upload(project, tmp_path, "ds", b"second try")  # the fault fired once
     assert download(project, "ds") == b"second try"
@@ -210,7 +203,7 @@ def test_a_truncated_download_raises_while_iterating(fake_gitlab, tmp_path):
     project = project_of(fake_gitlab)
     data = os.urandom(256 * 1024)
     upload(project, tmp_path, "ds", data)
-    control(fake_gitlab, "POST", "/_faults", {"truncate_download": True})
+    service_control(fake_gitlab, "POST", "/_faults", {"truncate_download": True})
 
     chunks = project.generic_packages.download(
         package_name="ds", package_version="1.0.0", file_name="data.jsonl", streamed=True, iterator=True

@@ -284,6 +284,7 @@ def test_wrong_token_is_refused_with_401(hub: StartedServer, tmp_path: Path, dat
             outcome(lambda: hf_hub_download(REPO, "data.jsonl", repo_type="dataset", token="hf_wrong",
                                             local_dir=ARGS["local_dir"])),
             outcome(lambda: intruder.list_repo_files(REPO, repo_type="dataset")),
+            outcome(lambda: HfApi(token=False).list_repo_files(REPO, repo_type="dataset")),
         ])
         """,
         file=str(data_file),
@@ -292,11 +293,14 @@ def test_wrong_token_is_refused_with_401(hub: StartedServer, tmp_path: Path, dat
     for attempt in result:
         assert attempt["raised"] is not None and "HfHubHTTPError" in attempt["classes"], attempt
         assert attempt["status"] == 401 and attempt["raised"] != "RepositoryNotFoundError", attempt
-    assert not (tmp_path / "local" / "data.jsonl").exists()
+    assert len(result) == 5 and not (tmp_path / "local" / "data.jsonl").exists()
     state = control(hub, "GET", "/_state")
     assert list(state["repos"]) == [REPO] and list(state["repos"][REPO]["refs"]["main"]) == ["data.jsonl"]
     refused = [r for r in control(hub, "GET", "/_requests") if not r["authorization_ok"]]
     assert refused and all(r["path"] != f"/api/datasets/{REPO}/commit/main" for r in refused)
+    with pytest.raises(urllib.error.HTTPError) as raised:
+        urllib.request.urlopen(f"{hub.url}/datasets/{REPO}/resolve/main/data.jsonl", timeout=10)
+    assert raised.value.code == 401 and "error" in orjson.loads(raised.value.read())
 
 
 def test_missing_repo_and_missing_file_raise_the_client_errors(hub: StartedServer, tmp_path: Path):
