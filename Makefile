@@ -6,18 +6,23 @@ INSTALLED := $(VENV)/.installed
 
 .PHONY: test lint demo clean
 
-$(INSTALLED): pyproject.toml
+# Each environment folder may list its own extra packages in requirements.txt.
+ENV_REQUIREMENTS := $(wildcard resources_servers/*/requirements.txt)
+
+$(INSTALLED): pyproject.toml $(ENV_REQUIREMENTS)
 	test -x $(PYTHON) || $(BOOTSTRAP_PYTHON) -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
-	$(PYTHON) -m pip install --quiet -e '.[dev]'
+	$(PYTHON) -m pip install --quiet -e '.[dev]' $(addprefix -r ,$(ENV_REQUIREMENTS))
 	touch $(INSTALLED)
 
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# The core's tests, then every server folder through `gym test` (its tests plus its example-data checks).
 test: lint
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q tests
+	$(VENV)/bin/gym test
 
 demo: $(INSTALLED)
 	$(VENV)/bin/gym demo

@@ -18,89 +18,16 @@ from typing import Any
 import orjson
 import requests
 
+from nemo_gym.testing import (  # noqa: F401  (re-exported: the tests import them from here)
+    STARTUP_DEADLINE_S,
+    StartedServer,
+    instance_config,
+    run_instance,
+    run_server,
+    wait_for_bound_address,
+)
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
-STARTUP_DEADLINE_S = 30.0
-
-
-@dataclass
-class StartedServer:
-    process: subprocess.Popen
-    host: str
-    port: int
-    log_path: Path
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-
-def wait_for_bound_address(process: subprocess.Popen, address_file: Path, log_path: Path) -> dict:
-    """Poll for the address file the server writes once its socket is listening (bounded in time)."""
-    deadline = time.monotonic() + STARTUP_DEADLINE_S
-    while time.monotonic() < deadline:
-        if address_file.exists():
-            return orjson.loads(address_file.read_bytes())
-        if process.poll() is not None:
-            raise RuntimeError(
-                f"server exited with {process.returncode} before binding:\n{log_path.read_text()}"
-            )
-        time.sleep(0.02)
-    raise TimeoutError(f"server did not bind within {STARTUP_DEADLINE_S}s:\n{log_path.read_text()}")
-
-
-@contextmanager
-def run_server(
-    args: list[str], workdir: Path, env: dict[str, str] | None = None, cwd: Path | None = None
-) -> Iterator[StartedServer]:
-    """Run `python <args>` as a subprocess, yield once it listens, and always stop it (by its pid)."""
-    address_file = workdir / f"bound-{time.monotonic_ns()}.json"
-    log_path = workdir / f"server-{time.monotonic_ns()}.log"
-    full_env = {**os.environ, **(env or {}), "NEMO_GYM_BOUND_ADDRESS_FILE": str(address_file)}
-    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full_env.get("PYTHONPATH")]))
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, *args], env=full_env, stdout=log, stderr=subprocess.STDOUT, cwd=cwd
-        )
-    try:
-        address = wait_for_bound_address(process, address_file, log_path)
-        yield StartedServer(process, address["host"], address["port"], log_path)
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-
-
-def instance_config(server_type: str, implementation: str, **inner: object) -> dict:
-    """The config block of one instance: `{server_type: {implementation: {entrypoint, host, port, ...}}}`.
-
-    `port` defaults to 0: the server binds a free port itself and reports it (see `run_instance`).
-    """
-    return {server_type: {implementation: {"entrypoint": "app.py", "host": "127.0.0.1", "port": 0, **inner}}}
-
-
-@contextmanager
-def run_instance(
-    config: dict, instance_name: str, workdir: Path, env: dict[str, str] | None = None
-) -> Iterator[StartedServer]:
-    """Start one instance of `config` from its implementation folder's `app.py`, as `gym run` would.
-
-    `config` maps instance names to `instance_config(...)` blocks; peers the instance calls must be in it
-    with their real ports. The config is handed over as a file (NEMO_GYM_CONFIG_FILE).
-    """
-    server_type, implementations = next(iter(config[instance_name].items()))
-    implementation, inner = next(iter(implementations.items()))
-    app_path = REPO_ROOT / server_type / implementation / inner["entrypoint"]
-    config_file = workdir / f"config-{instance_name}-{time.monotonic_ns()}.yaml"
-    config_file.write_bytes(orjson.dumps(config))  # JSON is YAML
-    instance_env = {"NEMO_GYM_CONFIG_FILE": str(config_file), "NEMO_GYM_CONFIG_PATH": instance_name}
-    with run_server([str(app_path)], workdir, {**instance_env, **(env or {})}, cwd=app_path.parent) as server:
-        yield server
 
 
 class OutputReader:

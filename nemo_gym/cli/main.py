@@ -29,8 +29,10 @@ commands:
   status     list the instances of a running deployment and their health (alias ng_status)
   resolve    print the merged config, secrets masked (alias ng_dump_config)
   validate   parse and check a config without starting anything
-  test       run an environment's tests
-  init       create a new environment folder from a template
+  test       run a server folder's tests and check its example data; all folders without
+             +entrypoint=<type>/<folder> (aliases ng_test, ng_test_all)
+  init       create resources_servers/<name> from a template whose tests pass at once
+             (alias ng_init_resources_server)
 """
 
 
@@ -130,12 +132,16 @@ def _dataset(args: Sequence[str]) -> int:
     return run(args)
 
 
-def _not_yet_available(command: str) -> Callable[[Sequence[str]], int]:
-    def report(overrides: Sequence[str]) -> int:
-        print(f"`gym {command}` is not yet available in this version of Gym.", file=sys.stderr)
-        return 2
+def _test(args: Sequence[str]) -> int:
+    from nemo_gym.cli.env_test import run_env_tests
 
-    return report
+    return run_env_tests(list(args))
+
+
+def _init(args: Sequence[str]) -> int:
+    from nemo_gym.cli.env_init import init_resources_server
+
+    return init_resources_server(list(args))
 
 
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
@@ -147,8 +153,8 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "status": _status,
     "resolve": _resolve,
     "validate": _validate,
-    "test": _not_yet_available("test"),
-    "init": _not_yet_available("init"),
+    "test": _test,
+    "init": _init,
 }
 
 
@@ -203,6 +209,11 @@ def _detailed_help(command: str, args: Sequence[str]) -> str | None:
         from nemo_gym.eval_profile import ProfileConfig
 
         return "usage: gym eval profile [+key=value ...]\n\n" + ProfileConfig.help_text()
+    if command == "test":
+        from nemo_gym.cli.env_test import TEST_FLAGS, EnvTestSettings
+
+        flags = "\n".join(TEST_FLAGS.help_lines())
+        return f"usage: gym test [flags] [+key=value ...]\n\n{EnvTestSettings.help_text()}\n\nFlags:\n{flags}"
     if command == "dataset" and args and args[0] in ("collate", "upload", "download", "rm"):
         from nemo_gym.cli.dataset import help_text
 
@@ -228,6 +239,9 @@ ng_reward_profile = _alias("eval", "profile")
 ng_dump_config = _alias("resolve")
 ng_status = _alias("status")
 ng_prepare_data = _alias("dataset", "collate")
+ng_test = _alias("test")
+ng_test_all = _alias("test")
+ng_init_resources_server = _alias("init")
 ng_upload_dataset_to_hf = _alias("dataset", "upload", "--storage", "hf")
 ng_download_dataset_from_hf = _alias("dataset", "download", "--storage", "hf")
 ng_upload_dataset_to_gitlab = _alias("dataset", "upload", "--storage", "gitlab")

@@ -1,0 +1,166 @@
+"""`gym test`: run the tests of one server folder, or of every folder, and check environments' example data.
+
+Each folder's tests run in their own pytest process with the current interpreter (its `requirements.txt`
+must be installed; `make test` does that), from the folder's project root so the project's pytest settings
+apply. A resources server must also ship its example data: `data/example.jsonl` with exactly 5 rows,
+`data/example_metrics.json` saying so, `data/example_rollouts.jsonl` with 5 rollouts, and no leftover
+`*conflict*` file from `gym dataset collate`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+from pydantic import Field
+
+from nemo_gym.cli.flags import FlagSet
+from nemo_gym.config_types import BaseNeMoGymCLIConfig, ConfigError
+from nemo_gym.global_config import command_settings, install_root, parse_global_config_dict
+
+SERVER_TYPES = ("resources_servers", "responses_api_agents", "responses_api_models")
+EXAMPLE_ROWS = 5
+PYTEST_OUTCOMES = {0: "passed", 1: "failed", 2: "interrupted", 5: "no tests"}
+TEST_FLAGS = FlagSet(
+    command="gym test",
+    values={"--resources-server": "resources_server", "--entrypoint": "entrypoint"},
+    switches={"--skip-data-checks": "skip_data_checks"},
+)
+
+
+class EnvTestSettings(BaseNeMoGymCLIConfig):
+    """Run the tests of one server folder (`+entrypoint=resources_servers/<name>`) or of all of them."""
+
+    entrypoint: str | None = Field(default=None, description="<server type>/<folder>; all folders if unset")
+    resources_server: str | None = Field(default=None, description="shorthand for resources_servers/<name>")
+    skip_data_checks: bool = Field(default=False, description="do not check the example data files")
+    num_shards: int = Field(default=1, ge=1, description="split the folders round-robin into this many")
+    shard_index: int = Field(default=0, ge=0, description="which shard this run takes")
+    timeout_s: float = Field(default=900.0, gt=0, description="longest one folder's tests may run")
+
+
+@dataclass
+class FolderResult:
+    folder: Path
+    outcome: str
+    data_problems: list[str]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in ("passed", "no tests") and not self.data_problems
+
+
+def run_env_tests(args: list[str]) -> int:
+    settings = command_settings(EnvTestSettings, parse_global_config_dict(TEST_FLAGS.to_overrides(args)))
+    folders = selected_folders(settings)
+    results = [_test_folder(folder, settings) for folder in folders]
+    print(summary_table(results))
+    failed = [result for result in results if not result.ok]
+    print(f"{len(results) - len(failed)} of {len(results)} folder(s) passed.")
+    return 1 if failed else 0
+
+
+def selected_folders(settings: EnvTestSettings) -> list[Path]:
+    if settings.shard_index >= settings.num_shards:
+        raise ConfigError(
+            f"shard_index {settings.shard_index} must be below num_shards {settings.num_shards}"
+        )
+    entrypoint = settings.entrypoint or (
+        f"resources_servers/{settings.resources_server}" if settings.resources_server else None
+    )
+    if entrypoint is not None:
+        return [_one_folder(entrypoint)]
+    found: dict[Path, Path] = {}
+    for root in dict.fromkeys([Path.cwd(), install_root()]):
+        for server_type in SERVER_TYPES:
+            for readme in sorted((root / server_type).glob("*/README.md")):
+                found.setdefault(readme.parent.resolve(), readme.parent)
+    folders = list(found.values())
+    return folders[settings.shard_index :: settings.num_shards]
+
+
+def _one_folder(entrypoint: str) -> Path:
+    parts = Path(entrypoint).parts
+    if len(parts) != 2 or parts[0] not in SERVER_TYPES:
+        raise ConfigError(f"entrypoint '{entrypoint}': expected <{'|'.join(SERVER_TYPES)}>/<folder>")
+    for root in (Path.cwd(), install_root()):
+        if (root / entrypoint).is_dir():
+            return root / entrypoint
+    raise ConfigError(f"entrypoint '{entrypoint}': no such folder under {Path.cwd()} or {install_root()}")
+
+
+def example_data_problems(folder: Path) -> list[str]:
+    """What is wrong with a resources server's example data (empty when all is well)."""
+    data = folder / "data"
+    problems = [
+        f"{path.relative_to(folder)}: leftover metrics conflict; resolve it with gym dataset collate"
+        for path in sorted(data.glob("*conflict*"))
+    ]
+    for name in ("example.jsonl", "example_rollouts.jsonl"):
+        path = data / name
+        if not path.is_file():
+            problems.append(f"data/{name} is missing")
+        elif (rows := _row_count(path)) != EXAMPLE_ROWS:
+            problems.append(f"data/{name} has {rows} rows; {EXAMPLE_ROWS} expected")
+    metrics = data / "example_metrics.json"
+    if not metrics.is_file():
+        problems.append("data/example_metrics.json is missing; write it with gym dataset collate")
+    else:
+        try:
+            examples = orjson.loads(metrics.read_bytes()).get("Number of examples")
+        except (orjson.JSONDecodeError, AttributeError):
+            examples = None
+        if examples != EXAMPLE_ROWS:
+            problems.append(
+                f"data/example_metrics.json: 'Number of examples' is {examples}, not {EXAMPLE_ROWS}"
+            )
+    return problems
+
+
+def _row_count(path: Path) -> int:
+    with path.open("rb") as lines:
+        return sum(1 for line in lines if line.strip())
+
+
+def _test_folder(folder: Path, settings: EnvTestSettings) -> FolderResult:
+    check_data = folder.parent.name == "resources_servers" and not settings.skip_data_checks
+    problems = example_data_problems(folder) if check_data else []
+    project_root = folder.parent.parent
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(folder), str(project_root), env.get("PYTHONPATH")]))
+    print(f"== {folder.parent.name}/{folder.name}", flush=True)
+    started = time.monotonic()
+    try:
+        code = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", str(folder)],
+            cwd=project_root,
+            env=env,
+            timeout=settings.timeout_s,
+        ).returncode
+        outcome = PYTEST_OUTCOMES.get(code, f"pytest exit {code}")
+    except subprocess.TimeoutExpired:
+        outcome = f"timed out after {settings.timeout_s:.0f} s"
+    return FolderResult(folder, outcome, problems, time.monotonic() - started)
+
+
+def summary_table(results: list[FolderResult]) -> str:
+    from nemo_gym.launcher import format_table
+
+    return format_table(
+        [("server", "tests", "seconds", "data")]
+        + [
+            (
+                f"{result.folder.parent.name}/{result.folder.name}",
+                result.outcome,
+                f"{result.seconds:.1f}",
+                "; ".join(result.data_problems) or "ok",
+            )
+            for result in results
+        ]
+    )

@@ -1,0 +1,94 @@
+"""Run CPU-heavy work (answer parsing, symbolic math, state replay) off a server's event loop.
+
+A verifier that computes on the event loop stalls every other request of its server, health checks
+included. `run_cpu_bound(fn, *args, timeout_s=...)` runs `fn` in a bounded pool of worker processes
+(`NEMO_GYM_CPU_WORKERS`, default: the number of cores), so the loop keeps answering while the pool is
+busy; calls beyond the pool's size queue. Each call has a deadline: inside the worker an interval timer
+interrupts pure-Python work that runs too long, and the caller stops waiting shortly after the deadline
+in any case, so a verifier never hangs.
+
+`fn` and its arguments cross a process boundary: `fn` must be a module-level function and the arguments
+picklable. Workers are spawned (fresh interpreters), not forked: forking a process that runs an event
+loop and client threads can copy a held lock into the child.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, TypeVar
+
+ResultT = TypeVar("ResultT")
+WORKERS_ENV = "NEMO_GYM_CPU_WORKERS"
+DEFAULT_TIMEOUT_S = 30.0
+CALLER_GRACE_S = 2.0
+"""How much longer than the deadline the caller waits for a worker that did not stop itself in time."""
+
+_pool: ProcessPoolExecutor | None = None
+
+
+class CPUCallTimeoutError(TimeoutError):
+    """The work did not finish within its deadline."""
+
+
+def _deadline_reached(signum: int, frame: Any) -> None:
+    raise CPUCallTimeoutError("CPU-bound call exceeded its deadline")
+
+
+def _call_with_deadline(fn: Callable[..., ResultT], args: tuple[Any, ...], timeout_s: float) -> ResultT:
+    """Runs in the worker process: `fn(*args)` under an interval timer."""
+    signal.signal(signal.SIGALRM, _deadline_reached)
+    signal.setitimer(signal.ITIMER_REAL, timeout_s)
+    try:
+        return fn(*args)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def worker_count() -> int:
+    configured = os.environ.get(WORKERS_ENV)
+    if configured:
+        if not configured.isdigit() or int(configured) < 1:
+            raise ValueError(f"{WORKERS_ENV}={configured!r}: expected a positive whole number")
+        return int(configured)
+    return os.cpu_count() or 1
+
+
+def _shared_pool() -> ProcessPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ProcessPoolExecutor(
+            max_workers=worker_count(), mp_context=multiprocessing.get_context("spawn")
+        )
+    return _pool
+
+
+async def run_cpu_bound(
+    fn: Callable[..., ResultT], *args: Any, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> ResultT:
+    """`fn(*args)` in the worker pool; raises CPUCallTimeoutError past `timeout_s` (plus queueing time:
+    the deadline starts when a worker picks the call up)."""
+    future = asyncio.get_running_loop().run_in_executor(
+        _shared_pool(), _call_with_deadline, fn, args, timeout_s
+    )
+    try:
+        return await asyncio.wait_for(future, timeout_s + CALLER_GRACE_S + _queue_allowance(timeout_s))
+    except TimeoutError as error:
+        raise CPUCallTimeoutError(f"CPU-bound call exceeded its {timeout_s} s deadline") from error
+
+
+def _queue_allowance(timeout_s: float) -> float:
+    """Calls wait for a free worker before their own deadline starts; allow a few turns of the pool."""
+    return 4 * timeout_s
+
+
+def shutdown_pool() -> None:
+    """Stop the workers (servers call this on shutdown; a later call starts a new pool)."""
+    global _pool
+    if _pool is not None:
+        _pool.shutdown(wait=False, cancel_futures=True)
+        _pool = None

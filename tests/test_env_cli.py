@@ -1,0 +1,56 @@
+"""`gym init` scaffolds a resources server whose tests pass at once; `gym test` runs a folder's tests and
+checks its example data. Both run as the CLI in a scratch project folder."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import one_line_error
+
+BIN = Path(sys.executable).parent
+
+
+def gym(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "gym"), *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_init_then_test_passes_and_reports_a_table(tmp_path):
+    created = gym(tmp_path, "init", "my_env")
+    assert created.returncode == 0, created.stderr
+    folder = tmp_path / "resources_servers" / "my_env"
+    assert {path.name for path in folder.iterdir()} >= {"app.py", "configs", "data", "tests", "README.md"}
+
+    result = gym(tmp_path, "test", "+entrypoint=resources_servers/my_env")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
+    [row] = [
+        line.split() for line in result.stdout.splitlines() if line.startswith("resources_servers/my_env ")
+    ]
+    assert row[1] == "passed" and row[-1] == "ok"
+
+    again = gym(tmp_path, "init", "my_env")
+    assert "already exists" in one_line_error(again)
+
+
+def test_a_failing_test_and_broken_example_data_fail_the_run(tmp_path):
+    assert gym(tmp_path, "init", "broken_env").returncode == 0
+    folder = tmp_path / "resources_servers" / "broken_env"
+    app = folder / "app.py"
+    app.write_text(app.read_text().replace("reward=1.0", "reward=0.0"))
+    example = folder / "data" / "example.jsonl"
+    example.write_text("".join(example.read_text().splitlines(keepends=True)[:4]))
+    (folder / "data" / "example_metrics_conflict.json").write_text(json.dumps({}))
+
+    result = gym(tmp_path, "test", "--resources-server", "broken_env")
+    assert result.returncode == 1
+    [row] = [line for line in result.stdout.splitlines() if line.startswith("resources_servers/broken_env ")]
+    assert " failed " in row
+    assert "data/example.jsonl has 4 rows; 5 expected" in row
+    assert "data/example_metrics_conflict.json: leftover metrics conflict" in row
+
+
+def test_bad_names_and_unknown_folders_are_one_line_errors(tmp_path):
+    assert "lowercase letters" in one_line_error(gym(tmp_path, "init", "My-Env"))
+    assert "no such folder" in one_line_error(gym(tmp_path, "test", "+entrypoint=resources_servers/nowhere"))
+    assert "expected <" in one_line_error(gym(tmp_path, "test", "+entrypoint=nowhere"))
