@@ -1,0 +1,98 @@
+"""Regression check of every environment: `gym collect` over its example tasks, with replay_model playing
+the recorded rollouts as the policy, must give the rewards recorded in those rollouts.
+
+An environment takes part when its folder has configs/<name>.yaml (with a simple_agent serving the
+example dataset) and data/example_rollouts.jsonl with rewards.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+import yaml
+
+from tests.helpers import REPO_ROOT, gym_command, running_deployment
+
+REPLAY_CONFIG = "responses_api_models/replay_model/configs/replay_model.yaml"
+
+
+def environments() -> list[Path]:
+    return sorted(
+        folder
+        for folder in (REPO_ROOT / "resources_servers").iterdir()
+        if (folder / "configs" / f"{folder.name}.yaml").is_file()
+        and (folder / "data" / "example_rollouts.jsonl").is_file()
+    )
+
+
+def example_agent(config_path: Path) -> tuple[str, str]:
+    """The simple_agent instance serving the example dataset, and that dataset's path."""
+    for name, block in yaml.safe_load(config_path.read_text()).items():
+        agent = (block or {}).get("responses_api_agents", {}).get("simple_agent")
+        for dataset in (agent or {}).get("datasets", []):
+            if dataset.get("type") == "example":
+                return name, dataset["jsonl_fpath"]
+    pytest.skip(f"{config_path} has no simple_agent with an example dataset")
+
+
+def prompt_key(row: dict) -> str:
+    """The task's messages as (role, text) pairs: recorded rollouts carry the parsed request, with defaults
+    filled in, so the raw JSON of a task and of its recording differ."""
+    messages = row["responses_create_params"]["input"]
+    if isinstance(messages, str):
+        return repr([("user", messages)])
+    return repr([(message.get("role"), _text(message.get("content"))) for message in messages])
+
+
+def _text(content: object) -> str:
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return str(content)
+
+
+@pytest.mark.parametrize("folder", environments(), ids=lambda folder: folder.name)
+def test_replayed_rollouts_earn_their_recorded_rewards(folder: Path, tmp_path: Path):
+    rollouts_path = folder / "data" / "example_rollouts.jsonl"
+    recorded = [orjson.loads(line) for line in rollouts_path.read_bytes().splitlines() if line.strip()]
+    expected = {prompt_key(rollout): rollout["reward"] for rollout in recorded if "reward" in rollout}
+    if not expected:
+        pytest.skip("the recorded rollouts carry no rewards")
+    config = folder / "configs" / f"{folder.name}.yaml"
+    agent, dataset = example_agent(config)
+    tasks = [orjson.loads(line) for line in (REPO_ROOT / dataset).read_bytes().splitlines() if line.strip()]
+    replayable = [task for task in tasks if prompt_key(task) in expected]
+    if not replayable:
+        pytest.skip("the recorded rollouts are of other tasks than the example dataset's")
+    dataset_copy = tmp_path / "tasks.jsonl"
+    dataset_copy.write_bytes(b"".join(orjson.dumps(task) + b"\n" for task in replayable))
+    args = [
+        f"+config_paths=[{config.relative_to(REPO_ROOT)},{REPLAY_CONFIG}]",
+        f"++policy_model.responses_api_models.replay_model.rollouts_jsonl_fpath=[{rollouts_path}]",
+    ]
+    output = tmp_path / "rollouts.jsonl"
+    with running_deployment(args, REPO_ROOT) as running:
+        port = running.head_url.rsplit(":", 1)[1]
+        result = subprocess.run(
+            gym_command(
+                "collect",
+                f"++head_server.port={port}",
+                "-a",
+                agent,
+                "-i",
+                str(dataset_copy),
+                "-o",
+                str(output),
+            ),
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=REPO_ROOT,
+        )
+    assert result.returncode == 0, result.stdout + result.stderr
+    results = [orjson.loads(line) for line in output.read_bytes().splitlines() if line.strip()]
+    assert {prompt_key(row): row["reward"] for row in results} == {
+        prompt_key(task): expected[prompt_key(task)] for task in replayable
+    }
