@@ -38,6 +38,15 @@ def example_agent(config_path: Path) -> tuple[str, str]:
     pytest.skip(f"{config_path} has no simple_agent with an example dataset")
 
 
+def ends(rollout: dict) -> bool:
+    """Whether simple_agent stops on the recorded last reply: one with only reasoning (a generation cut
+    without `incomplete_details`) makes it ask the model again, and the recording has no next turn."""
+    response = rollout["response"]
+    return bool(response.get("incomplete_details")) or any(
+        item.get("type") == "message" for item in response.get("output", [])
+    )
+
+
 def prompt_key(row: dict) -> str:
     """The task's messages as (role, text) pairs: recorded rollouts carry the parsed request, with defaults
     filled in, so the raw JSON of a task and of its recording differ."""
@@ -57,7 +66,11 @@ def _text(content: object) -> str:
 def test_replayed_rollouts_earn_their_recorded_rewards(folder: Path, tmp_path: Path):
     rollouts_path = folder / "data" / "example_rollouts.jsonl"
     recorded = [orjson.loads(line) for line in rollouts_path.read_bytes().splitlines() if line.strip()]
-    expected = {prompt_key(rollout): rollout["reward"] for rollout in recorded if "reward" in rollout}
+    expected = {
+        prompt_key(rollout): rollout["reward"]
+        for rollout in recorded
+        if "reward" in rollout and ends(rollout)
+    }
     if not expected:
         pytest.skip("the recorded rollouts carry no rewards")
     config = folder / "configs" / f"{folder.name}.yaml"

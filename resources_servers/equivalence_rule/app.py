@@ -1,0 +1,89 @@
+"""equivalence_rule: grade a free-text answer against `expected_answer` with a fixed string rule.
+
+No judge model: the answer is compared after normalization (case, surrounding and repeated whitespace),
+either exactly or by difflib similarity, so the reward is cheap, deterministic and reproducible. The
+similarity rules are quadratic in the worst case on long answers, so they run in the CPU pool with a
+deadline; a grading that runs out of time earns 0.0.
+"""
+
+import logging
+from typing import Literal
+
+from fastapi import Request
+from grading import exact_score, grade
+from pydantic import ConfigDict, Field
+
+from nemo_gym.base_resources_server import (
+    BaseResourcesServerConfig,
+    BaseVerifyRequest,
+    BaseVerifyResponse,
+    SimpleResourcesServer,
+)
+from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.openai_utils import NeMoGymResponse
+
+logger = logging.getLogger("equivalence_rule")
+
+GradingRule = Literal["exact", "seq_match", "weighted_seq_match"]
+
+
+class EquivalenceRuleConfig(BaseResourcesServerConfig):
+    grading_rule: GradingRule = "exact"
+    grading_timeout_s: float = Field(default=10.0, gt=0)
+
+
+class EquivalenceVerifyRequest(BaseVerifyRequest):
+    """Other row fields (question, source, ids, ...) are kept and echoed in the answer."""
+
+    model_config = ConfigDict(extra="allow")
+
+    expected_answer: str
+
+
+class EquivalenceVerifyResponse(BaseVerifyResponse):
+    model_config = ConfigDict(extra="allow")
+
+    expected_answer: str
+    equivalence_score: float
+
+
+def output_text(response: NeMoGymResponse) -> str:
+    """Every output_text part of every message, in order, joined with no separator."""
+    return "".join(
+        part.text
+        for item in response.output
+        if item.type == "message"
+        for part in item.content
+        if part.type == "output_text"
+    )
+
+
+class EquivalenceRuleResourcesServer(SimpleResourcesServer):
+    config: EquivalenceRuleConfig
+
+    async def score(self, response_text: str, expected: str) -> float:
+        rule = self.config.grading_rule
+        if rule == "exact":  # linear: cheaper inline than a trip to the pool
+            return exact_score(response_text, expected)
+        try:
+            return await run_cpu_bound(
+                grade, rule, response_text, expected, timeout_s=self.config.grading_timeout_s
+            )
+        except CPUCallTimeoutError:
+            logger.warning(
+                "%s grading of a %d-character answer exceeded %s s; reward 0.0",
+                rule,
+                len(response_text),
+                self.config.grading_timeout_s,
+            )
+            return 0.0
+
+    async def verify(self, request: Request, body: EquivalenceVerifyRequest) -> EquivalenceVerifyResponse:
+        """reward = equivalence_score, from the configured `grading_rule`."""
+        score = await self.score(output_text(body.response), body.expected_answer)
+        row = body.model_dump(exclude={"reward", "equivalence_score"})
+        return EquivalenceVerifyResponse(**row, reward=score, equivalence_score=score)
+
+
+if __name__ == "__main__":
+    EquivalenceRuleResourcesServer.run_webserver()
