@@ -35,8 +35,13 @@ class CPUCallTimeoutError(TimeoutError):
     """The work did not finish within its deadline."""
 
 
+class _DeadlineInterrupt(BaseException):
+    """Raised inside the worker when the timer fires. Not an Exception, so a library's own
+    `except Exception` (math-verify has several) cannot swallow it and carry on computing."""
+
+
 def _deadline_reached(signum: int, frame: Any) -> None:
-    raise CPUCallTimeoutError("CPU-bound call exceeded its deadline")
+    raise _DeadlineInterrupt
 
 
 def _call_with_deadline(fn: Callable[..., ResultT], args: tuple[Any, ...], timeout_s: float) -> ResultT:
@@ -45,6 +50,8 @@ def _call_with_deadline(fn: Callable[..., ResultT], args: tuple[Any, ...], timeo
     signal.setitimer(signal.ITIMER_REAL, timeout_s)
     try:
         return fn(*args)
+    except _DeadlineInterrupt:
+        raise CPUCallTimeoutError(f"CPU-bound call exceeded its {timeout_s} s deadline") from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
 

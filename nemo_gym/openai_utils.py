@@ -473,6 +473,18 @@ class NeMoGymResponse(_WireModel):
     user: str | None = None
     usage: NeMoGymResponseUsage | None = None
 
+    @property
+    def output_text(self) -> str:
+        """The text of every `output_text` part of every message, in order, joined without a separator
+        (as the OpenAI SDK's property of the same name); reasoning and tool calls are left out."""
+        return "".join(
+            part.text
+            for item in self.output
+            if item.type == "message"
+            for part in item.content
+            if part.type == "output_text"
+        )
+
 
 # ------------------------------------------------------------------------------------------------------
 # Chat Completions response

@@ -14,3 +14,13 @@ def spin_forever() -> None:
 
 def fail(message: str) -> None:
     raise ValueError(message)
+
+
+def spin_inside_a_catch_all() -> str:
+    """Like a library that wraps its work in `except Exception` and keeps going."""
+    while True:
+        try:
+            while True:
+                pass
+        except Exception:
+            continue

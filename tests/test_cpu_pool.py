@@ -5,7 +5,7 @@ import os
 import pytest
 
 from nemo_gym import cpu_pool
-from tests.cpu_workloads import fail, spin_forever, square
+from tests.cpu_workloads import fail, spin_forever, spin_inside_a_catch_all, square
 
 
 @pytest.fixture(autouse=True)
@@ -29,6 +29,11 @@ async def test_a_runaway_call_is_stopped_at_its_deadline_and_the_pool_still_work
     with pytest.raises(cpu_pool.CPUCallTimeoutError):
         await cpu_pool.run_cpu_bound(spin_forever, timeout_s=0.3)
     assert (await cpu_pool.run_cpu_bound(square, 7, timeout_s=30))[0] == 49
+
+
+async def test_a_library_catching_every_exception_cannot_swallow_the_deadline():
+    with pytest.raises(cpu_pool.CPUCallTimeoutError):
+        await cpu_pool.run_cpu_bound(spin_inside_a_catch_all, timeout_s=0.3)
 
 
 def test_worker_count_comes_from_the_environment(monkeypatch):

@@ -20,7 +20,6 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
-from nemo_gym.openai_utils import NeMoGymResponse
 
 logger = logging.getLogger("equivalence_rule")
 
@@ -47,17 +46,6 @@ class EquivalenceVerifyResponse(BaseVerifyResponse):
     equivalence_score: float
 
 
-def output_text(response: NeMoGymResponse) -> str:
-    """Every output_text part of every message, in order, joined with no separator."""
-    return "".join(
-        part.text
-        for item in response.output
-        if item.type == "message"
-        for part in item.content
-        if part.type == "output_text"
-    )
-
-
 class EquivalenceRuleResourcesServer(SimpleResourcesServer):
     config: EquivalenceRuleConfig
 
@@ -80,7 +68,7 @@ class EquivalenceRuleResourcesServer(SimpleResourcesServer):
 
     async def verify(self, request: Request, body: EquivalenceVerifyRequest) -> EquivalenceVerifyResponse:
         """reward = equivalence_score, from the configured `grading_rule`."""
-        score = await self.score(output_text(body.response), body.expected_answer)
+        score = await self.score(body.response.output_text, body.expected_answer)
         row = body.model_dump(exclude={"reward", "equivalence_score"})
         return EquivalenceVerifyResponse(**row, reward=score, equivalence_score=score)
 

@@ -21,7 +21,6 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
-from nemo_gym.openai_utils import NeMoGymResponse
 from nemo_gym.reward_profile import compute_pass_majority_metrics, highest_k_metrics
 
 logger = logging.getLogger("mcqa")
@@ -63,17 +62,6 @@ class MCQAVerifyResponse(BaseVerifyResponse):
     extracted_answer: str | None
 
 
-def output_text(response: NeMoGymResponse) -> str:
-    """All output_text of all assistant messages, joined without separator; reasoning is ignored."""
-    return "".join(
-        part.text
-        for item in response.output
-        if item.type == "message"
-        for part in item.content
-        if part.type == "output_text"
-    )
-
-
 def option_pairs(options: list[dict[str, str | None]]) -> tuple[tuple[str, str], ...]:
     """(uppercased letter, text) for every option with a text; options written as null are not choices."""
     return tuple(
@@ -101,7 +89,7 @@ class MCQAResourcesServer(SimpleResourcesServer):
         try:
             extracted = await run_cpu_bound(
                 extract_answer,
-                output_text(body.response),
+                body.response.output_text,
                 option_pairs(body.options),
                 mode,
                 regex_list(body.template_metadata),

@@ -22,7 +22,6 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
-from nemo_gym.openai_utils import NeMoGymResponse
 from nemo_gym.reward_profile import compute_pass_majority_metrics, compute_subset_metrics, highest_k_metrics
 
 logger = logging.getLogger("reasoning_gym")
@@ -52,17 +51,6 @@ class ReasoningGymVerifyResponse(BaseVerifyResponse):
     extracted_answer: str | None
 
 
-def output_text(response: NeMoGymResponse) -> str:
-    """Every `output_text` part of every assistant message, joined without a separator."""
-    return "".join(
-        part.text
-        for item in response.output
-        if item.type == "message"
-        for part in item.content
-        if part.type == "output_text"
-    )
-
-
 class ReasoningGymResourcesServer(SimpleResourcesServer):
     config: ReasoningGymConfig
 
@@ -73,7 +61,7 @@ class ReasoningGymResourcesServer(SimpleResourcesServer):
         timeout_s = self.config.verify_timeout_s
         try:
             result = await run_cpu_bound(
-                grade, task_name, output_text(body.response), entry, timeout_s=timeout_s
+                grade, task_name, body.response.output_text, entry, timeout_s=timeout_s
             )
         except UnknownTaskError:
             raise HTTPException(

@@ -1,0 +1,199 @@
+"""math_with_judge: reward a math answer by symbolic equivalence (math-verify), optionally rescued by an LLM judge.
+
+The symbolic check runs in the CPU worker pool, never on the event loop, so a slow sympy simplification
+cannot stall the server's other requests; past its deadline it scores 0.0. When the check fails and the
+judge is enabled, the judge model compares the expected and generated answers twice, the second time
+with the two answers swapped, and the reward is 1.0 only if both comparisons say "equal".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from fastapi import Request
+from grading import Grade, grade
+from pydantic import BaseModel, Field, PrivateAttr, model_validator
+
+from nemo_gym.base_resources_server import (
+    BaseResourcesServerConfig,
+    BaseVerifyRequest,
+    BaseVerifyResponse,
+    SimpleResourcesServer,
+)
+from nemo_gym.config_types import ModelServerRef
+from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.http_client import get_response_json, raise_for_status
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
+from nemo_gym.reward_profile import compute_pass_majority_metrics, highest_k_metrics
+
+logger = logging.getLogger("math_with_judge")
+
+EQUAL_LABEL = "[[A=B]]"
+NOT_EQUAL_LABEL = "[[A!=B]]"
+
+JUDGE_SYSTEM_PROMPT = f"""You compare two answers to the same math problem, written by assistant A and \
+assistant B, and decide whether they are mathematically equivalent.
+
+Judge only the mathematical content: the same value written differently (fractions versus decimals, \
+factored versus expanded, a different variable order in a set) counts as equivalent. Ignore formatting \
+requirements of the problem, wording, units written out or omitted, and any working shown around the answer.
+
+When you have decided, write exactly one of these labels as your final verdict:
+
+1. The answers are equivalent: {EQUAL_LABEL}
+2. The answers are not equivalent: {NOT_EQUAL_LABEL}
+
+For example: "Final verdict: not equivalent {NOT_EQUAL_LABEL}"."""
+
+JUDGE_USER_TEMPLATE = """<|Problem|>
+{question}
+
+<|Start of Assistant A's Answer|>
+{first_answer}
+<|End of Assistant A's Answer|>
+
+<|Start of Assistant B's Answer|>
+{second_answer}
+<|End of Assistant B's Answer|>"""
+
+
+class MathWithJudgeConfig(BaseResourcesServerConfig):
+    judge_model_server: ModelServerRef | None = Field(
+        default=None,
+        description="model server asked when the symbolic check fails; needed by should_use_judge",
+    )
+    judge_responses_create_params: NeMoGymResponseCreateParamsNonStreaming = Field(
+        default_factory=lambda: NeMoGymResponseCreateParamsNonStreaming(input=[]),
+        description="sampling settings of judge calls; `input` is replaced by the comparison prompt",
+    )
+    should_use_judge: bool = False
+    library_verifier_timeout_seconds: float = Field(default=10.0, gt=0)
+    library_verifier_max_concurrency: int = Field(default=32, ge=1)
+
+    @model_validator(mode="after")
+    def _judge_needs_a_model(self) -> MathWithJudgeConfig:
+        if self.should_use_judge and self.judge_model_server is None:
+            raise ValueError("should_use_judge is true but judge_model_server is not set")
+        return self
+
+
+class MathVerifyRequest(BaseVerifyRequest):
+    question: str
+    expected_answer: str
+
+
+class JudgeEvaluation(BaseModel):
+    responses_create_params: NeMoGymResponseCreateParamsNonStreaming
+    response: NeMoGymResponse
+
+
+class MathVerifyResponse(BaseVerifyResponse):
+    expected_answer: str
+    extracted_answer: str | None
+    library_reward: float
+    judge_evaluations: list[JudgeEvaluation] | None
+
+
+def judge_says_equal(response: NeMoGymResponse) -> bool:
+    """The label that comes first in the last text of the final message; no message or no label: not equal."""
+    if not response.output or response.output[-1].type != "message":
+        return False
+    texts = [part.text for part in response.output[-1].content if part.type == "output_text"]
+    if not texts:
+        return False
+    verdict = texts[-1]
+    equal_at, not_equal_at = verdict.find(EQUAL_LABEL), verdict.find(NOT_EQUAL_LABEL)
+    if equal_at < 0:
+        return False
+    return not_equal_at < 0 or equal_at < not_equal_at
+
+
+class MathWithJudgeResourcesServer(SimpleResourcesServer):
+    config: MathWithJudgeConfig
+    _grading_slots: asyncio.Semaphore = PrivateAttr()
+
+    def model_post_init(self, context: object) -> None:
+        super().model_post_init(context)
+        self._grading_slots = asyncio.Semaphore(self.config.library_verifier_max_concurrency)
+
+    async def verify(self, request: Request, body: MathVerifyRequest) -> MathVerifyResponse:
+        generated = body.response.output_text
+        library = await self._library_grade(body.expected_answer, generated)
+        reward, evaluations = library.library_reward, None
+        if self.config.should_use_judge and library.library_reward <= 0.5:
+            reward, evaluations = await self._judge(body.question, body.expected_answer, generated)
+        return MathVerifyResponse(
+            **body.model_dump(exclude={"question"}),
+            extracted_answer=library.extracted_answer,
+            library_reward=library.library_reward,
+            judge_evaluations=evaluations,
+            reward=reward,
+        )
+
+    async def _library_grade(self, expected_answer: str, generated: str) -> Grade:
+        deadline_s = self.config.library_verifier_timeout_seconds
+        async with self._grading_slots:
+            try:
+                result = await run_cpu_bound(grade, expected_answer, generated, timeout_s=deadline_s)
+            except CPUCallTimeoutError:
+                result = Grade(0.0, None, timed_out=True)
+        if result.timed_out:
+            logger.warning("math-verify gave up after %.1f s; the answer scores 0.0", deadline_s)
+        return result
+
+    async def _judge(
+        self, question: str, expected_answer: str, generated: str
+    ) -> tuple[float, list[JudgeEvaluation]]:
+        """Expected as A and generated as B; only if that is judged equal, again with the two swapped."""
+        evaluations = []
+        for first, second in ((expected_answer, generated), (generated, expected_answer)):
+            evaluation = await self._ask_judge(question, first, second)
+            evaluations.append(evaluation)
+            if not judge_says_equal(evaluation.response):
+                return 0.0, evaluations
+        return 1.0, evaluations
+
+    async def _ask_judge(self, question: str, first_answer: str, second_answer: str) -> JudgeEvaluation:
+        prompt = JUDGE_USER_TEMPLATE.format(
+            question=question, first_answer=first_answer, second_answer=second_answer
+        )
+        settings = self.config.judge_responses_create_params.model_dump(mode="json", exclude_unset=True)
+        messages = [{"role": "system", "content": JUDGE_SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
+        params = NeMoGymResponseCreateParamsNonStreaming.model_validate({**settings, "input": messages})
+        answer = await self.server_client.post(
+            self.config.judge_model_server.name, "/v1/responses", json=params
+        )
+        await raise_for_status(answer)
+        response = NeMoGymResponse.model_validate(await get_response_json(answer))
+        return JudgeEvaluation(responses_create_params=params, response=response)
+
+    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        return compute_pass_majority_metrics(tasks, score_fn=_scores, answer_key="extracted_answer")
+
+    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
+        key_metrics = {
+            name: agent_metrics[name]
+            for name in ("mean/input_tokens", "mean/output_tokens")
+            if name in agent_metrics
+        }
+        key_metrics.update(highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]"))
+        for family in ("pass@{k}", "majority@{k}"):
+            chosen = highest_k_metrics(agent_metrics, family)
+            key_metrics.update(
+                {name: value for name, value in chosen.items() if not name.endswith("/no_answer")}
+            )
+        return key_metrics
+
+
+def _scores(rollout: dict[str, Any]) -> dict[str, float]:
+    """Symbolic accuracy always; judge accuracy only for rollouts the judge actually looked at."""
+    scores = {"symbolic_accuracy": float(rollout.get("library_reward", 0.0))}
+    if rollout.get("judge_evaluations") is not None:
+        scores["judge_accuracy"] = float(rollout["reward"])
+    return scores
+
+
+if __name__ == "__main__":
+    MathWithJudgeResourcesServer.run_webserver()
