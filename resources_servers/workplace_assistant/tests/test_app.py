@@ -393,7 +393,7 @@ async def test_a_partial_or_wrong_solution_earns_0(server):
     assert await verify(server, row, row["ground_truth"] + wrong) == 0.0
 
 
-async def test_case_differences_count_only_in_status_list_and_board(server):
+async def test_case_differences_count_in_board_but_not_in_free_text_fields(server):
     row = {
         **ROWS[1],
         "ground_truth": [

@@ -122,6 +122,19 @@ async def test_a_duplicate_call_cannot_match_two_expected_calls(server):
     assert answer["num_correct"] == 2 and answer["reward"] == 1.0
 
 
+async def test_matching_is_greedy_in_expected_order_not_optimal(server):
+    """The first expected call takes the first unused prediction it accepts, even when another assignment
+    would match everything: as the reference scores it."""
+    any_giveaway = {"name": "live_giveaways_by_type"}
+    answer = await verify(
+        server,
+        [any_giveaway, BETA],
+        call(BETA["name"], BETA["arguments"]),
+        call(GAME["name"], GAME["arguments"], 1),
+    )
+    assert answer["num_correct"] == 1 and answer["reward"] == 0.0
+
+
 @pytest.mark.parametrize(
     ("arguments", "reward"),
     [
