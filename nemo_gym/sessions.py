@@ -9,13 +9,19 @@ simply a new session.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import uuid
+from collections import OrderedDict
+from typing import Generic, TypeVar
 
 from fastapi import FastAPI, Request
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+logger = logging.getLogger("nemo_gym.sessions")
+StateT = TypeVar("StateT")
 
 SESSION_SECRET_ENV_VAR_NAME = "NEMO_GYM_SESSION_SECRET"
 SESSION_ID_KEY = "session_id"
@@ -66,3 +72,44 @@ def install_session_middleware(app: FastAPI, cookie_name: str, secret: str) -> N
 
 def get_session_id(request: Request) -> str:
     return request.session[SESSION_ID_KEY]
+
+
+class SessionStore(Generic[StateT]):
+    """Per-session state of a resources server: session id -> state, least recently used first.
+
+    Holding more than `max_sessions` evicts the oldest session (memory stays bounded when rollouts never
+    reach `/verify`); the first eviction is logged, since it means rollouts outnumber the cap or are being
+    abandoned, and a rollout still using an evicted session loses its state. A server runs one event loop
+    and no method awaits, so no lock is needed.
+    """
+
+    def __init__(self, max_sessions: int) -> None:
+        self.max_sessions = max_sessions
+        self.evictions = 0
+        self._states: OrderedDict[str, StateT] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def get(self, session_id: str) -> StateT | None:
+        if session_id not in self._states:
+            return None
+        self._states.move_to_end(session_id)
+        return self._states[session_id]
+
+    def put(self, session_id: str, state: StateT) -> None:
+        self._states[session_id] = state
+        self._states.move_to_end(session_id)
+        while len(self._states) > self.max_sessions:
+            self._states.popitem(last=False)
+            self.evictions += 1
+            if self.evictions == 1:
+                logger.warning(
+                    "session store reached max_sessions=%d; evicting the least recently used session "
+                    "(a rollout still running with it loses its state). Raise max_sessions if this is "
+                    "not expected.",
+                    self.max_sessions,
+                )
+
+    def pop(self, session_id: str) -> StateT | None:
+        return self._states.pop(session_id, None)

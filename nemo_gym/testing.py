@@ -3,6 +3,11 @@
 Environment tests talk HTTP to the server exactly as `gym run` starts it: `run_instance(config, name,
 workdir)` writes the config to a file, starts `<type>/<implementation>/app.py` with port 0 and yields once
 the server reports the port it bound. The server is always stopped afterwards, by its pid.
+
+The rest is what environment tests (`resources_servers/*/tests/test_app.py`) all need around that: start
+one resources server (`run_resources_server`), POST JSON to it (`post_json`), build Responses-API output
+to verify (`response_with`, `message_item`, `function_call_item`) and check the folder's shipped config
+(`check_environment_config`).
 """
 
 from __future__ import annotations
@@ -15,10 +20,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
+import yaml
 
+from nemo_gym.config_types import validate_server_instance_config
 from nemo_gym.global_config import install_root
+from nemo_gym.http_client import get_response_json, request
 
 STARTUP_DEADLINE_S = 30.0
 
@@ -108,3 +117,99 @@ def run_instance(
     instance_env = {"NEMO_GYM_CONFIG_FILE": str(config_file), "NEMO_GYM_CONFIG_PATH": instance_name}
     with run_server([str(app_path)], workdir, {**instance_env, **(env or {})}, cwd=app_path.parent) as server:
         yield server
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The rows of a JSONL file, e.g. an environment's `data/example.jsonl` or its recorded rollouts."""
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+@contextmanager
+def run_resources_server(
+    instance_name: str,
+    workdir: Path,
+    *,
+    implementation: str | None = None,
+    env: dict[str, str] | None = None,
+    **inner: object,
+) -> Iterator[StartedServer]:
+    """Start a lone resources server (no peers) named `instance_name`, as an environment test's fixture does.
+
+    `implementation` defaults to the instance name, the usual case; `inner` is its config (`domain=...`).
+    """
+    implementation = implementation or instance_name
+    config = {instance_name: instance_config("resources_servers", implementation, **inner)}
+    with run_instance(config, instance_name, workdir, env) as server:
+        yield server
+
+
+async def post_json(url: str, body: Any = None, *, require_cookie: str | None = None) -> tuple[int, Any]:
+    """POST `body` as JSON through the Gym HTTP client, as an agent would, and answer (status, parsed body).
+
+    `require_cookie` names a cookie every answer must set (servers that keep per-rollout sessions).
+    """
+    response = await request("POST", url, json=body)
+    if require_cookie is not None:
+        assert require_cookie in response.cookies, "every answer carries the session cookie"
+    return response.status, await get_response_json(response)
+
+
+def message_item(text: str, id: str = "msg_1") -> dict:
+    """An assistant output message saying `text`: what a model's final answer looks like to /verify."""
+    content = [{"type": "output_text", "text": text, "annotations": []}]
+    return {"type": "message", "role": "assistant", "id": id, "status": "completed", "content": content}
+
+
+def function_call_item(name: str, arguments: Any, call_id: str = "c1") -> dict:
+    """A function-call output item; `arguments` that are not already a string are JSON-encoded, as models do."""
+    encoded = arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
+    return {"type": "function_call", "name": name, "arguments": encoded, "call_id": call_id}
+
+
+def response_with(*items: dict, **fields: Any) -> dict:
+    """A Responses-API response whose output is `items`, to hand to /verify.
+
+    The defaults are the fewest fields the schema requires; `fields` add to or replace them, e.g.
+    `response_with(*items, **recorded_response)` to keep everything of a recorded response but its output.
+    """
+    defaults = {
+        "id": "resp_test",
+        "created_at": 0,
+        "model": "test",
+        "object": "response",
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
+    return {**defaults, **fields, "output": list(items)}
+
+
+def check_environment_config(
+    folder: Path,
+    resources_instance: str,
+    domain: str,
+    *,
+    agent_instance: str | None = None,
+    config_name: str | None = None,
+) -> tuple[dict, Any, dict]:
+    """Check what every environment's shipped config must hold, and answer (config, resources, agent).
+
+    `configs/<config_name>.yaml` (default: the folder's name) must validate; the resources instance must
+    start from app.py in `domain`; the simple agent (`agent_instance`, default `<folder name>_simple_agent`)
+    must wire that instance to `policy_model` and list `data/example.jsonl` as its example dataset. The
+    caller asserts what is particular to its environment on the returned blocks.
+    """
+    config_name = config_name or folder.name
+    agent_instance = agent_instance or f"{folder.name}_simple_agent"
+    config = yaml.safe_load((folder / "configs" / f"{config_name}.yaml").read_text())
+    instances = {name: validate_server_instance_config(name, block) for name, block in config.items()}
+    resources = instances[resources_instance].get_inner_run_server_config()
+    assert resources.entrypoint == "app.py" and resources.domain == domain
+    agent = config[agent_instance]["responses_api_agents"]["simple_agent"]
+    assert agent["resources_server"] == {"type": "resources_servers", "name": resources_instance}
+    assert agent["model_server"] == {"type": "responses_api_models", "name": "policy_model"}
+    example = next(d for d in instances[agent_instance].datasets if d.type == "example")
+    assert (install_root() / example.jsonl_fpath).read_bytes() == (
+        folder / "data" / "example.jsonl"
+    ).read_bytes()
+    return config, resources, agent

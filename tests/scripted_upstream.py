@@ -43,7 +43,8 @@ A step is an object; every key is optional and at most one action key is allowed
 A step without an action key (for example `{"delay_s": 1}`), or a request whose model has no queued
 step, gets the default answer: an assistant message whose text is "ok".
 
-This file imports nothing from nemo_gym or from the tests: it stands for a foreign server.
+This file imports nothing from nemo_gym (only the tests' local-service starter): it stands for a foreign
+server.
 """
 
 from __future__ import annotations
@@ -51,16 +52,15 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import os
-import socket
 import time
 import zlib
 from collections import deque
-from pathlib import Path
 from typing import Any
 
 import orjson
 from aiohttp import web
+
+from tests.local_service import serve
 
 RESPONSES_PATH = "/v1/responses"
 CHAT_PATH = "/v1/chat/completions"
@@ -390,21 +390,7 @@ def make_app() -> web.Application:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    app = make_app()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(1024)  # listening before the address is published, so early clients queue, not fail
-    host, port = sock.getsockname()
-    address = orjson.dumps({"host": host, "port": port, "pid": os.getpid()})
-    if "NEMO_GYM_BOUND_ADDRESS_FILE" in os.environ:
-        target = Path(os.environ["NEMO_GYM_BOUND_ADDRESS_FILE"])
-        staging = Path(f"{target}.tmp")
-        staging.write_bytes(address)
-        staging.replace(target)
-    else:
-        print(address.decode(), flush=True)
-    web.run_app(app, sock=sock, print=None, shutdown_timeout=1, handler_cancellation=True)
+    serve(make_app())
 
 
 if __name__ == "__main__":

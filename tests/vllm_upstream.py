@@ -85,7 +85,8 @@ Model settings: "max_model_len" (default --max-model-len, 32768): a prompt that 
 replaced by those ids, so multi-turn prompts stay token-contiguous.
 
 Log-probs are deterministic (a function of position and token id), so the same request gives the same
-tokens and log-probs. This file imports nothing from nemo_gym or from the tests: it stands for vLLM.
+tokens and log-probs. This file imports nothing from nemo_gym (only the tests' local-service starter): it
+stands for vLLM.
 """
 
 from __future__ import annotations
@@ -94,20 +95,19 @@ import argparse
 import itertools
 import json
 import logging
-import os
 import re
-import socket
 import time
 import uuid
 import zlib
 from collections import deque
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import orjson
 from aiohttp import web
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from tests.local_service import serve
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
@@ -1023,30 +1023,11 @@ def make_app(max_model_len: int = DEFAULT_MAX_MODEL_LEN) -> web.Application:
     return app
 
 
-def publish_address(sock: socket.socket) -> None:
-    """Write {"host", "port", "pid"} atomically where the starter looks (or print it)."""
-    host, port = sock.getsockname()
-    address = orjson.dumps({"host": host, "port": port, "pid": os.getpid()})
-    if "NEMO_GYM_BOUND_ADDRESS_FILE" in os.environ:
-        target = Path(os.environ["NEMO_GYM_BOUND_ADDRESS_FILE"])
-        staging = Path(f"{target}.tmp")
-        staging.write_bytes(address)
-        staging.replace(target)
-    else:
-        print(address.decode(), flush=True)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-model-len", type=int, default=DEFAULT_MAX_MODEL_LEN)
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    app = make_app(args.max_model_len)  # the tokenizer is trained here, before the address is published
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(1024)  # listening before the address is published, so early clients queue, not fail
-    publish_address(sock)
-    web.run_app(app, sock=sock, print=None, shutdown_timeout=1, handler_cancellation=True)
+    serve(make_app(args.max_model_len))  # the tokenizer is trained here, before the address is published
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ verification (failed, timed out, abandoned) are eventually evicted instead of le
 """
 
 import logging
-from collections import OrderedDict
 
 from fastapi import FastAPI, Request
 from pydantic import BaseModel, Field, PrivateAttr
@@ -20,7 +19,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.sessions import get_session_id
+from nemo_gym.sessions import SessionStore, get_session_id
 
 logger = logging.getLogger("example_session_state_mgmt")
 
@@ -52,55 +51,13 @@ class CounterVerifyRequest(BaseVerifyRequest):
     expected_count: int
 
 
-class CounterStore:
-    """Session id -> counter, least recently used first; holding more than `max_sessions` evicts the oldest.
-
-    The server runs one event loop and no method awaits, so no lock is needed.
-    """
-
-    def __init__(self, max_sessions: int) -> None:
-        self.max_sessions = max_sessions
-        self.evictions = 0
-        self._counts: OrderedDict[str, int] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._counts)
-
-    def get(self, session_id: str) -> int | None:
-        if session_id not in self._counts:
-            return None
-        self._counts.move_to_end(session_id)
-        return self._counts[session_id]
-
-    def set(self, session_id: str, count: int) -> None:
-        self._counts[session_id] = count
-        self._counts.move_to_end(session_id)
-        while len(self._counts) > self.max_sessions:
-            self._counts.popitem(last=False)
-            self._note_eviction()
-
-    def pop(self, session_id: str) -> int | None:
-        return self._counts.pop(session_id, None)
-
-    def _note_eviction(self) -> None:
-        """Warn on the first eviction only: it means rollouts outnumber the cap or never reach verify."""
-        self.evictions += 1
-        if self.evictions == 1:
-            logger.warning(
-                "session store reached max_sessions=%d; evicting the least recently used session "
-                "(a rollout still running with it will get reward 0). Raise max_sessions if this is "
-                "not expected.",
-                self.max_sessions,
-            )
-
-
 class SessionStateResourcesServer(SimpleResourcesServer):
     config: SessionStateConfig
-    _store: CounterStore = PrivateAttr()
+    _store: SessionStore[int] = PrivateAttr()
 
     def model_post_init(self, context: object) -> None:
         super().model_post_init(context)
-        self._store = CounterStore(self.config.max_sessions)
+        self._store = SessionStore(self.config.max_sessions)
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
@@ -112,14 +69,14 @@ class SessionStateResourcesServer(SimpleResourcesServer):
         """Set-default: a session that already has a counter keeps it, so a repeated seed cannot reset it."""
         session_id = get_session_id(request)
         current = self._store.get(session_id)
-        self._store.set(session_id, body.initial_count if current is None else current)
+        self._store.put(session_id, body.initial_count if current is None else current)
         return BaseSeedSessionResponse()
 
     async def increment_counter(
         self, request: Request, body: IncrementCounterRequest
     ) -> IncrementCounterResponse:
         session_id = get_session_id(request)
-        self._store.set(session_id, (self._store.get(session_id) or 0) + body.count)
+        self._store.put(session_id, (self._store.get(session_id) or 0) + body.count)
         return IncrementCounterResponse(success=True)
 
     async def get_counter_value(self, request: Request) -> CounterValueResponse:

@@ -9,7 +9,6 @@ read-only calls never matter. The replay is CPU work and runs in the shared proc
 
 import json
 import logging
-from collections import OrderedDict
 from typing import Any
 
 from fastapi import Body, FastAPI, HTTPException, Request
@@ -26,7 +25,7 @@ from nemo_gym.base_resources_server import (
 )
 from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
 from nemo_gym.reward_profile import compute_pass_majority_metrics, compute_subset_metrics, highest_k_metrics
-from nemo_gym.sessions import get_session_id
+from nemo_gym.sessions import SessionStore, get_session_id
 
 logger = logging.getLogger("workplace_assistant")
 
@@ -83,43 +82,13 @@ def predicted_calls(body: BaseVerifyRequest) -> list[tuple[str, Any]]:
     return [(item.name, item.arguments) for item in body.response.output if item.type == "function_call"]
 
 
-class WorkspaceStore:
-    """Session id -> Workspace, least recently used first, capped at `max_sessions` (oldest evicted)."""
-
-    def __init__(self, max_sessions: int) -> None:
-        self.max_sessions = max_sessions
-        self.evictions = 0
-        self._workspaces: OrderedDict[str, Workspace] = OrderedDict()
-
-    def get(self, session_id: str) -> Workspace | None:
-        workspace = self._workspaces.get(session_id)
-        if workspace is not None:
-            self._workspaces.move_to_end(session_id)
-        return workspace
-
-    def put(self, session_id: str, workspace: Workspace) -> None:
-        self._workspaces[session_id] = workspace
-        self._workspaces.move_to_end(session_id)
-        while len(self._workspaces) > self.max_sessions:
-            self._workspaces.popitem(last=False)
-            self.evictions += 1
-            if self.evictions == 1:
-                logger.warning(
-                    "workspace store reached max_sessions=%d; evicting the least recently used session",
-                    self.max_sessions,
-                )
-
-    def pop(self, session_id: str) -> None:
-        self._workspaces.pop(session_id, None)
-
-
 class WorkplaceAssistantResourcesServer(SimpleResourcesServer):
     config: WorkplaceAssistantConfig
-    _store: WorkspaceStore = PrivateAttr()
+    _store: SessionStore[Workspace] = PrivateAttr()
 
     def model_post_init(self, context: object) -> None:
         super().model_post_init(context)
-        self._store = WorkspaceStore(self.config.max_sessions)
+        self._store = SessionStore(self.config.max_sessions)
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()

@@ -14,7 +14,7 @@ import csv
 import json
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 from functools import cache
 from pathlib import Path
@@ -72,6 +72,23 @@ CASE_SENSITIVE_COLUMNS = frozenset({"status", "list_name", "board"})
 LIST_ERROR = "List not valid. Please choose from: 'Backlog', 'In Progress', 'In Review', 'Completed'."
 BOARD_ERROR = "Board not valid. Please choose from: 'Back end', 'Front end', 'Design'."
 ASSIGNEE_ERROR = "Assignee email not valid. Please choose from the list of team members."
+STATUS_ERROR = "Status not valid. Please choose from: 'Qualified', 'Won', 'Lost', 'Lead', 'Proposal'"
+PRODUCT_ERROR = (
+    "Product interest not valid. Please choose from: 'Software', 'Hardware', 'Services', "
+    "'Consulting', 'Training'"
+)
+CRM_FIELD_ERROR = (
+    "Field not valid. Please choose from: 'customer_name', 'assigned_to_email', 'customer_email', "
+    "'customer_phone', 'last_contact_date', 'product_interest', 'status', 'notes', 'follow_up_by'"
+)
+
+ID_COLUMNS = {
+    "emails": "email_id",
+    "calendar_events": "event_id",
+    "project_tasks": "task_id",
+    "crm": "customer_id",
+}
+"""The id column of each table the tools address rows of by id."""
 
 
 class UnknownToolError(LookupError):
@@ -131,7 +148,35 @@ def _valid_address(address: str) -> bool:
     return "@" in address and "." in address
 
 
+def _matching(rows: list[Row], filters: dict[str, str | None]) -> list[Row]:
+    """The rows that `_contains` every given (truthy) filter in its column."""
+    for column, wanted in filters.items():
+        if wanted:
+            rows = [row for row in rows if _contains(wanted, row[column])]
+    return list(rows)
+
+
+def _between(
+    rows: list[Row],
+    column: str,
+    low: str | None,
+    high: str | None,
+    key: Callable[[Any], Any] = lambda value: value,
+) -> list[Row]:
+    """The rows whose `column`, read through `key`, lies within the given (truthy) bounds; empty cells fall out."""
+    if low:
+        lowest = key(low)
+        rows = [row for row in rows if row[column] is not None and key(row[column]) >= lowest]
+    if high:
+        highest = key(high)
+        rows = [row for row in rows if row[column] is not None and key(row[column]) <= highest]
+    return rows
+
+
 def _paginate(items: list[Row], noun: str, page: Any, page_size: Any) -> dict[str, Any] | str:
+    """One page of `items` with its pagination block, or "No <noun> found." when there are none."""
+    if not items:
+        return f"No {noun} found."
     page = 1 if page is None else int(page)
     page_size = DEFAULT_PAGE_SIZE if page_size is None else int(page_size)
     if page < 1 or page_size < 1:
@@ -178,6 +223,66 @@ class Workspace:
             ]
         return state
 
+    # ----- shared by the tool groups -----
+
+    def _find(self, table: str, row_id: str) -> Row | None:
+        id_column = ID_COLUMNS[table]
+        return next((row for row in getattr(self, table) if row[id_column] == row_id), None)
+
+    def _get_field(self, table: str, noun: str, row_id: str | None, field: str | None) -> Any:
+        """`{field: value}` of one row, or why not."""
+        if not row_id:
+            return f"{noun} ID not provided."
+        if not field:
+            return "Field not provided."
+        row = self._find(table, row_id)
+        if row is None:
+            return f"{noun} not found."
+        if field not in row:
+            return "Field not found."
+        return {field: row[field]}
+
+    def _append(self, table: str, columns: tuple[str, ...], values: tuple[Any, ...]) -> None:
+        getattr(self, table).append(dict(zip(columns, values, strict=True)))
+
+    def _delete(self, table: str, noun: str, row_id: str | None) -> str:
+        if not row_id:
+            return f"{noun} ID not provided."
+        if self._find(table, row_id) is None:
+            return f"{noun} not found."
+        id_column = ID_COLUMNS[table]
+        setattr(self, table, [row for row in getattr(self, table) if row[id_column] != row_id])
+        return f"{noun} deleted successfully."
+
+    def _update(
+        self,
+        table: str,
+        noun: str,
+        row_id: str | None,
+        field: str | None,
+        new_value: str | None,
+        *,
+        lowered: tuple[str, ...] = (),
+        choices: tuple[tuple[str, Collection[str], str], ...] = (),
+        columns: tuple[str, ...] | None = None,
+        field_error: str = "",
+    ) -> str:
+        """Set one field of one row. In order: arguments given, `lowered` fields lower-cased, each
+        `(field, allowed values, error)` of `choices` checked, row found, field among `columns` (when given)."""
+        if not row_id or not field or not new_value:
+            return f"{noun} ID, field, or new value not provided."
+        if any(field == name for name in lowered):
+            new_value = new_value.lower()
+        for name, allowed, error in choices:
+            if field == name and new_value not in allowed:
+                return error
+        if self._find(table, row_id) is None:
+            return f"{noun} not found."
+        if columns is not None and field not in columns:
+            return field_error
+        setattr(self, table, _replace(getattr(self, table), ID_COLUMNS[table], row_id, field, new_value))
+        return f"{noun} updated successfully."
+
     # ----- company directory -----
 
     def company_directory_find_email_address(self, name: str = "") -> Any:
@@ -187,20 +292,8 @@ class Workspace:
 
     # ----- email -----
 
-    def _email(self, email_id: str) -> Row | None:
-        return next((row for row in self.emails if row["email_id"] == email_id), None)
-
     def email_get_email_information_by_id(self, email_id: str | None = None, field: str | None = None) -> Any:
-        if not email_id:
-            return "Email ID not provided."
-        if not field:
-            return "Field not provided."
-        email = self._email(email_id)
-        if email is None:
-            return "Email not found."
-        if field not in email:
-            return "Field not found."
-        return {field: email[field]}
+        return self._get_field("emails", "Email", email_id, field)
 
     def email_search_emails(
         self,
@@ -219,14 +312,7 @@ class Workspace:
         found = sorted(
             (row for row in self.emails if matches(row)), key=lambda row: row["sent_datetime"], reverse=True
         )
-        if date_min:
-            lowest = _parse_time(date_min).date()
-            found = [row for row in found if _parse_time(row["sent_datetime"]).date() >= lowest]
-        if date_max:
-            highest = _parse_time(date_max).date()
-            found = [row for row in found if _parse_time(row["sent_datetime"]).date() <= highest]
-        if not found:
-            return "No emails found."
+        found = _between(found, "sent_datetime", date_min, date_max, lambda text: _parse_time(text).date())
         return _paginate(found, "emails", page, page_size)
 
     def email_send_email(
@@ -236,30 +322,17 @@ class Workspace:
             return "Recipient, subject, or body not provided."
         if not _valid_address(recipient):
             return "Invalid recipient email address."
-        values = (
-            _next_id(self.emails, "email_id", pad=False),
-            "outbox",
-            recipient.lower(),
-            subject,
-            NOW,
-            body,
-        )
-        email = dict(zip(EMAIL_COLUMNS, values, strict=True))
-        self.emails.append(email)
+        email_id = _next_id(self.emails, "email_id", pad=False)
+        self._append("emails", EMAIL_COLUMNS, (email_id, "outbox", recipient.lower(), subject, NOW, body))
         return "Email sent successfully."
 
     def email_delete_email(self, email_id: str | None = None) -> str:
-        if not email_id:
-            return "Email ID not provided."
-        if self._email(email_id) is None:
-            return "Email not found."
-        self.emails = [row for row in self.emails if row["email_id"] != email_id]
-        return "Email deleted successfully."
+        return self._delete("emails", "Email", email_id)
 
     def email_forward_email(self, email_id: str | None = None, recipient: str | None = None) -> str:
         if not email_id or not recipient:
             return "Email ID or recipient not provided."
-        email = self._email(email_id)
+        email = self._find("emails", email_id)
         if email is None:
             return "Email not found."
         if not _valid_address(recipient):
@@ -272,7 +345,7 @@ class Workspace:
     def email_reply_email(self, email_id: str | None = None, body: str | None = None) -> str:
         if not email_id or not body:
             return "Email ID or body not provided."
-        email = self._email(email_id)
+        email = self._find("emails", email_id)
         if email is None:
             return "Email not found."
         result = self.email_send_email(
@@ -282,22 +355,10 @@ class Workspace:
 
     # ----- calendar -----
 
-    def _event(self, event_id: str) -> Row | None:
-        return next((row for row in self.calendar_events if row["event_id"] == event_id), None)
-
     def calendar_get_event_information_by_id(
         self, event_id: str | None = None, field: str | None = None
     ) -> Any:
-        if not event_id:
-            return "Event ID not provided."
-        if not field:
-            return "Field not provided."
-        event = self._event(event_id)
-        if event is None:
-            return "Event not found."
-        if field not in event:
-            return "Field not found."
-        return {field: event[field]}
+        return self._get_field("calendar_events", "Event", event_id, field)
 
     def calendar_search_events(
         self,
@@ -312,14 +373,7 @@ class Workspace:
             for row in self.calendar_events
             if _contains(query, row["event_name"]) or _contains(query, row["participant_email"])
         ]
-        if time_min:
-            lowest = _parse_time(time_min)
-            found = [row for row in found if _parse_time(row["event_start"]) >= lowest]
-        if time_max:
-            highest = _parse_time(time_max)
-            found = [row for row in found if _parse_time(row["event_start"]) <= highest]
-        if not found:
-            return "No events found."
+        found = _between(found, "event_start", time_min, time_max, _parse_time)
         return _paginate(found, "events", page, page_size)
 
     def calendar_create_event(
@@ -339,28 +393,19 @@ class Workspace:
             return "Event duration not provided."
         event_id = _next_id(self.calendar_events, "event_id")
         values = (event_id, event_name, participant_email.lower(), event_start, duration)
-        self.calendar_events.append(dict(zip(EVENT_COLUMNS, values, strict=True)))
+        self._append("calendar_events", EVENT_COLUMNS, values)
         return event_id
 
     def calendar_delete_event(self, event_id: str | None = None) -> str:
-        if not event_id:
-            return "Event ID not provided."
-        if self._event(event_id) is None:
-            return "Event not found."
-        self.calendar_events = [row for row in self.calendar_events if row["event_id"] != event_id]
-        return "Event deleted successfully."
+        return self._delete("calendar_events", "Event", event_id)
 
     def calendar_update_event(
         self, event_id: str | None = None, field: str | None = None, new_value: str | None = None
     ) -> str:
-        if not event_id or not field or not new_value:
-            return "Event ID, field, or new value not provided."
-        if self._event(event_id) is None:
-            return "Event not found."
-        if field == "participant_email":
-            new_value = new_value.lower()
-        self.calendar_events = _replace(self.calendar_events, "event_id", event_id, field, new_value)
-        return "Event updated successfully."
+        # No field check: an unknown field becomes a new column (the upstream behaviour).
+        return self._update(
+            "calendar_events", "Event", event_id, field, new_value, lowered=("participant_email",)
+        )
 
     # ----- analytics -----
 
@@ -426,25 +471,13 @@ class Workspace:
 
     # ----- project management -----
 
-    def _task(self, task_id: str) -> Row | None:
-        return next((row for row in self.project_tasks if row["task_id"] == task_id), None)
-
     def _team(self) -> set[str]:
         return {row["assigned_to_email"].lower() for row in self.project_tasks if row["assigned_to_email"]}
 
     def project_management_get_task_information_by_id(
         self, task_id: str | None = None, field: str | None = None
     ) -> Any:
-        if not task_id:
-            return "Task ID not provided."
-        if not field:
-            return "Field not provided."
-        task = self._task(task_id)
-        if task is None:
-            return "Task not found."
-        if field not in task:
-            return "Field not found."
-        return {field: task[field]}
+        return self._get_field("project_tasks", "Task", task_id, field)
 
     def project_management_search_tasks(
         self,
@@ -463,11 +496,7 @@ class Workspace:
         }
         if not any(filters.values()):
             return "No search parameters provided."
-        found = self.project_tasks
-        for column, wanted in filters.items():
-            if wanted:
-                found = [row for row in found if _contains(wanted, row[column])]
-        return list(found)
+        return _matching(self.project_tasks, filters)
 
     def project_management_create_task(
         self,
@@ -488,36 +517,30 @@ class Workspace:
             return BOARD_ERROR
         task_id = _next_id(self.project_tasks, "task_id")
         values = (task_id, task_name, assigned_to_email, list_name, due_date, board)
-        self.project_tasks.append(dict(zip(TASK_COLUMNS, values, strict=True)))
+        self._append("project_tasks", TASK_COLUMNS, values)
         return task_id
 
     def project_management_delete_task(self, task_id: str | None = None) -> str:
-        if not task_id:
-            return "Task ID not provided."
-        if self._task(task_id) is None:
-            return "Task not found."
-        self.project_tasks = [row for row in self.project_tasks if row["task_id"] != task_id]
-        return "Task deleted successfully."
+        return self._delete("project_tasks", "Task", task_id)
 
     def project_management_update_task(
         self, task_id: str | None = None, field: str | None = None, new_value: str | None = None
     ) -> str:
-        if not task_id or not field or not new_value:
-            return "Task ID, field, or new value not provided."
-        if field == "assigned_to_email":
-            new_value = new_value.lower()
-        if field == "board" and new_value not in BOARDS:
-            return BOARD_ERROR
-        if field == "list_name" and new_value not in LISTS:
-            return LIST_ERROR
-        if field == "assigned_to_email" and new_value not in self._team():
-            return ASSIGNEE_ERROR
-        if self._task(task_id) is None:
-            return "Task not found."
-        if field not in TASK_COLUMNS:
-            return "Field not valid."
-        self.project_tasks = _replace(self.project_tasks, "task_id", task_id, field, new_value)
-        return "Task updated successfully."
+        return self._update(
+            "project_tasks",
+            "Task",
+            task_id,
+            field,
+            new_value,
+            lowered=("assigned_to_email",),
+            choices=(
+                ("board", BOARDS, BOARD_ERROR),
+                ("list_name", LISTS, LIST_ERROR),
+                ("assigned_to_email", self._team(), ASSIGNEE_ERROR),
+            ),
+            columns=TASK_COLUMNS,
+            field_error="Field not valid.",
+        )
 
     # ----- customer relationship manager -----
 
@@ -548,42 +571,25 @@ class Workspace:
         )
         if not any(contains.values()) and not any(low or high for _, low, high in bounds):
             return "No search parameters provided. Please provide at least one parameter."
-        found = self.crm
-        for column, wanted in contains.items():
-            if wanted:
-                found = [row for row in found if _contains(wanted, row[column])]
+        found = _matching(self.crm, contains)
         for column, low, high in bounds:
-            if low:
-                found = [row for row in found if row[column] is not None and row[column] >= low]
-            if high:
-                found = [row for row in found if row[column] is not None and row[column] <= high]
-        if not found:
-            return "No customers found."
-        return _paginate(list(found), "customers", page, page_size)
+            found = _between(found, column, low, high)
+        return _paginate(found, "customers", page, page_size)
 
     def customer_relationship_manager_update_customer(
         self, customer_id: str | None = None, field: str | None = None, new_value: str | None = None
     ) -> str:
-        if not customer_id or not field or not new_value:
-            return "Customer ID, field, or new value not provided."
-        if field == "status" and new_value not in STATUSES:
-            return "Status not valid. Please choose from: 'Qualified', 'Won', 'Lost', 'Lead', 'Proposal'"
-        if field == "product_interest" and new_value not in PRODUCTS:
-            return (
-                "Product interest not valid. Please choose from: 'Software', 'Hardware', 'Services', "
-                "'Consulting', 'Training'"
-            )
-        if field in ("customer_email", "assigned_to_email"):
-            new_value = new_value.lower()
-        if not any(row["customer_id"] == customer_id for row in self.crm):
-            return "Customer not found."
-        if field not in CRM_COLUMNS:
-            return (
-                "Field not valid. Please choose from: 'customer_name', 'assigned_to_email', 'customer_email', "
-                "'customer_phone', 'last_contact_date', 'product_interest', 'status', 'notes', 'follow_up_by'"
-            )
-        self.crm = _replace(self.crm, "customer_id", customer_id, field, new_value)
-        return "Customer updated successfully."
+        return self._update(
+            "crm",
+            "Customer",
+            customer_id,
+            field,
+            new_value,
+            lowered=("customer_email", "assigned_to_email"),
+            choices=(("status", STATUSES, STATUS_ERROR), ("product_interest", PRODUCTS, PRODUCT_ERROR)),
+            columns=CRM_COLUMNS,
+            field_error=CRM_FIELD_ERROR,
+        )
 
     def customer_relationship_manager_add_customer(
         self,
@@ -617,12 +623,7 @@ class Workspace:
         return customer_id
 
     def customer_relationship_manager_delete_customer(self, customer_id: str | None = None) -> str:
-        if not customer_id:
-            return "Customer ID not provided."
-        if not any(row["customer_id"] == customer_id for row in self.crm):
-            return "Customer not found."
-        self.crm = [row for row in self.crm if row["customer_id"] != customer_id]
-        return "Customer deleted successfully."
+        return self._delete("crm", "Customer", customer_id)
 
 
 TOOL_NAMES = frozenset(

@@ -5,20 +5,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
-import yaml
 
-from nemo_gym.config_types import validate_server_instance_config
-from nemo_gym.http_client import get_response_json, request
-from tests.helpers import REPO_ROOT, StartedServer, instance_config, run_instance
+from nemo_gym.testing import (
+    StartedServer,
+    check_environment_config,
+    post_json,
+    read_jsonl,
+    response_with,
+    run_resources_server,
+)
 
 FOLDER = Path(__file__).resolve().parents[1]
 IMPLEMENTATION = "equivalence_rule"
-ROWS = [orjson.loads(line) for line in (FOLDER / "data" / "example.jsonl").read_bytes().splitlines()]
-ROLLOUTS = [
-    orjson.loads(line) for line in (FOLDER / "data" / "example_rollouts.jsonl").read_bytes().splitlines()
-]
+ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
+ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
 A_RESPONSE = ROLLOUTS[0]["response"]
 ROW = ROWS[3]  # expected_answer "6"
 
@@ -29,8 +30,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def start(workdir: Path, instance: str, **inner: Any):
-    config = {instance: instance_config("resources_servers", IMPLEMENTATION, domain="knowledge", **inner)}
-    return run_instance(config, instance, workdir)
+    return run_resources_server(instance, workdir, implementation=IMPLEMENTATION, domain="knowledge", **inner)
 
 
 @pytest.fixture(scope="module")
@@ -59,11 +59,6 @@ def hasty(workdir: Path) -> Iterator[StartedServer]:
         yield started
 
 
-async def post(server: StartedServer, path: str, body: Any = None) -> tuple[int, Any]:
-    response = await request("POST", server.url + path, json=body)
-    return response.status, await get_response_json(response)
-
-
 def error_locations(body: dict) -> list[list]:
     return [error["loc"] for error in body["detail"]]
 
@@ -87,9 +82,9 @@ async def verify(server: StartedServer, expected: str, *items: dict, **row_chang
         **ROW,
         **row_changes,
         "expected_answer": expected,
-        "response": {**A_RESPONSE, "output": list(items)},
+        "response": response_with(*items, **A_RESPONSE),
     }
-    status, answer = await post(server, "/verify", body)
+    status, answer = await post_json(server.url + "/verify", body)
     assert status == 200, answer
     assert answer["equivalence_score"] == answer["reward"]
     return answer
@@ -203,7 +198,7 @@ async def test_a_similarity_grading_past_its_deadline_earns_0_and_the_server_kee
     ],
 )
 async def test_a_bad_verify_body_is_a_422_naming_the_field(exact, body, field):
-    status, answer = await post(exact, "/verify", body)
+    status, answer = await post_json(exact.url + "/verify", body)
     assert status == 422 and ["body", field] in error_locations(answer)
 
 
@@ -220,7 +215,7 @@ def test_a_bad_grading_config_is_refused_at_startup(workdir, inner, field):
 async def test_aggregate_metrics_profile_the_equivalence_score(seq):
     results = [await verify(seq, "abcd", message("abcd")), await verify(seq, "abcd", message("abce"))]
     rollouts = [{**result, "_ng_task_index": 0, "_ng_rollout_index": i} for i, result in enumerate(results)]
-    status, body = await post(seq, "/aggregate_metrics", {"verify_responses": rollouts})
+    status, body = await post_json(seq.url + "/aggregate_metrics", {"verify_responses": rollouts})
     assert status == 200, body
     assert body["key_metrics"]["mean/equivalence_score"] == pytest.approx(0.875)
     assert body["agent_metrics"]["min/reward"] == pytest.approx(0.75)
@@ -229,21 +224,15 @@ async def test_aggregate_metrics_profile_the_equivalence_score(seq):
 @pytest.mark.parametrize("rollout", ROLLOUTS, ids=lambda rollout: rollout["hashid"])
 async def test_recorded_rollouts_verify_to_their_recorded_reward(exact, rollout):
     """The recorded rollouts were graded with the default (exact) rule and carry their row fields."""
-    status, body = await post(exact, "/verify", rollout)
+    status, body = await post_json(exact.url + "/verify", rollout)
     assert status == 200, body
     assert body["reward"] == rollout["reward"] and body["equivalence_score"] == rollout["equivalence_score"]
     assert body["hashid"] == rollout["hashid"]
 
 
 def test_config_declares_the_environment_and_the_agent_the_rows_name():
-    config = yaml.safe_load((FOLDER / "configs" / f"{IMPLEMENTATION}.yaml").read_text())
-    instances = {name: validate_server_instance_config(name, block) for name, block in config.items()}
-    resources = instances["lc_equivalence_rule"].get_inner_run_server_config()
-    assert resources.entrypoint == "app.py" and resources.domain == "knowledge"
-    assert resources.model_extra["grading_rule"] == "exact"
     agent_name = ROWS[0]["agent_ref"]["name"]
-    agent = config[agent_name]["responses_api_agents"]["simple_agent"]
-    assert agent["resources_server"] == {"type": "resources_servers", "name": "lc_equivalence_rule"}
-    assert agent["model_server"] == {"type": "responses_api_models", "name": "policy_model"}
-    example = next(d for d in instances[agent_name].datasets if d.type == "example")
-    assert (REPO_ROOT / example.jsonl_fpath).read_bytes() == (FOLDER / "data" / "example.jsonl").read_bytes()
+    _, resources, _ = check_environment_config(
+        FOLDER, "lc_equivalence_rule", "knowledge", agent_instance=agent_name
+    )
+    assert resources.model_extra["grading_rule"] == "exact"

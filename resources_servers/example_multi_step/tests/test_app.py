@@ -6,58 +6,44 @@ from typing import Any
 
 import orjson
 import pytest
-import yaml
 
-from nemo_gym.config_types import validate_server_instance_config
-from nemo_gym.http_client import get_response_json, request
-from tests.helpers import REPO_ROOT, StartedServer, instance_config, run_instance
+from nemo_gym.testing import (
+    StartedServer,
+    check_environment_config,
+    function_call_item,
+    message_item,
+    post_json,
+    read_jsonl,
+    response_with,
+    run_resources_server,
+)
 
 FOLDER = Path(__file__).resolve().parents[1]
 INSTANCE = "example_multi_step"
-ROWS = [orjson.loads(line) for line in (FOLDER / "data" / "example.jsonl").read_bytes().splitlines()]
-ROLLOUTS = [
-    orjson.loads(line) for line in (FOLDER / "data" / "example_rollouts.jsonl").read_bytes().splitlines()
-]
+ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
+ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
 A_RESPONSE = ROLLOUTS[0]["response"]
 ROW = ROWS[0]  # expects [711, 407] ("Blazing", "Warm"); the minefield term is "Hot" (299)
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartedServer]:
-    config = {INSTANCE: instance_config("resources_servers", INSTANCE, domain="agent")}
-    with run_instance(config, INSTANCE, tmp_path_factory.mktemp(INSTANCE)) as started:
+    with run_resources_server(INSTANCE, tmp_path_factory.mktemp(INSTANCE), domain="agent") as started:
         yield started
-
-
-async def post(server: StartedServer, path: str, body: Any = None) -> tuple[int, Any]:
-    response = await request("POST", server.url + path, json=body)
-    return response.status, await get_response_json(response)
 
 
 def error_locations(body: dict) -> list[list]:
     return [error["loc"] for error in body["detail"]]
 
 
-def call(name: str, arguments: Any, call_id: str) -> dict:
-    encoded = arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
-    return {"type": "function_call", "name": name, "arguments": encoded, "call_id": call_id}
-
-
 def submit(values: Any, call_id: str = "call_submit") -> dict:
-    return call("extract_synonym_values", {"synonym_values": values}, call_id)
-
-
-def message(text: str) -> dict:
-    content = [{"type": "output_text", "text": text, "annotations": []}]
-    return {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed", "content": content}
-
-
-def with_output(*items: dict) -> dict:
-    return {**A_RESPONSE, "output": list(items)}
+    return function_call_item("extract_synonym_values", {"synonym_values": values}, call_id)
 
 
 async def verify(server: StartedServer, *items: dict, **row_changes: Any) -> dict:
-    status, body = await post(server, "/verify", {**ROW, **row_changes, "response": with_output(*items)})
+    status, body = await post_json(
+        server.url + "/verify", {**ROW, **row_changes, "response": response_with(*items, **A_RESPONSE)}
+    )
     assert status == 200, body
     return body
 
@@ -66,32 +52,41 @@ async def verify(server: StartedServer, *items: dict, **row_changes: Any) -> dic
     ("synonym", "value"), [("Blazing", 711), ("Warm", 407), ("Hot", 299), ("", 0), ("é", 233), ("a b", 227)]
 )
 async def test_get_synonym_value_is_the_sum_of_code_points(server, synonym, value):
-    assert await post(server, "/get_synonym_value", {"synonym": synonym}) == (200, {"synonym_value": value})
+    assert await post_json(server.url + "/get_synonym_value", {"synonym": synonym}) == (
+        200,
+        {"synonym_value": value},
+    )
 
 
 @pytest.mark.parametrize("bad_body", [{}, {"term": "Hot"}, {"synonym": None}, {"synonym": ["Hot"]}])
 async def test_get_synonym_value_without_a_string_synonym_is_a_422_naming_it(server, bad_body):
-    status, body = await post(server, "/get_synonym_value", bad_body)
+    status, body = await post_json(server.url + "/get_synonym_value", bad_body)
     assert status == 422 and ["body", "synonym"] in error_locations(body)
 
 
 async def test_extract_synonym_values_only_acknowledges(server):
-    assert await post(server, "/extract_synonym_values", {"synonym_values": [1, 2]}) == (
+    assert await post_json(server.url + "/extract_synonym_values", {"synonym_values": [1, 2]}) == (
         200,
         {"success": True},
     )
-    assert await post(server, "/extract_synonym_values", {"synonym_values": []}) == (200, {"success": True})
+    assert await post_json(server.url + "/extract_synonym_values", {"synonym_values": []}) == (
+        200,
+        {"success": True},
+    )
 
 
 @pytest.mark.parametrize("bad_body", [{}, {"synonym_values": "711"}, {"synonym_values": ["Blazing"]}])
 async def test_extract_synonym_values_without_an_integer_list_is_a_422_naming_it(server, bad_body):
-    status, body = await post(server, "/extract_synonym_values", bad_body)
+    status, body = await post_json(server.url + "/extract_synonym_values", bad_body)
     assert status == 422 and any(loc[:2] == ["body", "synonym_values"] for loc in error_locations(body))
 
 
 async def test_the_expected_values_in_order_earn_1_and_every_diagnostic_is_clean(server):
     body = await verify(
-        server, call("get_synonym_value", {"synonym": "Blazing"}, "c1"), submit([711, 407]), message("done")
+        server,
+        function_call_item("get_synonym_value", {"synonym": "Blazing"}, "c1"),
+        submit([711, 407]),
+        message_item("done"),
     )
     assert body["reward"] == 1.0
     assert body["parsed_synonym_values"] == [711, 407]
@@ -151,11 +146,16 @@ async def test_only_the_last_submission_counts(server):
     "items",
     [
         pytest.param([], id="empty output"),
-        pytest.param([message("[711, 407]")], id="answer only in text"),
-        pytest.param([call("get_synonym_value", {"synonym": "Warm"}, "c1")], id="lookup without submit"),
-        pytest.param([call("extract_synonym_values", "{not json", "c1")], id="arguments not JSON"),
+        pytest.param([message_item("[711, 407]")], id="answer only in text"),
         pytest.param(
-            [call("extract_synonym_values", {"values": [711, 407]}, "c1")], id="wrong argument name"
+            [function_call_item("get_synonym_value", {"synonym": "Warm"}, "c1")], id="lookup without submit"
+        ),
+        pytest.param(
+            [function_call_item("extract_synonym_values", "{not json", "c1")], id="arguments not JSON"
+        ),
+        pytest.param(
+            [function_call_item("extract_synonym_values", {"values": [711, 407]}, "c1")],
+            id="wrong argument name",
         ),
         pytest.param([submit(["Blazing", "Warm"])], id="strings instead of values"),
     ],
@@ -167,7 +167,9 @@ async def test_no_valid_submission_reads_as_an_empty_list_and_earns_0(server, it
 
 
 async def test_a_malformed_last_submission_is_not_rescued_by_an_earlier_one(server):
-    body = await verify(server, submit([711, 407], "a"), call("extract_synonym_values", "[711, 407", "b"))
+    body = await verify(
+        server, submit([711, 407], "a"), function_call_item("extract_synonym_values", "[711, 407", "b")
+    )
     assert body["reward"] == 0.0 and body["parsed_synonym_values"] == []
 
 
@@ -191,14 +193,14 @@ async def test_other_rows_are_judged_against_their_own_expected_values(server):
     ],
 )
 async def test_a_bad_verify_body_is_a_422_naming_the_field(server, body, field):
-    status, answer = await post(server, "/verify", body)
+    status, answer = await post_json(server.url + "/verify", body)
     assert status == 422 and ["body", field] in error_locations(answer)
 
 
 async def test_aggregate_metrics_profiles_the_diagnostic_fields(server):
     results = [await verify(server, submit([711, 407])), await verify(server, submit([407, 711]))]
     rollouts = [{**result, "_ng_task_index": 0, "_ng_rollout_index": i} for i, result in enumerate(results)]
-    status, body = await post(server, "/aggregate_metrics", {"verify_responses": rollouts})
+    status, body = await post_json(server.url + "/aggregate_metrics", {"verify_responses": rollouts})
     assert status == 200, body
     assert body["key_metrics"]["mean/reward"] == 0.5
     assert body["key_metrics"]["mean/order_instruction_following_failure"] == 0.5
@@ -219,10 +221,10 @@ async def test_recorded_rollouts_replay_to_their_tool_outputs_and_reward(server,
     output = rollout["response"]["output"]
     recorded = {item["call_id"]: item["output"] for item in output if item["type"] == "function_call_output"}
     for item in (item for item in output if item["type"] == "function_call"):
-        status, body = await post(server, f"/{item['name']}", orjson.loads(item["arguments"]))
+        status, body = await post_json(server.url + f"/{item['name']}", orjson.loads(item["arguments"]))
         assert status == 200 and body == orjson.loads(recorded[item["call_id"]])
-    status, body = await post(
-        server, "/verify", {**rollout, **row_of(rollout), "response": rollout["response"]}
+    status, body = await post_json(
+        server.url + "/verify", {**rollout, **row_of(rollout), "response": rollout["response"]}
     )
     assert status == 200 and body["reward"] == rollout["reward"]
     recorded_fields = {
@@ -234,12 +236,4 @@ async def test_recorded_rollouts_replay_to_their_tool_outputs_and_reward(server,
 
 
 def test_config_declares_the_environment_and_its_agent():
-    config = yaml.safe_load((FOLDER / "configs" / f"{INSTANCE}.yaml").read_text())
-    instances = {name: validate_server_instance_config(name, block) for name, block in config.items()}
-    resources = instances[INSTANCE].get_inner_run_server_config()
-    assert resources.entrypoint == "app.py" and resources.domain == "agent"
-    agent = config[f"{INSTANCE}_simple_agent"]["responses_api_agents"]["simple_agent"]
-    assert agent["resources_server"] == {"type": "resources_servers", "name": INSTANCE}
-    assert agent["model_server"] == {"type": "responses_api_models", "name": "policy_model"}
-    example = next(d for d in instances[f"{INSTANCE}_simple_agent"].datasets if d.type == "example")
-    assert (REPO_ROOT / example.jsonl_fpath).read_bytes() == (FOLDER / "data" / "example.jsonl").read_bytes()
+    check_environment_config(FOLDER, INSTANCE, "agent")

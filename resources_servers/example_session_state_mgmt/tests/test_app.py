@@ -9,21 +9,24 @@ from typing import Any
 
 import orjson
 import pytest
-import yaml
 
-from nemo_gym.config_types import validate_server_instance_config
 from nemo_gym.http_client import get_response_json, request
-from tests.helpers import REPO_ROOT, StartedServer, instance_config, run_instance
+from nemo_gym.testing import (
+    StartedServer,
+    check_environment_config,
+    instance_config,
+    read_jsonl,
+    run_instance,
+    run_resources_server,
+)
 
 FOLDER = Path(__file__).resolve().parents[1]
 IMPLEMENTATION = "example_session_state_mgmt"
 INSTANCE = "example_session_state_mgmt_resources_server"
 SMALL_INSTANCE = "small_session_store"
 SMALL_MAX_SESSIONS = 2
-ROWS = [orjson.loads(line) for line in (FOLDER / "data" / "example.jsonl").read_bytes().splitlines()]
-ROLLOUTS = [
-    orjson.loads(line) for line in (FOLDER / "data" / "example_rollouts.jsonl").read_bytes().splitlines()
-]
+ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
+ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
 A_RESPONSE = ROLLOUTS[0]["response"]
 
 
@@ -38,8 +41,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(workdir: Path) -> Iterator[StartedServer]:
-    config = {INSTANCE: instance_config("resources_servers", IMPLEMENTATION, domain="agent")}
-    with run_instance(config, INSTANCE, workdir) as started:
+    with run_resources_server(INSTANCE, workdir, implementation=IMPLEMENTATION, domain="agent") as started:
         yield started
 
 
@@ -47,8 +49,7 @@ def server(workdir: Path) -> Iterator[StartedServer]:
 def small_server(workdir: Path) -> Iterator[StartedServer]:
     """An instance whose store holds only two sessions, to watch the LRU eviction."""
     inner = {"domain": "agent", "max_sessions": SMALL_MAX_SESSIONS}
-    config = {SMALL_INSTANCE: instance_config("resources_servers", IMPLEMENTATION, **inner)}
-    with run_instance(config, SMALL_INSTANCE, workdir) as started:
+    with run_resources_server(SMALL_INSTANCE, workdir, implementation=IMPLEMENTATION, **inner) as started:
         yield started
 
 
@@ -233,13 +234,5 @@ async def test_recorded_rollouts_replay_to_their_tool_outputs_and_reward(server,
 
 
 def test_config_declares_the_environment_its_agent_and_a_session_cap():
-    config = yaml.safe_load((FOLDER / "configs" / f"{IMPLEMENTATION}.yaml").read_text())
-    instances = {name: validate_server_instance_config(name, block) for name, block in config.items()}
-    resources = instances[INSTANCE].get_inner_run_server_config()
-    assert resources.entrypoint == "app.py" and resources.domain == "agent"
+    _, resources, _ = check_environment_config(FOLDER, INSTANCE, "agent")
     assert resources.model_extra["max_sessions"] >= 1000
-    agent = config[f"{IMPLEMENTATION}_simple_agent"]["responses_api_agents"]["simple_agent"]
-    assert agent["resources_server"] == {"type": "resources_servers", "name": INSTANCE}
-    assert agent["model_server"] == {"type": "responses_api_models", "name": "policy_model"}
-    example = next(d for d in instances[f"{IMPLEMENTATION}_simple_agent"].datasets if d.type == "example")
-    assert (REPO_ROOT / example.jsonl_fpath).read_bytes() == (FOLDER / "data" / "example.jsonl").read_bytes()

@@ -6,33 +6,32 @@ from typing import Any
 
 import orjson
 import pytest
-import yaml
 
-from nemo_gym.config_types import validate_server_instance_config
-from nemo_gym.http_client import get_response_json, request
-from tests.helpers import REPO_ROOT, StartedServer, instance_config, run_instance
+from nemo_gym.testing import (
+    StartedServer,
+    check_environment_config,
+    post_json,
+    read_jsonl,
+    run_resources_server,
+)
 
 FOLDER = Path(__file__).resolve().parents[1]
 INSTANCE = "example_single_tool_call"
 COOKIE_NAME = f"SingleToolCallResourcesServer___{INSTANCE}"
-ROWS = [orjson.loads(line) for line in (FOLDER / "data" / "example.jsonl").read_bytes().splitlines()]
-ROLLOUTS = [
-    orjson.loads(line) for line in (FOLDER / "data" / "example_rollouts.jsonl").read_bytes().splitlines()
-]
+ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
+ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
 A_RESPONSE = ROLLOUTS[0]["response"]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartedServer]:
-    config = {INSTANCE: instance_config("resources_servers", INSTANCE, domain="agent")}
-    with run_instance(config, INSTANCE, tmp_path_factory.mktemp(INSTANCE)) as started:
+    with run_resources_server(INSTANCE, tmp_path_factory.mktemp(INSTANCE), domain="agent") as started:
         yield started
 
 
 async def post(server: StartedServer, path: str, body: Any = None) -> tuple[int, Any]:
-    response = await request("POST", server.url + path, json=body)
-    assert COOKIE_NAME in response.cookies, "every answer carries the session cookie"
-    return response.status, await get_response_json(response)
+    """Every answer of this server must carry its session cookie."""
+    return await post_json(server.url + path, body, require_cookie=COOKIE_NAME)
 
 
 def error_locations(body: dict) -> list[list]:
@@ -85,12 +84,4 @@ async def test_recorded_rollouts_replay_to_their_tool_outputs_and_reward(server,
 
 
 def test_config_declares_the_environment_and_its_agent():
-    config = yaml.safe_load((FOLDER / "configs" / f"{INSTANCE}.yaml").read_text())
-    instances = {name: validate_server_instance_config(name, block) for name, block in config.items()}
-    resources = instances[INSTANCE].get_inner_run_server_config()
-    assert resources.entrypoint == "app.py" and resources.domain == "agent"
-    agent = config[f"{INSTANCE}_simple_agent"]["responses_api_agents"]["simple_agent"]
-    assert agent["resources_server"] == {"type": "resources_servers", "name": INSTANCE}
-    assert agent["model_server"] == {"type": "responses_api_models", "name": "policy_model"}
-    example = next(d for d in instances[f"{INSTANCE}_simple_agent"].datasets if d.type == "example")
-    assert (REPO_ROOT / example.jsonl_fpath).read_bytes() == (FOLDER / "data" / "example.jsonl").read_bytes()
+    check_environment_config(FOLDER, INSTANCE, "agent")

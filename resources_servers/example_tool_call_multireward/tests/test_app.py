@@ -4,20 +4,23 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
-import yaml
 
-from nemo_gym.config_types import validate_server_instance_config
-from nemo_gym.http_client import get_response_json, request
-from tests.helpers import REPO_ROOT, StartedServer, instance_config, run_instance
+from nemo_gym.testing import (
+    StartedServer,
+    check_environment_config,
+    function_call_item,
+    message_item,
+    post_json,
+    read_jsonl,
+    response_with,
+    run_resources_server,
+)
 
 FOLDER = Path(__file__).resolve().parents[1]
 INSTANCE = "example_tool_call_multireward"
-ROWS = [orjson.loads(line) for line in (FOLDER / "data" / "example.jsonl").read_bytes().splitlines()]
-ROLLOUTS = [
-    orjson.loads(line) for line in (FOLDER / "data" / "example_rollouts.jsonl").read_bytes().splitlines()
-]
+ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
+ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
 A_RESPONSE = ROLLOUTS[0]["response"]
 ROW = ROWS[0]  # expects get_weather(city="San Francisco"); the tool requires "city"
 SF = {"city": "San Francisco"}
@@ -25,28 +28,12 @@ SF = {"city": "San Francisco"}
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartedServer]:
-    config = {INSTANCE: instance_config("resources_servers", INSTANCE, domain="agent")}
-    with run_instance(config, INSTANCE, tmp_path_factory.mktemp(INSTANCE)) as started:
+    with run_resources_server(INSTANCE, tmp_path_factory.mktemp(INSTANCE), domain="agent") as started:
         yield started
-
-
-async def post(server: StartedServer, path: str, body: Any = None) -> tuple[int, Any]:
-    response = await request("POST", server.url + path, json=body)
-    return response.status, await get_response_json(response)
 
 
 def error_locations(body: dict) -> list[list]:
     return [error["loc"] for error in body["detail"]]
-
-
-def call(name: str, arguments: Any, call_id: str = "c1") -> dict:
-    encoded = arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
-    return {"type": "function_call", "name": name, "arguments": encoded, "call_id": call_id}
-
-
-def message(text: str) -> dict:
-    content = [{"type": "output_text", "text": text, "annotations": []}]
-    return {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed", "content": content}
 
 
 REASONING = {
@@ -58,8 +45,8 @@ TOOL_OUTPUT = {"type": "function_call_output", "call_id": "c1", "output": '{"det
 
 
 async def verify(server: StartedServer, *items: dict, **row_changes: Any) -> dict:
-    response = {**A_RESPONSE, "output": list(items)}
-    status, body = await post(server, "/verify", {**ROW, **row_changes, "response": response})
+    response = response_with(*items, **A_RESPONSE)
+    status, body = await post_json(server.url + "/verify", {**ROW, **row_changes, "response": response})
     assert status == 200, body
     return body
 
@@ -71,35 +58,59 @@ def components(body: dict) -> tuple[float, float, float]:
 @pytest.mark.parametrize(
     ("items", "expected"),
     [
-        pytest.param([call("get_weather", SF)], (1.0, 1.0, 1.0), id="one right bare call"),
-        pytest.param([REASONING, call("get_weather", SF)], (1.0, 1.0, 1.0), id="reasoning is not a message"),
-        pytest.param([call("get_weather", SF), message("ok")], (1.0, 1.0, 0.0), id="call plus text"),
+        pytest.param([function_call_item("get_weather", SF)], (1.0, 1.0, 1.0), id="one right bare call"),
         pytest.param(
-            [call("get_weather", SF), TOOL_OUTPUT, message("ok")], (1.0, 1.0, 0.0), id="recorded shape"
-        ),
-        pytest.param([call("get_weather", {"city": "Paris"})], (0.0, 1.0, 1.0), id="wrong value"),
-        pytest.param([call("get_forecast", SF)], (0.0, 1.0, 1.0), id="wrong tool name, unknown tool"),
-        pytest.param(
-            [call("get_weather", {"town": "San Francisco"})], (0.0, 0.0, 1.0), id="required key missing"
-        ),
-        pytest.param([call("get_weather", '{"city": "San Fr')], (0.0, 0.0, 1.0), id="arguments not JSON"),
-        pytest.param(
-            [call("get_weather", '["San Francisco"]')], (0.0, 0.0, 1.0), id="arguments not an object"
+            [REASONING, function_call_item("get_weather", SF)],
+            (1.0, 1.0, 1.0),
+            id="reasoning is not a message",
         ),
         pytest.param(
-            [call("get_weather", {**SF, "units": "metric"})],
+            [function_call_item("get_weather", SF), message_item("ok")], (1.0, 1.0, 0.0), id="call plus text"
+        ),
+        pytest.param(
+            [function_call_item("get_weather", SF), TOOL_OUTPUT, message_item("ok")],
+            (1.0, 1.0, 0.0),
+            id="recorded shape",
+        ),
+        pytest.param(
+            [function_call_item("get_weather", {"city": "Paris"})], (0.0, 1.0, 1.0), id="wrong value"
+        ),
+        pytest.param(
+            [function_call_item("get_forecast", SF)], (0.0, 1.0, 1.0), id="wrong tool name, unknown tool"
+        ),
+        pytest.param(
+            [function_call_item("get_weather", {"town": "San Francisco"})],
+            (0.0, 0.0, 1.0),
+            id="required key missing",
+        ),
+        pytest.param(
+            [function_call_item("get_weather", '{"city": "San Fr')], (0.0, 0.0, 1.0), id="arguments not JSON"
+        ),
+        pytest.param(
+            [function_call_item("get_weather", '["San Francisco"]')],
+            (0.0, 0.0, 1.0),
+            id="arguments not an object",
+        ),
+        pytest.param(
+            [function_call_item("get_weather", {**SF, "units": "metric"})],
             (1.0, 1.0, 1.0),
             id="extra predicted keys allowed",
         ),
-        pytest.param([message("It is sunny in San Francisco.")], (0.0, 0.0, 0.0), id="text only"),
+        pytest.param([message_item("It is sunny in San Francisco.")], (0.0, 0.0, 0.0), id="text only"),
         pytest.param([], (0.0, 0.0, 0.0), id="empty output"),
         pytest.param(
-            [call("get_weather", {"town": "x"}, "a"), call("get_weather", SF, "b")],
+            [
+                function_call_item("get_weather", {"town": "x"}, "a"),
+                function_call_item("get_weather", SF, "b"),
+            ],
             (1.0, 0.0, 0.0),
             id="two calls: any may be correct, the first decides the schema",
         ),
         pytest.param(
-            [call("get_weather", SF, "a"), call("get_weather", {"town": "x"}, "b")],
+            [
+                function_call_item("get_weather", SF, "a"),
+                function_call_item("get_weather", {"town": "x"}, "b"),
+            ],
             (1.0, 1.0, 0.0),
             id="two calls: first valid",
         ),
@@ -115,9 +126,9 @@ async def test_each_component_is_scored_independently_and_the_reward_is_their_su
 
 
 async def test_an_unknown_tool_requires_nothing_but_an_object(server):
-    body = await verify(server, call("lookup", {}))
+    body = await verify(server, function_call_item("lookup", {}))
     assert body["schema_valid"] == 1.0
-    assert (await verify(server, call("lookup", "not json")))["schema_valid"] == 0.0
+    assert (await verify(server, function_call_item("lookup", "not json")))["schema_valid"] == 0.0
 
 
 async def test_required_parameters_come_from_the_called_tools_schema(server):
@@ -128,12 +139,12 @@ async def test_required_parameters_come_from_the_called_tools_schema(server):
         "parameters": {"type": "object", "required": ["a", "b"]},
     }
     params["tools"] = [*params["tools"], strict_tool]
-    assert (await verify(server, call("book", {"a": 1}), responses_create_params=params))[
+    assert (await verify(server, function_call_item("book", {"a": 1}), responses_create_params=params))[
         "schema_valid"
     ] == 0.0
-    assert (await verify(server, call("book", {"a": 1, "b": 2}), responses_create_params=params))[
-        "schema_valid"
-    ] == 1.0
+    assert (
+        await verify(server, function_call_item("book", {"a": 1, "b": 2}), responses_create_params=params)
+    )["schema_valid"] == 1.0
 
 
 @pytest.mark.parametrize(
@@ -148,21 +159,25 @@ async def test_required_parameters_come_from_the_called_tools_schema(server):
     ],
 )
 async def test_correctness_against_the_rows_expected_call(server, expected_call, correct):
-    body = await verify(server, call("get_weather", SF), expected_call=expected_call)
+    body = await verify(server, function_call_item("get_weather", SF), expected_call=expected_call)
     assert body["correctness"] == correct
 
 
 async def test_a_row_without_expected_call_scores_0_correctness(server):
     row = {key: value for key, value in ROW.items() if key != "expected_call"}
-    status, body = await post(
-        server, "/verify", {**row, "response": {**A_RESPONSE, "output": [call("get_weather", SF)]}}
+    status, body = await post_json(
+        server.url + "/verify",
+        {**row, "response": response_with(function_call_item("get_weather", SF), **A_RESPONSE)},
     )
     assert status == 200 and components(body) == (0.0, 1.0, 1.0)
 
 
 async def test_predicted_calls_list_every_call_with_parsed_arguments(server):
     body = await verify(
-        server, call("get_weather", SF, "a"), call("get_weather", "{broken", "b"), message("x")
+        server,
+        function_call_item("get_weather", SF, "a"),
+        function_call_item("get_weather", "{broken", "b"),
+        message_item("x"),
     )
     assert body["predicted_calls"] == [
         {"name": "get_weather", "arguments": SF},
@@ -171,7 +186,7 @@ async def test_predicted_calls_list_every_call_with_parsed_arguments(server):
 
 
 async def test_verify_answers_its_fields_but_not_expected_call(server):
-    body = await verify(server, call("get_weather", SF))
+    body = await verify(server, function_call_item("get_weather", SF))
     assert set(body) == {
         "responses_create_params",
         "response",
@@ -198,19 +213,22 @@ async def test_verify_answers_its_fields_but_not_expected_call(server):
     ],
 )
 async def test_a_bad_verify_body_is_a_422_naming_the_field(server, body, field):
-    status, answer = await post(server, "/verify", body)
+    status, answer = await post_json(server.url + "/verify", body)
     assert status == 422 and any(loc[:2] == ["body", field] for loc in error_locations(answer))
 
 
 async def test_there_is_no_tool_route_so_a_tool_call_gets_a_404(server):
-    status, body = await post(server, "/get_weather", SF)
+    status, body = await post_json(server.url + "/get_weather", SF)
     assert status == 404 and body == {"detail": "Not Found"}
 
 
 async def test_aggregate_metrics_profile_each_component(server):
-    results = [await verify(server, call("get_weather", SF)), await verify(server, message("no"))]
+    results = [
+        await verify(server, function_call_item("get_weather", SF)),
+        await verify(server, message_item("no")),
+    ]
     rollouts = [{**result, "_ng_task_index": i, "_ng_rollout_index": 0} for i, result in enumerate(results)]
-    status, body = await post(server, "/aggregate_metrics", {"verify_responses": rollouts})
+    status, body = await post_json(server.url + "/aggregate_metrics", {"verify_responses": rollouts})
     assert status == 200, body
     key = body["key_metrics"]
     assert key["mean/reward"] == 1.5
@@ -227,19 +245,13 @@ def row_of(rollout: dict) -> dict:
 
 @pytest.mark.parametrize("rollout", ROLLOUTS, ids=lambda rollout: rollout["response"]["id"][-8:])
 async def test_recorded_rollouts_verify_to_their_recorded_reward_and_components(server, rollout):
-    status, body = await post(server, "/verify", {**row_of(rollout), "response": rollout["response"]})
+    status, body = await post_json(
+        server.url + "/verify", {**row_of(rollout), "response": rollout["response"]}
+    )
     assert status == 200 and body["reward"] == rollout["reward"]
     for field in ("reward_components", "correctness", "schema_valid", "format", "predicted_calls"):
         assert body[field] == rollout[field], field
 
 
 def test_config_declares_the_environment_and_its_agent():
-    config = yaml.safe_load((FOLDER / "configs" / f"{INSTANCE}.yaml").read_text())
-    instances = {name: validate_server_instance_config(name, block) for name, block in config.items()}
-    resources = instances[INSTANCE].get_inner_run_server_config()
-    assert resources.entrypoint == "app.py" and resources.domain == "agent"
-    agent = config[f"{INSTANCE}_simple_agent"]["responses_api_agents"]["simple_agent"]
-    assert agent["resources_server"] == {"type": "resources_servers", "name": INSTANCE}
-    assert agent["model_server"] == {"type": "responses_api_models", "name": "policy_model"}
-    example = next(d for d in instances[f"{INSTANCE}_simple_agent"].datasets if d.type == "example")
-    assert (REPO_ROOT / example.jsonl_fpath).read_bytes() == (FOLDER / "data" / "example.jsonl").read_bytes()
+    check_environment_config(FOLDER, INSTANCE, "agent")

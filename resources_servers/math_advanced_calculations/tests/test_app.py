@@ -7,35 +7,34 @@ from typing import Any
 
 import orjson
 import pytest
-import yaml
 
-from nemo_gym.config_types import validate_server_instance_config
 from nemo_gym.http_client import get_response_json, request
-from tests.helpers import REPO_ROOT, StartedServer, instance_config, run_instance
+from nemo_gym.testing import (
+    StartedServer,
+    check_environment_config,
+    function_call_item,
+    message_item,
+    post_json,
+    read_jsonl,
+    response_with,
+    run_resources_server,
+)
 
 FOLDER = Path(__file__).resolve().parents[1]
 INSTANCE = "math_advanced_calculations"
-ROWS = [orjson.loads(line) for line in (FOLDER / "data" / "example.jsonl").read_bytes().splitlines()]
-ROLLOUTS = [
-    orjson.loads(line) for line in (FOLDER / "data" / "example_rollouts.jsonl").read_bytes().splitlines()
-]
+ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
+ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
 PARAMS = ROWS[0]["responses_create_params"]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartedServer]:
-    config = {INSTANCE: instance_config("resources_servers", INSTANCE, domain="math")}
-    with run_instance(config, INSTANCE, tmp_path_factory.mktemp(INSTANCE)) as started:
+    with run_resources_server(INSTANCE, tmp_path_factory.mktemp(INSTANCE), domain="math") as started:
         yield started
 
 
-async def post(server: StartedServer, path: str, body: Any = None) -> tuple[int, Any]:
-    response = await request("POST", server.url + path, json=body)
-    return response.status, await get_response_json(response)
-
-
 async def solve(server: StartedServer, name: str, **arguments: float) -> float:
-    status, body = await post(server, f"/{name}", arguments)
+    status, body = await post_json(server.url + f"/{name}", arguments)
     assert status == 200, body
     assert set(body) == {"solution"}
     return body["solution"]
@@ -69,7 +68,7 @@ async def test_integers_in_the_arguments_are_taken_as_floats(server):
 
 async def test_null_arguments_are_absent_and_unused_ones_are_ignored(server):
     assert await solve(server, "pi", a=None, b=3.0) == math.e
-    status, body = await post(server, "/negate", {"a": None})
+    status, body = await post_json(server.url + "/negate", {"a": None})
     assert status == 422 and ["body", "a"] in [error["loc"] for error in body["detail"]]
 
 
@@ -90,14 +89,14 @@ async def test_pi_accepts_a_call_without_a_body(server):
     ],
 )
 async def test_a_missing_or_non_numeric_argument_is_a_422_naming_it(server, name, body, fields):
-    status, answer = await post(server, f"/{name}", body)
+    status, answer = await post_json(server.url + f"/{name}", body)
     assert status == 422
     locations = [error["loc"] for error in answer["detail"]]
     assert all(field in locations for field in fields)
 
 
 async def test_an_unknown_function_is_a_404(server):
-    assert await post(server, "/sqrt", {"a": 4.0}) == (404, {"detail": "Function not found"})
+    assert await post_json(server.url + "/sqrt", {"a": 4.0}) == (404, {"detail": "Function not found"})
 
 
 @pytest.mark.parametrize(
@@ -112,54 +111,39 @@ async def test_an_unknown_function_is_a_404(server):
     ],
 )
 async def test_a_math_error_is_a_500_with_a_detail(server, name, arguments):
-    status, body = await post(server, f"/{name}", arguments)
+    status, body = await post_json(server.url + f"/{name}", arguments)
     assert status == 500
     assert isinstance(body["detail"], str) and body["detail"]
 
 
 async def test_the_base_routes_are_not_swallowed_by_the_tool_route(server):
-    assert await post(server, "/seed_session", {}) == (200, {})
-    status, body = await post(server, "/verify", {})
+    assert await post_json(server.url + "/seed_session", {}) == (200, {})
+    status, body = await post_json(server.url + "/verify", {})
     assert status == 422 and ["body", "responses_create_params"] in [e["loc"] for e in body["detail"]]
 
 
-def response_with(*solutions: Any) -> dict:
+def response_with_solutions(*solutions: Any) -> dict:
     """A response whose tool outputs carry these solutions (a str is used as the raw output text)."""
     output = []
     for index, solution in enumerate(solutions):
         text = solution if isinstance(solution, str) else orjson.dumps({"solution": solution}).decode()
-        output.append({"type": "function_call", "call_id": f"c{index}", "name": "add", "arguments": "{}"})
+        output.append(function_call_item("add", "{}", call_id=f"c{index}"))
         output.append({"type": "function_call_output", "call_id": f"c{index}", "output": text})
-    output.append(
-        {
-            "type": "message",
-            "id": "msg_1",
-            "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": "The values are 1.0 and 2.0.", "annotations": []}],
-        }
-    )
-    return {
-        "id": "resp_test",
-        "created_at": 0,
-        "model": "test",
-        "object": "response",
-        "output": output,
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [],
-    }
+    output.append(message_item("The values are 1.0 and 2.0."))
+    return response_with(*output)
 
 
 async def verify(server: StartedServer, ground_truth: str, response: dict, **row: Any) -> dict:
     body = {"responses_create_params": PARAMS, "ground_truth": ground_truth, "response": response, **row}
-    status, answer = await post(server, "/verify", body)
+    status, answer = await post_json(server.url + "/verify", body)
     assert status == 200, answer
     return answer
 
 
 async def test_all_values_among_the_tool_outputs_earn_1_and_only_params_response_reward_come_back(server):
-    answer = await verify(server, "[2.0, 1.0]", response_with(1.0, 7.0, 2.0), id=3, depth=1, breadth=2)
+    answer = await verify(
+        server, "[2.0, 1.0]", response_with_solutions(1.0, 7.0, 2.0), id=3, depth=1, breadth=2
+    )
     assert answer["reward"] == 1.0
     assert set(answer) == {"responses_create_params", "response", "reward"}
 
@@ -177,26 +161,34 @@ async def test_all_values_among_the_tool_outputs_earn_1_and_only_params_response
     ],
 )
 async def test_reward_needs_every_ground_truth_value_exactly(server, ground_truth, solutions, reward):
-    assert (await verify(server, ground_truth, response_with(*solutions)))["reward"] == reward
+    assert (await verify(server, ground_truth, response_with_solutions(*solutions)))["reward"] == reward
 
 
 async def test_values_written_only_in_the_final_message_do_not_count(server):
-    assert (await verify(server, "[1.0, 2.0]", response_with()))["reward"] == 0.0
+    assert (await verify(server, "[1.0, 2.0]", response_with_solutions()))["reward"] == 0.0
 
 
 @pytest.mark.parametrize("ground_truth", ["not json", '{"a": 1.0}', '["1.0"]', "[true]", "1.0"])
 async def test_a_ground_truth_that_is_not_a_json_list_of_numbers_is_a_422_naming_it(server, ground_truth):
-    body = {"responses_create_params": PARAMS, "ground_truth": ground_truth, "response": response_with()}
-    status, answer = await post(server, "/verify", body)
+    body = {
+        "responses_create_params": PARAMS,
+        "ground_truth": ground_truth,
+        "response": response_with_solutions(),
+    }
+    status, answer = await post_json(server.url + "/verify", body)
     assert status == 422
     assert ["body", "ground_truth"] in [error["loc"] for error in answer["detail"]]
 
 
 async def test_a_verify_without_ground_truth_or_response_is_a_422_naming_it(server):
     for missing in ("ground_truth", "response"):
-        body = {"responses_create_params": PARAMS, "ground_truth": "[]", "response": response_with()}
+        body = {
+            "responses_create_params": PARAMS,
+            "ground_truth": "[]",
+            "response": response_with_solutions(),
+        }
         del body[missing]
-        status, answer = await post(server, "/verify", body)
+        status, answer = await post_json(server.url + "/verify", body)
         assert status == 422 and ["body", missing] in [error["loc"] for error in answer["detail"]]
 
 
@@ -204,7 +196,7 @@ async def test_aggregate_metrics_reports_pass_at_k(server):
     def rollout(task: int, index: int, reward: float) -> dict:
         return {
             "responses_create_params": PARAMS,
-            "response": response_with(),
+            "response": response_with_solutions(),
             "reward": reward,
             "_ng_task_index": task,
             "_ng_rollout_index": index,
@@ -213,7 +205,7 @@ async def test_aggregate_metrics_reports_pass_at_k(server):
     body = {
         "verify_responses": [rollout(0, 0, 0.0), rollout(0, 1, 1.0), rollout(1, 0, 1.0), rollout(1, 1, 1.0)]
     }
-    status, answer = await post(server, "/aggregate_metrics", body)
+    status, answer = await post_json(server.url + "/aggregate_metrics", body)
     assert status == 200, answer
     assert answer["agent_metrics"]["pass@1/accuracy"] == pytest.approx(75.0)
     key = answer["key_metrics"]
@@ -279,7 +271,7 @@ async def test_chaining_the_tools_reproduces_each_example_ground_truth(server, i
     assert row["id"] == index
     values = await [row_0, row_1, row_2, row_3, row_4][index](server)
     assert values == orjson.loads(row["ground_truth"]), "exactly the recorded floats"
-    rewarded = await verify(server, row["ground_truth"], response_with(*values), id=row["id"])
+    rewarded = await verify(server, row["ground_truth"], response_with_solutions(*values), id=row["id"])
     assert rewarded["reward"] == 1.0
 
 
@@ -305,19 +297,11 @@ async def test_recorded_rollouts_replay_to_their_tool_outputs_and_reward(server,
     output = rollout["response"]["output"]
     recorded = {item["call_id"]: item["output"] for item in output if item["type"] == "function_call_output"}
     for call in (item for item in output if item["type"] == "function_call"):
-        status, body = await post(server, f"/{call['name']}", orjson.loads(call["arguments"]))
+        status, body = await post_json(server.url + f"/{call['name']}", orjson.loads(call["arguments"]))
         assert status == 200 and body == orjson.loads(recorded[call["call_id"]])
     answer = await verify(server, ground_truth_of(rollout), rollout["response"])
     assert answer["reward"] == rollout["reward"]
 
 
 def test_config_declares_the_environment_and_its_agent():
-    config = yaml.safe_load((FOLDER / "configs" / f"{INSTANCE}.yaml").read_text())
-    instances = {name: validate_server_instance_config(name, block) for name, block in config.items()}
-    resources = instances[INSTANCE].get_inner_run_server_config()
-    assert resources.entrypoint == "app.py" and resources.domain == "math"
-    agent = config[f"{INSTANCE}_simple_agent"]["responses_api_agents"]["simple_agent"]
-    assert agent["resources_server"] == {"type": "resources_servers", "name": INSTANCE}
-    assert agent["model_server"] == {"type": "responses_api_models", "name": "policy_model"}
-    example = next(d for d in instances[f"{INSTANCE}_simple_agent"].datasets if d.type == "example")
-    assert (REPO_ROOT / example.jsonl_fpath).read_bytes() == (FOLDER / "data" / "example.jsonl").read_bytes()
+    check_environment_config(FOLDER, INSTANCE, "math")

@@ -16,19 +16,23 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
-import yaml
 
-from nemo_gym.config_types import validate_server_instance_config
-from nemo_gym.http_client import get_response_json, request
-from tests.helpers import REPO_ROOT, StartedServer, instance_config, run_instance
+from nemo_gym.testing import (
+    StartedServer,
+    check_environment_config,
+    instance_config,
+    post_json,
+    read_jsonl,
+    response_with,
+    run_instance,
+    run_resources_server,
+)
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, reasoning
 
 FOLDER = Path(__file__).resolve().parents[1]
 IMPLEMENTATION = "math_with_judge"
-ROWS = [orjson.loads(line) for line in (FOLDER / "data" / "example.jsonl").read_bytes().splitlines()]
-ROLLOUTS = [
-    orjson.loads(line) for line in (FOLDER / "data" / "example_rollouts.jsonl").read_bytes().splitlines()
-]
+ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
+ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
 A_RESPONSE = ROLLOUTS[0]["response"]
 VERIFY_FIELDS = {
     "responses_create_params",
@@ -56,8 +60,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def server(workdir: Path) -> Iterator[StartedServer]:
     """Judge off, as the shipped config has it."""
-    config = {"math": instance_config("resources_servers", IMPLEMENTATION, domain="math")}
-    with run_instance(config, "math", workdir) as started:
+    with run_resources_server("math", workdir, implementation=IMPLEMENTATION, domain="math") as started:
         yield started
 
 
@@ -65,8 +68,7 @@ def server(workdir: Path) -> Iterator[StartedServer]:
 def hurried_server(workdir: Path) -> Iterator[StartedServer]:
     """A symbolic-check deadline short enough for a slow but legitimate check to miss it."""
     inner = {"domain": "math", "library_verifier_timeout_seconds": SHORT_DEADLINE_S}
-    config = {"hurried": instance_config("resources_servers", IMPLEMENTATION, **inner)}
-    with run_instance(config, "hurried", workdir) as started:
+    with run_resources_server("hurried", workdir, implementation=IMPLEMENTATION, **inner) as started:
         yield started
 
 
@@ -121,8 +123,7 @@ def judge(scripted_upstream: ScriptedUpstream, workdir: Path) -> Iterator[JudgeS
 
 def answer(*texts: str, leading: list[dict] | None = None) -> dict:
     """A recorded response whose output is `leading` items then one assistant message per text."""
-    output = [*(leading or []), *(assistant_message(text) for text in texts)]
-    return {**A_RESPONSE, "output": output}
+    return response_with(*(leading or []), *(assistant_message(text) for text in texts), **A_RESPONSE)
 
 
 def verify_body(expected: str, *texts: str, question: str = "Compute it.", **extra: Any) -> dict:
@@ -134,13 +135,8 @@ def verify_body(expected: str, *texts: str, question: str = "Compute it.", **ext
     }
 
 
-async def post(url: str, path: str, body: Any) -> tuple[int, Any]:
-    response = await request("POST", url + path, json=body)
-    return response.status, await get_response_json(response)
-
-
 async def verify(url: str, body: dict) -> dict:
-    status, result = await post(url, "/verify", body)
+    status, result = await post_json(url + "/verify", body)
     assert status == 200, result
     return result
 
@@ -246,7 +242,7 @@ async def test_a_check_past_its_deadline_scores_0_without_a_500_and_the_server_c
     ids=["no_expected", "no_question", "no_response", "expected_not_str", "question_null"],
 )
 async def test_a_bad_body_is_a_422_naming_the_field(server, body, field):
-    status, result = await post(server.url, "/verify", body)
+    status, result = await post_json(server.url + "/verify", body)
     assert status == 422
     assert ["body", field] in error_locations(result)
 
@@ -326,7 +322,7 @@ async def test_an_answer_without_math_goes_to_the_judge_as_written(judge):
 
 async def test_a_failing_judge_is_an_error_not_a_reward(judge):
     judge.script({"status": 500, "body": {"error": {"message": "judge upstream is down"}}})
-    status, result = await post(judge.url, "/verify", verify_body("-3", "\\boxed{-4}"))
+    status, result = await post_json(judge.url + "/verify", verify_body("-3", "\\boxed{-4}"))
     assert status >= 500, result
     assert "reward" not in result
     assert "judge upstream is down" in orjson.dumps(result).decode()
@@ -395,20 +391,12 @@ def test_each_example_prompt_contains_its_question():
 
 
 def test_config_declares_the_environment_with_the_judge_off():
-    config = yaml.safe_load((FOLDER / "configs" / f"{IMPLEMENTATION}.yaml").read_text())
-    instances = {name: validate_server_instance_config(name, block) for name, block in config.items()}
-    resources = instances[IMPLEMENTATION].get_inner_run_server_config()
-    assert resources.entrypoint == "app.py" and resources.domain == "math"
+    _, resources, _ = check_environment_config(FOLDER, IMPLEMENTATION, "math")
     assert resources.model_extra["should_use_judge"] is False
     assert resources.model_extra["judge_model_server"] == {
         "type": "responses_api_models",
         "name": "policy_model",
     }
-    agent = config[f"{IMPLEMENTATION}_simple_agent"]["responses_api_agents"]["simple_agent"]
-    assert agent["resources_server"] == {"type": "resources_servers", "name": IMPLEMENTATION}
-    assert agent["model_server"] == {"type": "responses_api_models", "name": "policy_model"}
-    example = next(d for d in instances[f"{IMPLEMENTATION}_simple_agent"].datasets if d.type == "example")
-    assert (REPO_ROOT / example.jsonl_fpath).read_bytes() == (FOLDER / "data" / "example.jsonl").read_bytes()
 
 
 # ---- metrics --------------------------------------------------------------------------------------------
@@ -435,7 +423,7 @@ async def test_aggregate_metrics_scores_symbolic_and_judge_accuracy(server):
         scored(1, 0, 0.0, 0.0, None, judged=False),
         scored(1, 1, 0.0, 0.0, "7", judged=True),
     ]
-    status, result = await post(server.url, "/aggregate_metrics", {"verify_responses": rollouts})
+    status, result = await post_json(server.url + "/aggregate_metrics", {"verify_responses": rollouts})
     assert status == 200, result
     metrics, key = result["agent_metrics"], result["key_metrics"]
     assert metrics["pass@1[avg-of-2]/symbolic_accuracy"] == 25.0
@@ -458,7 +446,7 @@ async def test_aggregate_metrics_scores_symbolic_and_judge_accuracy(server):
 
 
 async def test_aggregate_metrics_of_nothing_is_empty(server):
-    status, result = await post(server.url, "/aggregate_metrics", {"verify_responses": []})
+    status, result = await post_json(server.url + "/aggregate_metrics", {"verify_responses": []})
     assert status == 200
     assert result == {"group_level_metrics": [], "agent_metrics": {}, "key_metrics": {}}
 

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from nemo_gym.config_types import validate_server_instance_config
-from nemo_gym.http_client import get_response_json, request
-from tests.helpers import REPO_ROOT, StartedServer, instance_config, run_instance
+from nemo_gym.global_config import install_root
+from nemo_gym.testing import StartedServer, instance_config, post_json, run_instance, run_resources_server
 
 FOLDER = Path(__file__).resolve().parents[1]
 IMPLEMENTATION = "mcqa"
@@ -46,8 +46,9 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def start(workdir: Path, name: str, **inner: object) -> Iterator[StartedServer]:
-    config = {name: instance_config("resources_servers", IMPLEMENTATION, domain="knowledge", **inner)}
-    with run_instance(config, name, workdir) as started:
+    with run_resources_server(
+        name, workdir, implementation=IMPLEMENTATION, domain="knowledge", **inner
+    ) as started:
         yield started
 
 
@@ -69,11 +70,6 @@ def hurried_server(workdir: Path) -> Iterator[StartedServer]:
 
 
 # ---- helpers --------------------------------------------------------------------------------------------
-
-
-async def post(url: str, path: str, body: Any) -> tuple[int, Any]:
-    response = await request("POST", url + path, json=body)
-    return response.status, await get_response_json(response)
 
 
 def response_saying(*texts: str) -> dict:
@@ -110,7 +106,7 @@ def verify_body(text: str | list[str], expected: str = "B", options: list | None
 
 
 async def grade(server: StartedServer, text: str | list[str], **kwargs: Any) -> tuple[float, str | None]:
-    status, body = await post(server.url, "/verify", verify_body(text, **kwargs))
+    status, body = await post_json(server.url + "/verify", verify_body(text, **kwargs))
     assert status == 200, body
     return body["reward"], body["extracted_answer"]
 
@@ -123,7 +119,9 @@ def with_regex(regex: str | list[str]) -> dict:
 
 
 async def test_verify_answers_only_the_declared_fields_with_the_normalized_gold(server):
-    status, body = await post(server.url, "/verify", verify_body("\\boxed{B}", expected="  b ", uuid="u-1"))
+    status, body = await post_json(
+        server.url + "/verify", verify_body("\\boxed{B}", expected="  b ", uuid="u-1")
+    )
     assert status == 200
     assert set(body) == VERIFY_FIELDS, "options, uuid and grading_mode are not echoed"
     assert body["reward"] == 1.0
@@ -258,7 +256,9 @@ async def test_config_markdown_mode_overrides_every_row(md_server, text, extract
 
 
 async def test_the_markdown_mode_is_not_a_row_mode(server):
-    status, body = await post(server.url, "/verify", verify_body("x", grading_mode="lenient_answer_colon_md"))
+    status, body = await post_json(
+        server.url + "/verify", verify_body("x", grading_mode="lenient_answer_colon_md")
+    )
     assert status == 422
     assert ["body", "grading_mode"] in [error["loc"] for error in body["detail"]]
 
@@ -297,7 +297,7 @@ async def test_template_regex_accepts_a_letter_that_is_not_an_option(server):
 async def test_template_regex_works_without_options(server):
     body = verify_body("ANSWER IS c", expected="C", **with_regex("ANSWER IS\\s*([A-Za-z])"))
     del body["options"]
-    status, answer = await post(server.url, "/verify", body)
+    status, answer = await post_json(server.url + "/verify", body)
     assert status == 200 and (answer["reward"], answer["extracted_answer"]) == (1.0, "C")
 
 
@@ -334,14 +334,16 @@ async def test_template_regex_without_a_group_uses_the_whole_match(server):
 
 
 async def test_template_metadata_of_the_wrong_shape_is_a_422(server):
-    status, body = await post(server.url, "/verify", verify_body("B", template_metadata={"output_regex": 3}))
+    status, body = await post_json(
+        server.url + "/verify", verify_body("B", template_metadata={"output_regex": 3})
+    )
     assert status == 422
     assert any(error["loc"][:3] == ["body", "template_metadata", "output_regex"] for error in body["detail"])
 
 
 async def test_a_catastrophic_template_regex_scores_zero_instead_of_hanging(hurried_server):
     text = "a" * 60 + "!"
-    status, body = await post(hurried_server.url, "/verify", verify_body(text, **with_regex("^(a+)+$")))
+    status, body = await post_json(hurried_server.url + "/verify", verify_body(text, **with_regex("^(a+)+$")))
     assert status == 200
     assert (body["reward"], body["extracted_answer"]) == (0.0, None)
     assert "answer extraction exceeded" in hurried_server.log()
@@ -363,7 +365,7 @@ async def test_a_catastrophic_template_regex_scores_zero_instead_of_hanging(hurr
 )
 async def test_malformed_rows_are_422_naming_the_field(server, change, field):
     body = {**verify_body("\\boxed{B}"), **change}
-    status, answer = await post(server.url, "/verify", body)
+    status, answer = await post_json(server.url + "/verify", body)
     assert status == 422
     assert any(error["loc"][:2] == ["body", field] for error in answer["detail"])
 
@@ -371,7 +373,7 @@ async def test_malformed_rows_are_422_naming_the_field(server, change, field):
 async def test_a_missing_expected_answer_is_a_422_naming_it(server):
     body = verify_body("\\boxed{B}")
     del body["expected_answer"]
-    status, answer = await post(server.url, "/verify", body)
+    status, answer = await post_json(server.url + "/verify", body)
     assert status == 422
     assert ["body", "expected_answer"] in [error["loc"] for error in answer["detail"]]
 
@@ -380,7 +382,7 @@ async def test_extra_row_fields_are_accepted_and_not_echoed(server):
     body = verify_body(
         "\\boxed{B}", uuid="x", metadata={"source": "mmlu"}, reward_profiles=[{"pass_rate": 1}]
     )
-    status, answer = await post(server.url, "/verify", body)
+    status, answer = await post_json(server.url + "/verify", body)
     assert status == 200 and set(answer) == VERIFY_FIELDS and answer["reward"] == 1.0
 
 
@@ -402,7 +404,7 @@ def replay_cases() -> list[tuple[dict, dict]]:
     ("row", "rollout"), replay_cases(), ids=lambda value: value.get("uuid", "")[:8] or None
 )
 async def test_recorded_rollouts_reproduce_their_reward_and_answer(server, row, rollout):
-    status, body = await post(server.url, "/verify", {**row, "response": rollout["response"]})
+    status, body = await post_json(server.url + "/verify", {**row, "response": rollout["response"]})
     assert status == 200, body
     assert body["reward"] == rollout["reward"]
     assert body["extracted_answer"] == rollout["extracted_answer"]
@@ -411,7 +413,7 @@ async def test_recorded_rollouts_reproduce_their_reward_and_answer(server, row, 
 
 async def test_seed_session_accepts_every_example_row(server):
     for row in ROWS + TEMPLATE_ROWS:
-        assert await post(server.url, "/seed_session", row) == (200, {})
+        assert await post_json(server.url + "/seed_session", row) == (200, {})
 
 
 # ---- aggregate metrics ----------------------------------------------------------------------------------
@@ -438,7 +440,7 @@ async def test_aggregate_metrics_reports_pass_majority_and_no_answer(server):
         scored(1, 1, 0.0, "C"),
         scored(1, 2, 0.0, "C"),
     ]
-    status, result = await post(server.url, "/aggregate_metrics", {"verify_responses": rollouts})
+    status, result = await post_json(server.url + "/aggregate_metrics", {"verify_responses": rollouts})
     assert status == 200, result
     metrics, key = result["agent_metrics"], result["key_metrics"]
     assert metrics["pass@1/accuracy"] == pytest.approx(100 * (2 / 3) / 2)
@@ -461,7 +463,7 @@ async def test_aggregate_metrics_reports_pass_majority_and_no_answer(server):
 
 
 async def test_aggregate_metrics_of_nothing_is_empty(server):
-    status, result = await post(server.url, "/aggregate_metrics", {"verify_responses": []})
+    status, result = await post_json(server.url + "/aggregate_metrics", {"verify_responses": []})
     assert status == 200
     assert result == {"group_level_metrics": [], "agent_metrics": {}, "key_metrics": {}}
 
@@ -481,6 +483,6 @@ def test_config_declares_the_environment_and_its_agent():
     datasets = {d.name: d for d in instances[f"{IMPLEMENTATION}_simple_agent"].datasets}
     for name in ("example", "example_with_template_metadata"):
         assert datasets[name].type == "example"
-        assert (REPO_ROOT / datasets[name].jsonl_fpath).read_bytes() == (
+        assert (install_root() / datasets[name].jsonl_fpath).read_bytes() == (
             FOLDER / "data" / f"{name}.jsonl"
         ).read_bytes()

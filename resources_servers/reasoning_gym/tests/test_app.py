@@ -8,13 +8,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
-import yaml
 
-from nemo_gym.config_types import validate_server_instance_config
 from nemo_gym.http_client import get_response_json, request
-from tests.helpers import REPO_ROOT, StartedServer, instance_config, run_instance
+from nemo_gym.testing import (
+    StartedServer,
+    check_environment_config,
+    instance_config,
+    message_item,
+    post_json,
+    read_jsonl,
+    response_with,
+    run_instance,
+    run_resources_server,
+)
 
 FOLDER = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(FOLDER / "scripts"))
@@ -23,19 +30,17 @@ import generate_data  # noqa: E402  (the generator script, imported to run its m
 INSTANCE = "reasoning_gym"
 COOKIE_NAME = f"ReasoningGymResourcesServer___{INSTANCE}"
 GENERATOR = FOLDER / "scripts" / "generate_data.py"
-ROWS = [orjson.loads(line) for line in (FOLDER / "data" / "example.jsonl").read_bytes().splitlines()]
-ROLLOUTS = [
-    orjson.loads(line) for line in (FOLDER / "data" / "example_rollouts.jsonl").read_bytes().splitlines()
-]
+ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
+ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
 A_RESPONSE = ROLLOUTS[0]["response"]
 TASK_FIELDS = ("question", "answer", "metadata")
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartedServer]:
-    config = {INSTANCE: instance_config("resources_servers", INSTANCE, domain="other")}
-    with run_instance(
-        config, INSTANCE, tmp_path_factory.mktemp(INSTANCE), {"NEMO_GYM_CPU_WORKERS": "2"}
+    workdir = tmp_path_factory.mktemp(INSTANCE)
+    with run_resources_server(
+        INSTANCE, workdir, env={"NEMO_GYM_CPU_WORKERS": "2"}, domain="other"
     ) as started:
         yield started
 
@@ -46,28 +51,17 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
     output = tmp_path_factory.mktemp("generated") / "train.jsonl"
     args = ["--task", "knights_knaves:3", "--task", "basic_arithmetic", "--count", "2", "--seed", "42"]
     subprocess.run([sys.executable, str(GENERATOR), *args, "--output", str(output)], check=True, timeout=60)
-    return [orjson.loads(line) for line in output.read_bytes().splitlines()]
+    return read_jsonl(output)
 
 
 def replying(text: str) -> dict:
     """A response whose only assistant message says `text`."""
-    response = copy.deepcopy(A_RESPONSE)
-    response["output"] = [
-        {
-            "id": "msg_test",
-            "type": "message",
-            "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": []}],
-        }
-    ]
-    return response
+    return response_with(message_item(text, id="msg_test"), **copy.deepcopy(A_RESPONSE))
 
 
 async def post(server: StartedServer, path: str, body: Any = None) -> tuple[int, Any]:
-    response = await request("POST", server.url + path, json=body)
-    assert COOKIE_NAME in response.cookies, "every answer carries the session cookie"
-    return response.status, await get_response_json(response)
+    """Every answer of this server must carry its session cookie."""
+    return await post_json(server.url + path, body, require_cookie=COOKIE_NAME)
 
 
 async def verify(server: StartedServer, row: dict, text: str) -> dict:
@@ -297,9 +291,9 @@ def test_the_generator_is_deterministic_per_seed(generated, tmp_path):
     again, other = tmp_path / "again.jsonl", tmp_path / "other.jsonl"
     run_generator_here("--task", "knights_knaves:3", "--seed", "42", "--output", str(again))
     run_generator_here("--task", "knights_knaves:3", "--seed", "43", "--output", str(other))
-    again_rows = [orjson.loads(line) for line in again.read_bytes().splitlines()]
+    again_rows = read_jsonl(again)
     assert again_rows == generated[:3], "a task's rows do not depend on the other tasks requested"
-    assert [orjson.loads(line) for line in other.read_bytes().splitlines()] != again_rows
+    assert read_jsonl(other) != again_rows
 
 
 def test_the_generator_refuses_an_unknown_task_and_leaves_no_file(tmp_path, capsys):
@@ -330,7 +324,7 @@ async def test_arc_rows_read_back_from_jsonl_are_still_winnable(server, tmp_path
     """ARC scorers compare boards with tuple grids that JSON turns into lists; the server restores them."""
     output = tmp_path / "arc.jsonl"
     run_generator_here("--task", "arc_agi:1", "--task", "rearc:1", "--output", str(output))
-    for row in (orjson.loads(line) for line in output.read_bytes().splitlines()):
+    for row in read_jsonl(output):
         assert (await verify(server, row, f"<answer>{row['answer']}</answer>"))["reward"] == 1.0
         assert (await verify(server, row, "<answer>0 0\n0 0</answer>"))["reward"] < 1.0
 
@@ -355,15 +349,7 @@ async def test_recorded_rollouts_replay_to_their_reward(server, rollout):
 
 
 def test_config_declares_the_environment_and_its_agent():
-    config = yaml.safe_load((FOLDER / "configs" / f"{INSTANCE}.yaml").read_text())
-    instances = {name: validate_server_instance_config(name, block) for name, block in config.items()}
-    resources = instances[INSTANCE].get_inner_run_server_config()
-    assert resources.entrypoint == "app.py" and resources.domain == "other"
-    agent = config[f"{INSTANCE}_simple_agent"]["responses_api_agents"]["simple_agent"]
-    assert agent["resources_server"] == {"type": "resources_servers", "name": INSTANCE}
-    assert agent["model_server"] == {"type": "responses_api_models", "name": "policy_model"}
-    example = next(d for d in instances[f"{INSTANCE}_simple_agent"].datasets if d.type == "example")
-    assert (REPO_ROOT / example.jsonl_fpath).read_bytes() == (FOLDER / "data" / "example.jsonl").read_bytes()
+    check_environment_config(FOLDER, INSTANCE, "other")
 
 
 def test_requirements_pin_the_library():

@@ -7,18 +7,23 @@ from typing import Any
 
 import orjson
 import pytest
-import yaml
 
-from nemo_gym.config_types import validate_server_instance_config
 from nemo_gym.http_client import get_response_json, request
-from tests.helpers import REPO_ROOT, StartedServer, instance_config, run_instance
+from nemo_gym.testing import (
+    StartedServer,
+    check_environment_config,
+    function_call_item,
+    instance_config,
+    read_jsonl,
+    response_with,
+    run_instance,
+    run_resources_server,
+)
 
 FOLDER = Path(__file__).resolve().parents[1]
 INSTANCE = "workplace_assistant"
-ROWS = [orjson.loads(line) for line in (FOLDER / "data" / "example.jsonl").read_bytes().splitlines()]
-ROLLOUTS = [
-    orjson.loads(line) for line in (FOLDER / "data" / "example_rollouts.jsonl").read_bytes().splitlines()
-]
+ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
+ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
 A_RESPONSE = ROLLOUTS[0]["response"]
 
 
@@ -66,8 +71,7 @@ def rollout_ground_truth(rollout: dict) -> list[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartedServer]:
-    config = {INSTANCE: instance_config("resources_servers", INSTANCE, domain="agent")}
-    with run_instance(config, INSTANCE, tmp_path_factory.mktemp(INSTANCE)) as started:
+    with run_resources_server(INSTANCE, tmp_path_factory.mktemp(INSTANCE), domain="agent") as started:
         yield started
 
 
@@ -113,11 +117,8 @@ async def office(server) -> Session:
 
 
 def response_with_calls(calls: list[dict[str, str]]) -> dict:
-    output = [
-        {"type": "function_call", "call_id": f"call_{i}", "name": c["name"], "arguments": c["arguments"]}
-        for i, c in enumerate(calls)
-    ]
-    return {**A_RESPONSE, "output": output}
+    output = [function_call_item(c["name"], c["arguments"], call_id=f"call_{i}") for i, c in enumerate(calls)]
+    return response_with(*output, **A_RESPONSE)
 
 
 async def verify(server: StartedServer, row: dict, calls: list[dict[str, str]]) -> float:
@@ -557,13 +558,5 @@ async def test_aggregate_metrics_reports_pass_at_k_per_category(server):
 
 
 def test_config_declares_the_environment_and_its_agent():
-    config = yaml.safe_load((FOLDER / "configs" / f"{INSTANCE}.yaml").read_text())
-    instances = {name: validate_server_instance_config(name, block) for name, block in config.items()}
-    resources = instances[INSTANCE].get_inner_run_server_config()
-    assert resources.entrypoint == "app.py" and resources.domain == "agent"
-    agent = config[f"{INSTANCE}_simple_agent"]["responses_api_agents"]["simple_agent"]
-    assert agent["resources_server"] == {"type": "resources_servers", "name": INSTANCE}
-    assert agent["model_server"] == {"type": "responses_api_models", "name": "policy_model"}
+    _, _, agent = check_environment_config(FOLDER, INSTANCE, "agent")
     assert agent["max_steps"] == 6
-    example = next(d for d in instances[f"{INSTANCE}_simple_agent"].datasets if d.type == "example")
-    assert (REPO_ROOT / example.jsonl_fpath).read_bytes() == (FOLDER / "data" / "example.jsonl").read_bytes()

@@ -4,61 +4,35 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
-import yaml
 
-from nemo_gym.config_types import validate_server_instance_config
-from nemo_gym.http_client import get_response_json, request
-from tests.helpers import REPO_ROOT, StartedServer, instance_config, run_instance
+from nemo_gym.testing import (
+    StartedServer,
+    check_environment_config,
+    function_call_item,
+    message_item,
+    post_json,
+    read_jsonl,
+    response_with,
+    run_resources_server,
+)
 
 FOLDER = Path(__file__).resolve().parents[1]
 INSTANCE = "xlam_fc"
-ROWS = [orjson.loads(line) for line in (FOLDER / "data" / "example.jsonl").read_bytes().splitlines()]
-ROLLOUTS = [
-    orjson.loads(line) for line in (FOLDER / "data" / "example_rollouts.jsonl").read_bytes().splitlines()
-]
+ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
+ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
 PARAMS = ROWS[0]["responses_create_params"]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartedServer]:
-    config = {INSTANCE: instance_config("resources_servers", INSTANCE, domain="agent")}
-    with run_instance(config, INSTANCE, tmp_path_factory.mktemp(INSTANCE)) as started:
+    with run_resources_server(INSTANCE, tmp_path_factory.mktemp(INSTANCE), domain="agent") as started:
         yield started
 
 
-async def post(server: StartedServer, path: str, body: Any = None) -> tuple[int, Any]:
-    response = await request("POST", server.url + path, json=body)
-    return response.status, await get_response_json(response)
-
-
 def call(name: str, arguments: Any, index: int = 0) -> dict:
-    text = arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
-    return {"type": "function_call", "call_id": f"call_{index}", "name": name, "arguments": text}
-
-
-def message(text: str) -> dict:
-    return {
-        "type": "message",
-        "id": "msg_1",
-        "role": "assistant",
-        "status": "completed",
-        "content": [{"type": "output_text", "text": text, "annotations": []}],
-    }
-
-
-def response_with(*items: dict) -> dict:
-    return {
-        "id": "resp_test",
-        "created_at": 0,
-        "model": "test",
-        "object": "response",
-        "output": list(items),
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [],
-    }
+    """Call ids here are numbered `call_<index>`, as the predictions are reported by index."""
+    return function_call_item(name, arguments, call_id=f"call_{index}")
 
 
 async def verify(server: StartedServer, expected: list[dict], *items: dict) -> dict:
@@ -67,7 +41,7 @@ async def verify(server: StartedServer, expected: list[dict], *items: dict) -> d
         "expected_answers": expected,
         "response": response_with(*items),
     }
-    status, answer = await post(server, "/verify", body)
+    status, answer = await post_json(server.url + "/verify", body)
     assert status == 200, answer
     return answer
 
@@ -168,7 +142,7 @@ async def test_arguments_that_are_not_a_json_object_parse_to_no_arguments(server
 
 
 async def test_no_expected_calls_reward_only_a_response_without_calls(server):
-    assert (await verify(server, [], message("I cannot help with that.")))["reward"] == 1.0
+    assert (await verify(server, [], message_item("I cannot help with that.")))["reward"] == 1.0
     answer = await verify(server, [], call(BETA["name"], BETA["arguments"]))
     assert answer["reward"] == 0.0 and answer["num_predicted"] == 1
 
@@ -178,10 +152,10 @@ async def test_only_function_calls_count_as_predictions(server):
     answer = await verify(
         server,
         [BETA],
-        message("Let me look."),
+        message_item("Let me look."),
         call(BETA["name"], BETA["arguments"]),
         output_item,
-        message("Done."),
+        message_item("Done."),
     )
     assert answer["num_predicted"] == 1 and answer["reward"] == 1.0
 
@@ -192,7 +166,7 @@ async def test_an_expected_call_without_arguments_defaults_to_none_required(serv
 
 
 async def test_the_tools_are_schemas_only_and_have_no_route(server):
-    status, _ = await post(server, "/live_giveaways_by_type", {"type": "beta"})
+    status, _ = await post_json(server.url + "/live_giveaways_by_type", {"type": "beta"})
     assert status == 404
 
 
@@ -220,7 +194,7 @@ async def test_the_tools_are_schemas_only_and_have_no_route(server):
     ],
 )
 async def test_a_bad_verify_body_is_a_422_naming_the_field(server, body, location):
-    status, answer = await post(server, "/verify", body)
+    status, answer = await post_json(server.url + "/verify", body)
     assert status == 422
     assert location in [error["loc"] for error in answer["detail"]]
 
@@ -239,7 +213,7 @@ async def test_aggregate_metrics_reports_pass_at_k_over_the_exact_match_reward(s
     body = {
         "verify_responses": [rollout(0, 0, 1.0), rollout(0, 1, 0.0), rollout(1, 0, 0.0), rollout(1, 1, 0.0)]
     }
-    status, answer = await post(server, "/aggregate_metrics", body)
+    status, answer = await post_json(server.url + "/aggregate_metrics", body)
     assert status == 200, answer
     agent = answer["agent_metrics"]
     assert agent["pass@2/accuracy"] == pytest.approx(50.0)
@@ -259,19 +233,13 @@ def row_of(rollout: dict) -> dict:
 @pytest.mark.parametrize("rollout", ROLLOUTS, ids=lambda rollout: rollout["response"]["id"][-8:])
 async def test_recorded_rollouts_reproduce_their_reward_and_counts(server, rollout):
     """Each recorded rollout, verified against its example row, gives the recorded reward and fields."""
-    status, answer = await post(server, "/verify", {**row_of(rollout), "response": rollout["response"]})
+    status, answer = await post_json(
+        server.url + "/verify", {**row_of(rollout), "response": rollout["response"]}
+    )
     assert status == 200, answer
     for field in ("reward", "num_expected", "num_predicted", "num_correct", "predicted_calls"):
         assert answer[field] == rollout[field], field
 
 
 def test_config_declares_the_environment_and_its_agent():
-    config = yaml.safe_load((FOLDER / "configs" / f"{INSTANCE}.yaml").read_text())
-    instances = {name: validate_server_instance_config(name, block) for name, block in config.items()}
-    resources = instances[INSTANCE].get_inner_run_server_config()
-    assert resources.entrypoint == "app.py" and resources.domain == "agent"
-    agent = config[f"{INSTANCE}_simple_agent"]["responses_api_agents"]["simple_agent"]
-    assert agent["resources_server"] == {"type": "resources_servers", "name": INSTANCE}
-    assert agent["model_server"] == {"type": "responses_api_models", "name": "policy_model"}
-    example = next(d for d in instances[f"{INSTANCE}_simple_agent"].datasets if d.type == "example")
-    assert (REPO_ROOT / example.jsonl_fpath).read_bytes() == (FOLDER / "data" / "example.jsonl").read_bytes()
+    check_environment_config(FOLDER, INSTANCE, "agent")
