@@ -142,7 +142,11 @@ def _download_artifact(api: HfApi, settings: DownloadJsonlDatasetHuggingFaceConf
 
 def _download_splits(api: HfApi, settings: DownloadJsonlDatasetHuggingFaceConfig) -> None:
     listed = api.list_repo_files(settings.repo_id, repo_type=REPO_TYPE, revision=settings.revision)
-    splits = [settings.split] if settings.split else [s for s in SPLIT_KEYWORDS if _in_split(listed, s)]
+    splits = (
+        [settings.split]
+        if settings.split
+        else [s for s in SPLIT_KEYWORDS if _jsonl_files_of_split(listed, s)]
+    )
     if not splits:
         raise StorageError(f"{settings.repo_id}: no JSONL data files found (files: {', '.join(listed)})")
     for split in splits:
@@ -189,10 +193,6 @@ def _split_of(path: str) -> str | None:
     `validation/part.jsonl`), or None when its name carries no split word."""
     words = re.split(r"[/._\- 0-9]+", path.lower())
     return next((split for split, keywords in SPLIT_KEYWORDS.items() if set(keywords) & set(words)), None)
-
-
-def _in_split(listed: list[str], split: str) -> bool:
-    return bool(_jsonl_files_of_split(listed, split))
 
 
 def _jsonl_files_of_split(listed: list[str], split: str) -> list[str]:

@@ -414,11 +414,15 @@ def compute_subset_metrics(
     }
 
 
-def highest_k_metrics(metrics: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    """The entries of a family such as `"pass@{k}"` at its largest k, without the spread keys.
+def highest_k_metrics(metrics: Mapping[str, Any], *prefixes: str) -> dict[str, Any]:
+    """The entries of each family such as `"pass@{k}"` at its largest k, without the spread keys.
 
-    Typical `get_key_metrics`: report pass@8, not pass@1..8. `prefix` must contain `{k}`.
+    Typical `get_key_metrics`: report pass@8, not pass@1..8. Each prefix must contain `{k}`.
     """
+    return {key: value for prefix in prefixes for key, value in _highest_k_of_family(metrics, prefix).items()}
+
+
+def _highest_k_of_family(metrics: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     if "{k}" not in prefix:
         raise ValueError(f"highest_k_metrics: prefix {prefix!r} must contain '{{k}}', e.g. 'pass@{{k}}'")
     before, after = prefix.split("{k}", 1)

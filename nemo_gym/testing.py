@@ -78,12 +78,19 @@ def run_server(
         address = wait_for_bound_address(process, address_file, log_path)
         yield StartedServer(process, address["host"], address["port"], log_path)
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop_process(process)
+
+
+def stop_process(process: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `grace_s`; always reaped."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
 
 
 def instance_config(server_type: str, implementation: str, **inner: object) -> dict:

@@ -24,7 +24,7 @@ from nemo_gym.testing import (  # noqa: F401  (re-exported: the tests import the
     instance_config,
     run_instance,
     run_server,
-    wait_for_bound_address,
+    stop_process,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -118,13 +118,7 @@ def running_deployment(
             instances = {entry["process_name"]: entry for entry in orjson.loads(answer.read())}
         yield RunningDeployment(process, head_url, instances, output)
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
+        stop_process(process, grace_s=15)
 
 
 def service_control(server: StartedServer, method: str, path: str, body: dict | None = None) -> Any:

@@ -22,6 +22,7 @@ from pydantic import Field
 from nemo_gym.cli.flags import FlagSet
 from nemo_gym.config_types import BaseNeMoGymCLIConfig, ConfigError
 from nemo_gym.global_config import command_settings, install_root, parse_global_config_dict
+from nemo_gym.testing import implementation_folder
 
 SERVER_TYPES = ("resources_servers", "responses_api_agents", "responses_api_models")
 EXAMPLE_ROWS = 5
@@ -89,9 +90,9 @@ def _one_folder(entrypoint: str) -> Path:
     parts = Path(entrypoint).parts
     if len(parts) != 2 or parts[0] not in SERVER_TYPES:
         raise ConfigError(f"entrypoint '{entrypoint}': expected <{'|'.join(SERVER_TYPES)}>/<folder>")
-    for root in (Path.cwd(), install_root()):
-        if (root / entrypoint).is_dir():
-            return root / entrypoint
+    folder = implementation_folder(*parts)
+    if folder.is_dir():
+        return folder
     raise ConfigError(f"entrypoint '{entrypoint}': no such folder under {Path.cwd()} or {install_root()}")
 
 

@@ -95,8 +95,7 @@ class ReasoningGymResourcesServer(SimpleResourcesServer):
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         key_metrics = {name: agent_metrics[name] for name in ("mean/reward",) if name in agent_metrics}
-        key_metrics.update(highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]"))
-        key_metrics.update(highest_k_metrics(agent_metrics, "pass@{k}"))
+        key_metrics.update(highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]", "pass@{k}"))
         return key_metrics
 
 

@@ -139,8 +139,7 @@ class WorkplaceAssistantResourcesServer(SimpleResourcesServer):
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         key = {name: value for name, value in agent_metrics.items() if name == "mean/reward"}
-        key.update(highest_k_metrics(agent_metrics, "pass@{k}"))
-        key.update(highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]"))
+        key.update(highest_k_metrics(agent_metrics, "pass@{k}", "pass@1[avg-of-{k}]"))
         return key
 
 

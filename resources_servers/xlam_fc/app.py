@@ -107,8 +107,7 @@ class XlamFcResourcesServer(SimpleResourcesServer):
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         return {
             **default_key_metrics(agent_metrics),
-            **highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]"),
-            **highest_k_metrics(agent_metrics, "pass@{k}"),
+            **highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]", "pass@{k}"),
         }
 
 
