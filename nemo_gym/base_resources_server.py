@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from nemo_gym.config_types import BaseRunServerInstanceConfig
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.reward_profile import MetricsAggregationMixin
-from nemo_gym.server_utils import SimpleServer
+from nemo_gym.server_utils import SimpleServer, new_app
 
 
 class BaseResourcesServerConfig(BaseRunServerInstanceConfig):
@@ -46,7 +46,7 @@ class SimpleResourcesServer(MetricsAggregationMixin, SimpleServer):
 
     def setup_webserver(self) -> FastAPI:
         """Register the base routes; FastAPI reads body and response models from the (overridden) methods."""
-        app = FastAPI()
+        app = new_app()
         self.setup_session_middleware(app)
         app.post("/seed_session")(self.seed_session)
         app.post("/verify")(self.verify)

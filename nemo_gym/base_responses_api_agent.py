@@ -8,7 +8,7 @@ from nemo_gym.base_resources_server import BaseRunRequest, BaseVerifyResponse
 from nemo_gym.config_types import BaseRunServerInstanceConfig
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.reward_profile import MetricsAggregationMixin
-from nemo_gym.server_utils import SimpleServer
+from nemo_gym.server_utils import SimpleServer, new_app
 
 
 class BaseResponsesAPIAgentConfig(BaseRunServerInstanceConfig):
@@ -19,7 +19,7 @@ class SimpleResponsesAPIAgent(MetricsAggregationMixin, SimpleServer):
     config: BaseResponsesAPIAgentConfig
 
     def setup_webserver(self) -> FastAPI:
-        app = FastAPI()
+        app = new_app()
         self.setup_session_middleware(app)
         app.post("/v1/responses")(self.responses)
         app.post("/run")(self.run)

@@ -11,7 +11,7 @@ from nemo_gym.openai_utils import (
     NeMoGymResponse,
     NeMoGymResponseCreateParamsNonStreaming,
 )
-from nemo_gym.server_utils import SimpleServer
+from nemo_gym.server_utils import SimpleServer, new_app
 
 
 class BaseResponsesAPIModelConfig(BaseRunServerInstanceConfig):
@@ -22,7 +22,7 @@ class SimpleResponsesAPIModel(SimpleServer):
     config: BaseResponsesAPIModelConfig
 
     def setup_webserver(self) -> FastAPI:
-        app = FastAPI()
+        app = new_app()
         self.setup_session_middleware(app)
         app.post("/v1/chat/completions")(self.chat_completions)
         app.post("/v1/responses")(self.responses)

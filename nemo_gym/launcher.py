@@ -29,8 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+import orjson
 from omegaconf import DictConfig
 
+from nemo_gym.colocation import COLOCATED_SERVERS_ENV_VAR_NAME, COLOCATED_WORKERS_ENV_VAR_NAME
 from nemo_gym.config_types import BaseServerConfig, ConfigError, ServerInstanceConfig
 from nemo_gym.global_config import (
     NEMO_GYM_CONFIG_FILE_ENV_VAR_NAME,
@@ -191,14 +193,14 @@ async def _done_within(future: asyncio.Future[None], timeout_s: float) -> bool:
 
 
 async def start_child(
-    entrypoint: str, cwd: Path, env: dict[str, str], pass_fds: list[int], on_line: Callable[[str], None]
+    args: list[str], cwd: Path, env: dict[str, str], pass_fds: list[int], on_line: Callable[[str], None]
 ) -> ChildProcess:
-    """Run `python <entrypoint>` in `cwd`, stdout and stderr merged and handed to `on_line` line by line."""
+    """Run `python <args>` in `cwd`, stdout and stderr merged and handed to `on_line` line by line."""
     loop = asyncio.get_running_loop()
     transport, protocol = await loop.subprocess_exec(
         lambda: _ChildProtocol(on_line),
         sys.executable,
-        entrypoint,
+        *args,
         cwd=cwd,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -381,6 +383,7 @@ def implementation_dir(instance: ServerInstanceConfig, cwd: Path) -> Path:
 def check_startable(cfg: DictConfig, instances: list[ServerInstanceConfig], cwd: Path) -> None:
     """Fail before anything starts on what a child would only find out once started: a missing folder or
     entrypoint, or a config value it cannot resolve (such as an unset `${policy_api_key}`)."""
+    colocation_from(cfg)
     for instance in instances:
         resolve_instance_config(cfg, instance.name)
         folder = implementation_dir(instance, cwd)
@@ -390,6 +393,18 @@ def check_startable(cfg: DictConfig, instances: list[ServerInstanceConfig], cwd:
                 f"Server instance '{instance.name}': entrypoint {entrypoint} not found in {folder}; "
                 "check its `entrypoint` key"
             )
+
+
+def colocation_from(cfg: DictConfig) -> int | None:
+    """With `colocate: true`, the number of processes that each host every server (`colocate_num_workers`,
+    default 1); None when each server gets a process of its own."""
+    colocate = cfg.get("colocate", False)
+    if not isinstance(colocate, bool):
+        raise ConfigError(f"colocate must be true or false, got {colocate!r}")
+    workers = cfg.get("colocate_num_workers", 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"colocate_num_workers must be a whole number of processes >= 1, got {workers!r}")
+    return workers if colocate else None
 
 
 def readiness_deadline_from(cfg: DictConfig) -> float:
@@ -436,7 +451,7 @@ async def _check_one_server(
     lines: deque[str] = deque(maxlen=RECENT_LINES_KEPT)
     env = child_environment(instance.name, folder, handoff.child_path, {CHECK_CONFIG_ONLY_ENV_VAR_NAME: "1"})
     entrypoint = instance.get_inner_run_server_config().entrypoint
-    child = await start_child(entrypoint, folder, env, handoff.pass_fds, lines.append)
+    child = await start_child([entrypoint], folder, env, handoff.pass_fds, lines.append)
     try:
         if not await child.exits_within(deadline_s):
             return (
@@ -488,6 +503,7 @@ class Deployment:
             )
             self.instances = require_server_instances(self.global_config_dict)
             check_startable(self.global_config_dict, self.instances, self.cwd)
+            self.colocated_workers = colocation_from(self.global_config_dict)
             self.readiness_deadline_s = readiness_deadline_s or readiness_deadline_from(
                 self.global_config_dict
             )
@@ -516,8 +532,11 @@ class Deployment:
             self._run_dir = Path(tempfile.mkdtemp(prefix="gym-run-"))
             self._config = ConfigHandoff(to_yaml(self.global_config_dict, mask=False))
             secret = new_session_secret()
-            for server in self.servers:
-                await self._spawn(server, secret)
+            if self.colocated_workers is not None:
+                await self._spawn_colocated(secret, self.colocated_workers)
+            else:
+                for server in self.servers:
+                    await self._spawn(server, secret)
             await self._wait_until_ready()
         finally:
             self._reserver.close_all()
@@ -559,12 +578,55 @@ class Deployment:
         entrypoint = server.instance.get_inner_run_server_config().entrypoint
         pass_fds = [server.sock.fileno(), *self._config.pass_fds]
         server.process = await start_child(
-            entrypoint, server.dir_path, env, pass_fds, lambda text: self._copy_line(server, text)
+            [entrypoint], server.dir_path, env, pass_fds, lambda text: self._copy_line(server, text)
         )
         server.start_time = time.time()
         server.sock.close()
         server.sock = None
         self._watchers.append(asyncio.create_task(self._watch_exit(server.process)))
+
+    async def _spawn_colocated(self, secret: str, num_workers: int) -> None:
+        """One child hosting every server instance (see `nemo_gym.colocation`)."""
+        assert self._config is not None
+        specs = [
+            {
+                "name": server.name,
+                "dir": str(server.dir_path),
+                "entrypoint": server.instance.get_inner_run_server_config().entrypoint,
+                "listen_fd": str(server.sock.fileno()),
+                "address_file": str(self._address_file(server)),
+            }
+            for server in self.servers
+            if server.sock is not None
+        ]
+        env = child_environment(
+            self.servers[0].name,
+            install_root(),
+            self._config.child_path,
+            {
+                SESSION_SECRET_ENV_VAR_NAME: secret,
+                COLOCATED_SERVERS_ENV_VAR_NAME: orjson.dumps(specs).decode(),
+                COLOCATED_WORKERS_ENV_VAR_NAME: str(num_workers),
+            },
+        )
+        pass_fds = [int(spec["listen_fd"]) for spec in specs] + list(self._config.pass_fds)
+        process = await start_child(
+            ["-m", "nemo_gym.colocation"], self.cwd, env, pass_fds, self._copy_colocated_line
+        )
+        started = time.time()
+        for server in self.servers:
+            server.process = process
+            server.start_time = started
+            if server.sock is not None:
+                server.sock.close()
+                server.sock = None
+        self._watchers.append(asyncio.create_task(self._watch_exit(process)))
+
+    def _copy_colocated_line(self, text: str) -> None:
+        """A co-hosting child speaks for all its servers: every one keeps the line for error reports."""
+        for server in self.servers:
+            server.recent_lines.append(text)
+        print(f"(colocated) {text}", file=self.output, flush=True)
 
     def _copy_line(self, server: ServerProcess, text: str) -> None:
         """Keep the line for error reports and print it prefixed with the instance name."""
@@ -699,7 +761,7 @@ class Deployment:
             self._release()
 
     async def _stop_children(self) -> None:
-        children = [server.process for server in self.servers if server.process is not None]
+        children = self._children()
         running = [child for child in children if child.returncode is None]
         for child in running:
             child.signal_group(signal.SIGTERM)
@@ -711,14 +773,18 @@ class Deployment:
         # Let the last lines arrive; a pipe a helper process still holds is simply closed afterwards.
         await asyncio.gather(*(child.output_ends_within(OUTPUT_DRAIN_S) for child in children))
 
+    def _children(self) -> list[ChildProcess]:
+        """Each child process once (co-hosted servers share one)."""
+        unique = {id(server.process): server.process for server in self.servers if server.process is not None}
+        return list(unique.values())
+
     def _release(self) -> None:
         """Everything `stop()` must do even if stopping the children failed or was cancelled."""
         self._forget_config()
         for watcher in self._watchers:
             watcher.cancel()
-        for server in self.servers:
-            if server.process is not None:
-                server.process.close()
+        for process in self._children():
+            process.close()
         if self._head is not None:
             self._head.stop()
             self._head = None

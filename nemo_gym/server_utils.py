@@ -7,6 +7,7 @@ FastAPI app with liveness, signed sessions and the one error format of `nemo_gym
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import logging
@@ -18,6 +19,8 @@ import sys
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -25,10 +28,13 @@ import aiohttp
 import orjson
 import uvicorn
 import yaml
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.routing import APIRoute
 from omegaconf import DictConfig, OmegaConf
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from starlette.middleware import Middleware
+from starlette.responses import Response as StarletteResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from nemo_gym.config_types import BaseRunServerInstanceConfig, BaseServerConfig, ConfigError
 from nemo_gym.errors import ErrorEnvelopeMiddleware
@@ -51,6 +57,7 @@ from nemo_gym.http_client import (
     raise_for_status,
     request,
 )
+from nemo_gym.in_process import LocalResponse, call_in_process, is_hosted_here
 from nemo_gym.sessions import deployment_session_secret, install_session_middleware, session_cookie_name
 
 __all__ = [
@@ -109,6 +116,9 @@ class ServerClient(BaseModel):
 
     head_server_config: BaseServerConfig
     global_config_dict: DictConfig
+    # A running deployment's addresses never change; looking them up in the OmegaConf tree on every call
+    # cost a tenth of an agent's CPU.
+    _base_urls: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def load_from_global_config(cls, head_server_config: BaseServerConfig | None = None) -> ServerClient:
@@ -127,21 +137,31 @@ class ServerClient(BaseModel):
 
     def server_base_url(self, server_name: str) -> str:
         """Raises `ServerRefNotFoundError` (naming the known instances) for an unknown name."""
-        inner = get_first_server_config_dict(self.global_config_dict, server_name)
-        return f"http://{inner['host']}:{inner['port']}"
+        url = self._base_urls.get(server_name)
+        if url is None:
+            inner = get_first_server_config_dict(self.global_config_dict, server_name)
+            url = self._base_urls[server_name] = f"http://{inner['host']}:{inner['port']}"
+        return url
 
     async def request(
         self, server_name: str, url_path: str, method: str, **kwargs: Any
-    ) -> aiohttp.ClientResponse:
+    ) -> aiohttp.ClientResponse | LocalResponse:
+        """Call another server of the deployment; in-process if it is co-hosted with this one."""
         payload = kwargs.get("json")
         if isinstance(payload, BaseModel):
             kwargs["json"] = payload.model_dump(mode="json", exclude_unset=True)
+        if is_hosted_here(server_name):
+            return await call_in_process(server_name, method, url_path, **kwargs)
         return await request(method, self.server_base_url(server_name) + url_path, _internal=True, **kwargs)
 
-    async def get(self, server_name: str, url_path: str, **kwargs: Any) -> aiohttp.ClientResponse:
+    async def get(
+        self, server_name: str, url_path: str, **kwargs: Any
+    ) -> aiohttp.ClientResponse | LocalResponse:
         return await self.request(server_name, url_path, "GET", **kwargs)
 
-    async def post(self, server_name: str, url_path: str, **kwargs: Any) -> aiohttp.ClientResponse:
+    async def post(
+        self, server_name: str, url_path: str, **kwargs: Any
+    ) -> aiohttp.ClientResponse | LocalResponse:
         return await self.request(server_name, url_path, "POST", **kwargs)
 
 
@@ -212,6 +232,34 @@ def _raise_open_file_limit() -> None:
             logger.warning("could not raise the open-file limit from %d to %d: %s", soft, wanted, error)
 
 
+class OrjsonBodyRequest(Request):
+    """A request whose JSON body is parsed by orjson: Starlette's stdlib `json.loads` was the largest
+    single cost of receiving a trajectory. orjson's decode error is a `json.JSONDecodeError`, so FastAPI
+    still answers malformed JSON with its usual 422."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = orjson.loads(await self.body())
+        return self._json
+
+
+class OrjsonBodyRoute(APIRoute):
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, StarletteResponse]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> StarletteResponse:
+            return await handler(OrjsonBodyRequest(request.scope, request.receive))
+
+        return handle
+
+
+def new_app() -> FastAPI:
+    """The FastAPI app every Gym server starts from (routes added to it parse bodies with orjson)."""
+    app = FastAPI()
+    app.router.route_class = OrjsonBodyRoute
+    return app
+
+
 def finalize_app(app: FastAPI, server_label: str) -> FastAPI:
     """Add what every Gym server has: `GET /` liveness and the error format (innermost middleware,
     so error responses still carry the session cookie)."""
@@ -226,17 +274,98 @@ async def _liveness() -> dict[str, str]:
     return {"status": "ok"}
 
 
-def serve_app(app: FastAPI, sock: socket.socket) -> None:
-    """Serve on an already-bound socket with uvloop and the deployment's keep-alive (blocks)."""
+@dataclass
+class BoundApp:
+    """A server instance ready to serve: its app and the socket it listens on."""
+
+    instance_name: str
+    app: FastAPI
+    sock: socket.socket
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self.sock.getsockname()[:2]
+        return host, port
+
+
+# Set by `nemo_gym.colocation` while it loads the servers it hosts: `run_webserver()` then hands its
+# server over instead of serving it.
+_colocation_collector: list[BoundApp] | None = None
+
+
+class PortDispatcher:
+    """One ASGI app in front of several: each request goes to the app listening on its local port."""
+
+    def __init__(self, bound_apps: list[BoundApp]) -> None:
+        self.apps = {bound.address[1]: bound.app for bound in bound_apps}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        await self.apps[scope["server"][1]](scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        await receive()  # lifespan.startup
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                for app in self.apps.values():
+                    await stack.enter_async_context(app.router.lifespan_context(app))
+            except Exception as error:
+                await send({"type": "lifespan.startup.failed", "message": f"{type(error).__name__}: {error}"})
+                return
+            await send({"type": "lifespan.startup.complete"})
+            await receive()  # lifespan.shutdown
+        await send({"type": "lifespan.shutdown.complete"})
+
+
+def serve(bound_apps: list[BoundApp], num_workers: int = 1) -> None:
+    """Serve the apps on their sockets with uvloop and httptools (blocks).
+
+    With `num_workers` > 1 the process forks that many copies in all, each serving every socket (the
+    kernel spreads new connections over them); a copy that dies takes the others down with it, so the
+    launcher sees the failure instead of a server quietly running at reduced strength.
+    """
+    app: ASGIApp = bound_apps[0].app if len(bound_apps) == 1 else PortDispatcher(bound_apps)
+    if num_workers > 1:
+        _fork_workers(num_workers - 1)
     config = uvicorn.Config(
         app,
         loop="uvloop",
+        http="httptools",
+        proxy_headers=False,
         timeout_keep_alive=SERVER_KEEPALIVE_S,
         timeout_graceful_shutdown=5,
         access_log=False,
         log_level="warning",
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    uvicorn.Server(config).run(sockets=[bound.sock for bound in bound_apps])
+
+
+def _fork_workers(count: int) -> None:
+    """Fork `count` workers; the first process serves too and stops when any worker dies."""
+    parent = os.getpid()
+    for _ in range(count):
+        if os.fork() == 0:
+            if sys.platform.startswith("linux"):
+                ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+            if os.getppid() != parent:
+                os._exit(1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            return
+    signal.signal(signal.SIGCHLD, _stop_when_a_worker_dies)
+
+
+def _stop_when_a_worker_dies(signum: int, frame: Any) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        logger.error("worker %d exited (status %d); stopping this server", pid, status)
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 class SimpleServer(BaseServer):
@@ -292,7 +421,11 @@ class SimpleServer(BaseServer):
         sock = _listening_socket(instance_name, config)
         _report_bound_address(sock)
         logger.info("%s listening on %s:%d", server.server_label, *sock.getsockname()[:2])
-        serve_app(app, sock)
+        bound = BoundApp(instance_name, app, sock)
+        if _colocation_collector is not None:
+            _colocation_collector.append(bound)
+            return
+        serve([bound], config.num_workers or 1)
 
 
 class RunningServer:
@@ -329,7 +462,7 @@ class HeadServer(BaseModel):
     server_instances: list[dict[str, Any]] = []
 
     def setup_webserver(self) -> FastAPI:
-        app = FastAPI()
+        app = new_app()
         masked_yaml = to_yaml(self.global_config_dict, mask=True)
 
         @app.get("/global_config_dict_yaml")

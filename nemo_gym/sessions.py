@@ -9,16 +9,20 @@ simply a new session.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import logging
 import os
 import secrets
+import time
 import uuid
 from collections import OrderedDict
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+import orjson
 from fastapi import FastAPI, Request
-from starlette.middleware.sessions import SessionMiddleware
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 logger = logging.getLogger("nemo_gym.sessions")
 StateT = TypeVar("StateT")
@@ -50,24 +54,82 @@ def session_cookie_name(server_class_name: str, instance_name: str) -> str:
     return f"{server_class_name}___{instance_name}"
 
 
-class _SessionIdMiddleware:
-    """Give every request a session id, reassigning it each time so the cookie is always re-sent."""
+class SignedSessionMiddleware:
+    """`request.session` kept in a signed cookie, with a session id always present.
 
-    def __init__(self, app: ASGIApp) -> None:
+    The cookie value is `<payload>.<issued_at>.<signature>`: the session dict as base64url JSON, the Unix
+    time it was signed, and base64url HMAC-SHA256 over the first two parts with the deployment's secret.
+    A missing, expired, tampered or foreign cookie starts a new session. The cookie is re-signed and re-sent
+    on every answer, so a caller that threads cookies always holds the current one.
+
+    Written as one plain ASGI layer (no per-request cookie objects or signer objects) because every call
+    of every rollout passes through it on each server it touches.
+    """
+
+    def __init__(
+        self, app: ASGIApp, cookie_name: str, secret: str, max_age_s: int = SESSION_MAX_AGE_S
+    ) -> None:
         self.app = app
+        self.cookie_name = cookie_name
+        self._cookie_prefix = f"{cookie_name}=".encode()
+        self._mac = hmac.new(secret.encode(), digestmod=hashlib.sha256)
+        self.max_age_s = max_age_s
+        self._attributes = f"; path=/; Max-Age={max_age_s}; httponly; samesite=lax"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            session = scope["session"]
-            session[SESSION_ID_KEY] = session.get(SESSION_ID_KEY) or uuid.uuid4().hex
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        session = self._load(self._incoming_value(scope["headers"]))
+        if not session.get(SESSION_ID_KEY):
+            session[SESSION_ID_KEY] = uuid.uuid4().hex
+        scope["session"] = session
+
+        async def send_with_cookie(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                header = f"{self.cookie_name}={self.sign(scope['session'])}{self._attributes}"
+                message["headers"] = [*message.get("headers", ()), (b"set-cookie", header.encode("latin-1"))]
+            await send(message)
+
+        await self.app(scope, receive, send_with_cookie)
+
+    def sign(self, session: dict[str, Any]) -> str:
+        payload = base64.urlsafe_b64encode(orjson.dumps(session)).rstrip(b"=")
+        signed_part = payload + b"." + str(int(time.time())).encode()
+        return (signed_part + b"." + self._signature(signed_part)).decode()
+
+    def _signature(self, signed_part: bytes) -> bytes:
+        mac = self._mac.copy()  # the keyed state is computed once; copying it is cheaper than re-keying
+        mac.update(signed_part)
+        return base64.urlsafe_b64encode(mac.digest()).rstrip(b"=")
+
+    def _incoming_value(self, headers: list[tuple[bytes, bytes]]) -> bytes | None:
+        for name, value in headers:
+            if name == b"cookie":
+                for pair in value.split(b";"):
+                    pair = pair.strip()
+                    if pair.startswith(self._cookie_prefix):
+                        return pair[len(self._cookie_prefix) :].strip(b'"')
+        return None
+
+    def _load(self, value: bytes | None) -> dict[str, Any]:
+        if not value:
+            return {}
+        signed_part, _, signature = value.rpartition(b".")
+        payload, _, issued_at = signed_part.partition(b".")
+        if not hmac.compare_digest(signature, self._signature(signed_part)):
+            return {}
+        try:
+            if time.time() - int(issued_at) > self.max_age_s:
+                return {}
+            session = orjson.loads(base64.urlsafe_b64decode(payload + b"=" * (-len(payload) % 4)))
+        except (ValueError, orjson.JSONDecodeError):
+            return {}
+        return session if isinstance(session, dict) else {}
 
 
 def install_session_middleware(app: FastAPI, cookie_name: str, secret: str) -> None:
-    app.add_middleware(_SessionIdMiddleware)
-    app.add_middleware(
-        SessionMiddleware, secret_key=secret, session_cookie=cookie_name, max_age=SESSION_MAX_AGE_S
-    )
+    app.add_middleware(SignedSessionMiddleware, cookie_name=cookie_name, secret=secret)
 
 
 def get_session_id(request: Request) -> str:

@@ -18,7 +18,13 @@ from typing import Any
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel
 
-from nemo_gym.http_client import default_retry_policy, get_response_json, raise_for_status, request
+from nemo_gym.http_client import (
+    default_retry_policy,
+    get_response_json,
+    raise_for_status,
+    request,
+    response_cookies,
+)
 
 TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
 TOKEN_ID_PREFIX = "token_id:"
@@ -171,7 +177,7 @@ class GymTokenClient:
             cookies=dict(self.state.cookies),
             retry_policy=policy,
         )
-        self.state.cookies.update({name: morsel.value for name, morsel in response.cookies.items()})
+        self.state.cookies.update(response_cookies(response))
         await raise_for_status(response)
         return await get_response_json(response)
 

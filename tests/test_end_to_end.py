@@ -1,8 +1,12 @@
 """A whole deployment started by `gym run`: example_session_state_mgmt + simple_agent + openai_model, with
-the scripted upstream playing the model."""
+the scripted upstream playing the model. Every test runs against the three ways of placing the servers:
+one process each, all co-hosted in one process, and co-hosted in two worker processes."""
 
+import contextlib
+import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import orjson
 import pytest
@@ -15,12 +19,19 @@ ENVIRONMENT = "resources_servers/example_session_state_mgmt"
 AGENT = "example_session_state_mgmt_simple_agent"
 DEADLINE_S = 3.0
 ROW_1 = orjson.loads((REPO_ROOT / ENVIRONMENT / "data" / "example.jsonl").read_bytes().splitlines()[0])
+RESOURCES = "example_session_state_mgmt_resources_server"
+PLACEMENTS = {
+    "one_process_per_server": [],
+    "colocated": ["+colocate=true"],
+    "colocated_2_workers": ["+colocate=true", "+colocate_num_workers=2"],
+}
 
 
-@pytest.fixture(scope="module")
-def deployment(scripted_upstream: ScriptedUpstream) -> Iterator[tuple[RunningDeployment, str]]:
+@pytest.fixture(scope="module", params=list(PLACEMENTS))
+def deployment(request, scripted_upstream: ScriptedUpstream) -> Iterator[tuple[RunningDeployment, str]]:
     model = fresh_model("e2e")
     args = [
+        *PLACEMENTS[request.param],
         f"+config_paths=[{ENVIRONMENT}/configs/example_session_state_mgmt.yaml,configs/policy_model.yaml]",
         f"+policy_base_url={scripted_upstream.base_url}",
         "+policy_api_key=sk-end-to-end",
@@ -103,3 +114,53 @@ async def test_a_hanging_upstream_fails_the_run_at_the_deadline(deployment, scri
     status, result = await post_run(running, ROW_1)
     assert status == 504, result
     assert DEADLINE_S <= time.monotonic() - started < DEADLINE_S + 5
+
+
+def socket_inodes(pid: int) -> set[str]:
+    """The inodes of the sockets `pid` and the workers it forked hold open."""
+    pids = [pid, *map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())]
+    inodes = set()
+    for owner in pids:
+        for descriptor in Path(f"/proc/{owner}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = os.readlink(descriptor)
+                if target.startswith("socket:["):
+                    inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
+def established_connections(owned_by: set[int], to_ports: list[int]) -> int:
+    """Open TCP connections held by these processes whose far end is one of `to_ports` (/proc/net/tcp)."""
+    inodes = set().union(*(socket_inodes(pid) for pid in owned_by))
+    rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    return sum(
+        1 for row in rows if row[3] == "01" and row[9] in inodes and int(row[2].split(":")[1], 16) in to_ports
+    )
+
+
+async def test_colocated_servers_talk_without_sockets(deployment, scripted_upstream):
+    """Co-hosted, a rollout opens no connection to the resources or model server: their calls stay
+    in-process, and only `/run` and the upstream calls cross the network. One process per server keeps
+    pooled connections to both."""
+    running, model = deployment
+    script(scripted_upstream, model, *counting_turns(1, 2))
+    status, result = await post_run(running, ROW_1)
+    assert status == 200 and result["reward"] == 1.0
+    pids = {running.instances[name]["pid"] for name in (AGENT, RESOURCES, "policy_model")}
+    inner_ports = [int(running.url(name).rsplit(":", 1)[1]) for name in (RESOURCES, "policy_model")]
+    inner_connections = established_connections(pids, inner_ports)
+    if "+colocate=true" in running.process.args:
+        assert len(pids) == 1
+        assert inner_connections == 0
+    else:
+        assert len(pids) == 3
+        assert inner_connections > 0
+
+
+async def test_every_colocated_server_still_answers_on_its_own_port(deployment):
+    running, _ = deployment
+    seeded = await request("POST", running.url(RESOURCES) + "/seed_session", json=ROW_1)
+    assert seeded.status == 200, await seeded.read()
+    for name in (AGENT, RESOURCES, "policy_model"):
+        alive = await request("GET", running.url(name) + "/")
+        assert alive.status == 200 and await get_response_json(alive) == {"status": "ok"}

@@ -311,3 +311,53 @@ def test_a_taken_head_server_port_suggests_any_free_port(workdir):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "++head_server.port=0" in lines[0], result.stderr
     assert "leave the port unset" not in lines[0]
+
+
+def worker_pids(leader: int) -> list[int]:
+    """The processes a server forked to serve beside it (its direct children)."""
+    return [int(pid) for pid in Path(f"/proc/{leader}/task/{leader}/children").read_text().split()]
+
+
+def test_colocated_servers_share_one_process_and_each_keeps_its_port(workdir):
+    config = {"first": counter_instance(), "second": counter_instance(), "colocate": True}
+    with running_deployment([write_config(workdir, config)], workdir) as deployment:
+        assert deployment.instances["first"]["pid"] == deployment.instances["second"]["pid"]
+        assert deployment.url("first") != deployment.url("second")
+        for name in ("first", "second"):
+            assert get_status(deployment.url(name)) == 200
+        assert deployment.wait_for_output("listening on").startswith("(colocated) ")
+
+
+@pytest.mark.parametrize(
+    "placement",
+    [{"colocate": True, "colocate_num_workers": 2}, {"num_workers": 2}],
+    ids=["colocated_workers", "num_workers_of_one_server"],
+)
+def test_a_dying_worker_stops_the_deployment(workdir, placement):
+    instance = counter_instance(num_workers=placement.pop("num_workers", None))
+    config = {"first": instance, **placement}
+    with running_deployment([write_config(workdir, config)], workdir) as deployment:
+        leader = deployment.instances["first"]["pid"]
+        workers = worker_pids(leader)
+        assert len(workers) == 1 and get_status(deployment.url("first")) == 200
+        os.kill(workers[0], signal.SIGKILL)
+        line = deployment.wait_for_output("exited with code")
+        assert "'first'" in line
+        assert deployment.process.wait(15) != 0
+        assert wait_until_gone([leader, *workers], 5) == []
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        ({"colocate": "yes"}, "colocate must be true or false, got 'yes'"),
+        ({"colocate": True, "colocate_num_workers": 0}, "colocate_num_workers must be a whole number"),
+    ],
+)
+def test_colocation_settings_are_checked_in_one_line(workdir, setting, expected):
+    args = [write_config(workdir, {"first": counter_instance(), **setting}), "++head_server.port=0"]
+    for command in ("run", "validate"):
+        result = run_gym(command, *args, cwd=workdir)
+        assert result.returncode == 1
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: ") and expected in lines[0], result.stderr

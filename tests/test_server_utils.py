@@ -1,10 +1,12 @@
 import base64
+import hashlib
+import hmac
 import json
 import os
 import subprocess
 import sys
+import time
 
-import itsdangerous
 import pytest
 import yaml
 
@@ -29,9 +31,12 @@ VERIFY_BODY = {
 }
 
 
-def signed_cookie(session_id: str, secret: str) -> str:
-    payload = base64.b64encode(json.dumps({"session_id": session_id}).encode())
-    return itsdangerous.TimestampSigner(secret).sign(payload).decode()
+def signed_cookie(session_id: str, secret: str, issued_at: int | None = None) -> str:
+    """A session cookie made the way the servers document it: payload.issued_at.HMAC-SHA256."""
+    payload = base64.urlsafe_b64encode(json.dumps({"session_id": session_id}).encode()).rstrip(b"=")
+    signed_part = payload + b"." + str(int(time.time()) if issued_at is None else issued_at).encode()
+    signature = base64.urlsafe_b64encode(hmac.new(secret.encode(), signed_part, hashlib.sha256).digest())
+    return (signed_part + b"." + signature.rstrip(b"=")).decode()
 
 
 async def post(server: StartedServer, path: str, body: dict, cookie: str | None = None):
@@ -81,10 +86,22 @@ async def test_tampered_payload_with_original_signature_is_a_new_session(counter
     response, _ = await post(counter_server, "/seed_session", {"initial_count": 100})
     genuine = response.cookies[COOKIE_NAME].value
     _, victim = await post(counter_server, "/increment", {}, genuine)
-    _, signature_part = genuine.split(".", 1)
-    forged = base64.b64encode(json.dumps({"session_id": victim["session_id"] + "x"}).encode()).decode()
-    _, attacker = await post(counter_server, "/increment", {}, f"{forged}.{signature_part}")
+    _, signature_parts = genuine.split(".", 1)
+    forged = base64.urlsafe_b64encode(json.dumps({"session_id": victim["session_id"] + "x"}).encode())
+    _, attacker = await post(
+        counter_server, "/increment", {}, f"{forged.decode().rstrip('=')}.{signature_parts}"
+    )
     assert attacker["count"] == 1
+
+
+async def test_expired_cookie_is_a_new_session(counter_server):
+    response, _ = await post(counter_server, "/seed_session", {"initial_count": 100})
+    _, victim = await post(counter_server, "/increment", {}, response.cookies[COOKIE_NAME].value)
+    fifteen_days_ago = int(time.time()) - 15 * 24 * 3600
+    _, late = await post(
+        counter_server, "/increment", {}, signed_cookie(victim["session_id"], SECRET, fifteen_days_ago)
+    )
+    assert late["session_id"] != victim["session_id"] and late["count"] == 1
 
 
 async def test_bad_body_gets_422_with_field_locations(counter_server):
@@ -96,6 +113,16 @@ async def test_bad_body_gets_422_with_field_locations(counter_server):
     response, body = await post(counter_server, "/increment", {"by": "lots"})
     assert response.status == 422
     assert body["detail"][0]["loc"] == ["body", "by"]
+
+
+async def test_malformed_json_body_gets_422_naming_the_position(counter_server):
+    response = await request(
+        "POST", counter_server.url + "/increment", data=b'{"by": 1,', headers={"Content-Type": "application/json"}
+    )
+    body = await get_response_json(response)
+    assert response.status == 422
+    assert body["detail"][0]["type"] == "json_invalid"
+    assert body["detail"][0]["loc"][0] == "body"
 
 
 async def test_unknown_key_in_responses_create_params_is_named(counter_server):

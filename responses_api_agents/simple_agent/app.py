@@ -23,7 +23,7 @@ from nemo_gym.base_resources_server import BaseRunRequest
 from nemo_gym.base_responses_api_agent import BaseResponsesAPIAgentConfig, SimpleResponsesAPIAgent
 from nemo_gym.config_types import AggregateMetricsRequest, ModelServerRef, ResourcesServerRef
 from nemo_gym.errors import GymError
-from nemo_gym.http_client import default_retry_policy, get_response_json, raise_for_status
+from nemo_gym.http_client import default_retry_policy, get_response_json, raise_for_status, response_cookies
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 
 DEFAULT_MAX_STEPS = 50
@@ -114,7 +114,7 @@ class SimpleAgent(SimpleResponsesAPIAgent):
         return await verified.read()
 
     async def _loop(self, params: dict[str, Any], cookies: dict[str, str]) -> Rollout:
-        params = copy.deepcopy(params)
+        """`params` is the caller's freshly dumped body; it is read, never changed."""
         original_input = params.get("input", [])
         if isinstance(original_input, str):
             original_input = [{"role": "user", "content": original_input, "type": "message"}]
@@ -215,7 +215,7 @@ def _function_call_output(call: dict[str, Any], output: dict[str, Any]) -> dict[
 
 def _cookies_of(answer: Any, previous: dict[str, str]) -> dict[str, str]:
     """The cookies to send next: the previous ones updated with those this answer set."""
-    return {**previous, **{name: morsel.value for name, morsel in answer.cookies.items()}}
+    return {**previous, **response_cookies(answer)}
 
 
 def _summed_usage(total: dict[str, Any] | None, turn: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -1,0 +1,67 @@
+"""The process that co-hosts several server instances (`gym run` with `colocate: true`).
+
+Each instance is set up exactly as in a process of its own (its folder's entrypoint runs as `__main__`
+and calls `run_webserver()`, which validates the config, builds the app and takes the reserved socket),
+but hands its app back instead of serving it. Then one event loop serves every socket, and calls between
+the co-hosted instances go in-process (`nemo_gym.in_process`). With `colocate_num_workers` > 1 the whole
+set is forked that many times after setup; a rollout's calls stay inside the worker that took its `/run`.
+
+Started by the launcher as `python -m nemo_gym.colocation`; the servers to host arrive as JSON in
+NEMO_GYM_COLOCATED_SERVERS.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+from pathlib import Path
+
+import orjson
+
+from nemo_gym import server_utils
+from nemo_gym.global_config import NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME, get_global_config_dict
+from nemo_gym.in_process import host_in_process
+
+COLOCATED_SERVERS_ENV_VAR_NAME = "NEMO_GYM_COLOCATED_SERVERS"
+COLOCATED_WORKERS_ENV_VAR_NAME = "NEMO_GYM_COLOCATED_WORKERS"
+
+
+def load_servers(specs: list[dict[str, str]]) -> list[server_utils.BoundApp]:
+    """Run each entrypoint in its own folder and collect the app it builds."""
+    collected: list[server_utils.BoundApp] = []
+    server_utils._colocation_collector = collected
+    home = Path.cwd()
+    try:
+        for spec in specs:
+            os.environ[NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME] = spec["name"]
+            os.environ[server_utils.LISTEN_FD_ENV_VAR_NAME] = spec["listen_fd"]
+            os.environ[server_utils.BOUND_ADDRESS_FILE_ENV_VAR_NAME] = spec["address_file"]
+            sys.path.insert(0, spec["dir"])
+            os.chdir(spec["dir"])
+            before = len(collected)
+            runpy.run_path(spec["entrypoint"], run_name="__main__")
+            if len(collected) != before + 1:
+                sys.exit(
+                    f"Error: server instance '{spec['name']}': {spec['entrypoint']} did not call "
+                    "run_webserver() once when run as __main__, so it cannot be co-hosted; set colocate: false"
+                )
+    finally:
+        os.chdir(home)
+        server_utils._colocation_collector = None
+    return collected
+
+
+def main() -> None:
+    specs = orjson.loads(os.environ.pop(COLOCATED_SERVERS_ENV_VAR_NAME))
+    num_workers = int(os.environ.get(COLOCATED_WORKERS_ENV_VAR_NAME, "1"))
+    bound_apps = load_servers(specs)
+    # Every instance configured the pooled client for itself; the pool is shared by the workers.
+    server_utils.configure_http_client_from(get_global_config_dict(), num_workers)
+    for bound in bound_apps:
+        host_in_process(bound.instance_name, bound.app, *bound.address)
+    server_utils.serve(bound_apps, num_workers)
+
+
+if __name__ == "__main__":
+    main()

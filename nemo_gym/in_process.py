@@ -1,0 +1,168 @@
+"""Calls between servers hosted in the same process, without a socket.
+
+When `gym run` co-hosts several server instances in one process (`colocate: true`), `ServerClient` sends
+their calls straight to the callee's ASGI app: the same routing, validation, middleware, session cookies
+and error bodies as over HTTP, minus the HTTP client, the kernel round trip and the HTTP parser on both
+sides, which were most of a rollout's CPU. The answer is a `LocalResponse`, which offers the part of
+`aiohttp.ClientResponse` that Gym code reads (status, headers, cookies, `read()`, `json()`, `release()`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from http import HTTPStatus
+from http.cookies import SimpleCookie
+from typing import Any
+from urllib.parse import urlencode
+
+import aiohttp
+import orjson
+from multidict import CIMultiDict, CIMultiDictProxy
+from starlette.types import ASGIApp, Message
+from yarl import URL
+
+from nemo_gym.http_client import DeadlineExceededError, RetryPolicy, cookie_header, default_retry_policy
+
+_hosted: dict[str, tuple[ASGIApp, str, int]] = {}
+
+
+def host_in_process(instance_name: str, app: ASGIApp, host: str, port: int) -> None:
+    """Make `instance_name` reachable in-process by this process's `ServerClient`s."""
+    _hosted[instance_name] = (app, host, port)
+
+
+def is_hosted_here(instance_name: str) -> bool:
+    return instance_name in _hosted
+
+
+class LocalResponse:
+    """A complete answer of an in-process call (its body is already in memory)."""
+
+    def __init__(self, method: str, url: URL, status: int, headers: CIMultiDict[str], body: bytes) -> None:
+        self.method = method
+        self.url = url
+        self.status = status
+        self.headers = CIMultiDictProxy(headers)
+        self._body = body
+        self.history: tuple[()] = ()
+        self.request_info = aiohttp.RequestInfo(url, method, CIMultiDictProxy(CIMultiDict()), url)
+
+    @property
+    def ok(self) -> bool:
+        return self.status < 400
+
+    @property
+    def reason(self) -> str:
+        try:
+            return HTTPStatus(self.status).phrase
+        except ValueError:
+            return ""
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("Content-Type", "application/octet-stream").split(";")[0].strip()
+
+    @property
+    def cookies(self) -> SimpleCookie:
+        jar: SimpleCookie = SimpleCookie()
+        for header in self.headers.getall("Set-Cookie", ()):
+            jar.load(header)
+        return jar
+
+    async def read(self) -> bytes:
+        return self._body
+
+    async def text(self, encoding: str = "utf-8") -> str:
+        return self._body.decode(encoding, errors="replace")
+
+    async def json(self, **_: Any) -> Any:
+        return orjson.loads(self._body)
+
+    def release(self) -> None:
+        return None
+
+
+async def call_in_process(
+    instance_name: str,
+    method: str,
+    path: str,
+    *,
+    json: Any = None,
+    data: bytes | str | None = None,
+    headers: Mapping[str, str] | None = None,
+    cookies: Mapping[str, str] | None = None,
+    params: Mapping[str, Any] | None = None,
+    retry_policy: RetryPolicy | None = None,
+) -> LocalResponse:
+    """Run one request through the hosted app of `instance_name`, within the call's deadline."""
+    app, host, port = _hosted[instance_name]
+    body = (
+        orjson.dumps(json) if json is not None else (data.encode() if isinstance(data, str) else data or b"")
+    )
+    raw_headers = [
+        (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in (headers or {}).items()
+    ]
+    if json is not None:
+        raw_headers.append((b"content-type", b"application/json"))
+    if cookies:
+        raw_headers.append((b"cookie", cookie_header(cookies).encode("latin-1")))
+    raw_headers.append((b"content-length", str(len(body)).encode()))
+    path, _, query = path.partition("?")
+    if params:
+        query = "&".join(filter(None, [query, urlencode(params, doseq=True)]))
+    url = URL.build(scheme="http", host=host, port=port, path=path, query_string=query)
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": method.upper(),
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query.encode(),
+        "root_path": "",
+        "headers": raw_headers,
+        "client": ("127.0.0.1", 0),
+        "server": (host, port),
+    }
+    exchange = _Exchange(body)
+    deadline_s = (retry_policy or default_retry_policy()).deadline_s
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    try:
+        async with asyncio.timeout(deadline_s):
+            await app(scope, exchange.receive, exchange.send)
+    except TimeoutError as error:
+        raise DeadlineExceededError(method, str(url), 1, loop.time() - started, error) from error
+    finally:
+        exchange.finished.set()
+    return LocalResponse(method.upper(), url, exchange.status, exchange.headers, b"".join(exchange.body))
+
+
+class _Exchange:
+    """The ASGI receive/send pair of one in-process request."""
+
+    def __init__(self, body: bytes) -> None:
+        self._request_body: bytes | None = body
+        self.finished = asyncio.Event()
+        self.status = 500
+        self.headers: CIMultiDict[str] = CIMultiDict()
+        self.body: list[bytes] = []
+
+    async def receive(self) -> Message:
+        if self._request_body is not None:
+            body, self._request_body = self._request_body, None
+            return {"type": "http.request", "body": body, "more_body": False}
+        await self.finished.wait()  # asked again only by code that watches for the client going away
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            for name, value in message.get("headers", ()):
+                self.headers.add(name.decode("latin-1"), value.decode("latin-1"))
+        elif message["type"] == "http.response.body":
+            self.body.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                self.finished.set()
