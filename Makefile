@@ -4,7 +4,12 @@ VENV := .venv
 PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test lint demo clean
+.PHONY: test lint demo bench clean
+
+# The benchmark harness (load generator, fake upstream) runs in a venv of its own, apart from what it measures.
+BENCH_VENV := .venv-bench
+BENCH_PYTHON := $(BENCH_VENV)/bin/python
+BENCH_ARGS ?=
 
 # Each environment folder may list its own extra packages in requirements.txt.
 ENV_REQUIREMENTS := $(wildcard resources_servers/*/requirements.txt)
@@ -27,5 +32,15 @@ test: lint
 demo: $(INSTALLED)
 	$(VENV)/bin/gym demo
 
+$(BENCH_VENV)/.installed:
+	test -x $(BENCH_PYTHON) || $(BOOTSTRAP_PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_PYTHON) -m pip install --quiet aiohttp orjson psutil uvloop
+	touch $@
+
+# Our stack under the reference harness; summary table with ratios in bench/results/<time>/summary.md.
+# BENCH_ARGS="--with-peer" interleaves the reference peer (see bench/README.md), "--repeats 1" is quicker.
+bench: $(INSTALLED) $(BENCH_VENV)/.installed
+	$(PYTHON) bench/run_bench.py --harness-python $(BENCH_PYTHON) $(BENCH_ARGS)
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .ruff_cache

@@ -117,7 +117,10 @@ async def test_bad_body_gets_422_with_field_locations(counter_server):
 
 async def test_malformed_json_body_gets_422_naming_the_position(counter_server):
     response = await request(
-        "POST", counter_server.url + "/increment", data=b'{"by": 1,', headers={"Content-Type": "application/json"}
+        "POST",
+        counter_server.url + "/increment",
+        data=b'{"by": 1,',
+        headers={"Content-Type": "application/json"},
     )
     body = await get_response_json(response)
     assert response.status == 422
