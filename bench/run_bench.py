@@ -1,11 +1,13 @@
 """`make bench`: our stack under the reference harness, and a table of our figures beside the reference's.
 
-    python bench/run_bench.py --harness-python PY [--repeats 3] [--with-peer] [--with-separate] [--out DIR]
+    python bench/run_bench.py --harness-python PY [--repeats 3] [--with-peer] [--with-separate]
+                              [--also NAME=LAUNCHER] [--out DIR]
 
 1. `harness/matrix.py` runs the harness's four scenarios (c1, c32, c256, c512_lat200; fresh stack per run,
    quiet check before each run, contaminated runs redone) against `run_gym.sh`. `--with-peer` interleaves
    the reference peer (`../shared/bench/run_peer.sh`, needs its venv: see the harness README) and
-   `--with-separate` our stack with one process per server, run by run, so host drift hits all alike.
+   `--with-separate` our stack with one process per server (`--also` any other launcher, such as an older
+   checkout's), run by run, so host drift hits all alike.
 2. The in-flight scenario: N rollouts (default 20,000) sent at once against a 1 s upstream. One load
    generator cannot hold 20,000 connections under this machine's open-file cap, so several run side by
    side, each with an equal share; their results are merged.
@@ -64,6 +66,8 @@ def run_matrix(args: argparse.Namespace, out: Path) -> None:
         command += ["--impl", "gym", "--launcher", str(HERE / "run_gym.sh")]
     if args.with_separate:
         command += ["--also", f"gym_separate={HERE / 'run_gym_separate.sh'}"]
+    for extra in args.also or []:
+        command += ["--also", extra]
     for scenario in args.scenario or []:
         command += ["--scenario", scenario]
     log("matrix: " + " ".join(command))
@@ -163,26 +167,36 @@ def write_summary(out: Path, inflight: dict | None) -> str:
     rows = {(row["impl"], row["scenario"]): row for row in matrix["scenarios"]}
     impls = sorted({impl for impl, _ in rows}, key=lambda impl: (impl != "gym", impl))
     lines = [
-        "| impl | scenario | rollouts/s | vs ref | p50 ms | vs ref | CPU ms/rollout | vs ref | peak PSS MB | errors | the runs (r/s) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "Ratios: `vs ref` against the reference figures of results-peer.md; `vs peer` against the peer measured",
+        "in this run, interleaved (only with --with-peer).",
+        "",
+        "| impl | scenario | rollouts/s | vs ref | vs peer | p50 ms | vs ref | vs peer | CPU ms/rollout | vs ref | vs peer | peak PSS MB | errors | the runs (r/s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]  # fmt: skip
     for scenario, ref in reference["scenarios"].items():
         lines.append(
-            f"| reference (results-peer.md) | {scenario} | {ref['rollouts_per_s']} | | {ref['lat_ms_p50']} | | "
-            f"{ref['impl_cpu_ms_per_rollout']} | | {ref['impl_peak_pss_mb']} | {ref['errors']} | |"
+            f"| reference (results-peer.md) | {scenario} | {ref['rollouts_per_s']} | | | {ref['lat_ms_p50']} | | | "
+            f"{ref['impl_cpu_ms_per_rollout']} | | | {ref['impl_peak_pss_mb']} | {ref['errors']} | |"
         )
+        peer = rows.get(("peer", scenario)) or {}
         for impl in impls:
             row = rows.get((impl, scenario))
             if row is None:
                 continue
-            lines.append(
-                f"| {impl} | {scenario} | {row['rollouts_per_s']} | "
-                f"{ratio(row['rollouts_per_s'], ref['rollouts_per_s'], True)} | {row['lat_ms_p50']} | "
-                f"{ratio(row['lat_ms_p50'], ref['lat_ms_p50'], False)} | {row['impl_cpu_ms_per_rollout']} | "
-                f"{ratio(row['impl_cpu_ms_per_rollout'], ref['impl_cpu_ms_per_rollout'], False)} | "
-                f"{row['impl_peak_pss_mb']} | {row['errors']} | "
-                f"{' / '.join(str(value) for value in row['rollouts_per_s_all'])} |"
-            )
+            cells = [impl, scenario]
+            for key, higher_is_better in (
+                ("rollouts_per_s", True),
+                ("lat_ms_p50", False),
+                ("impl_cpu_ms_per_rollout", False),
+            ):
+                cells += [
+                    str(row[key]),
+                    ratio(row[key], ref[key], higher_is_better),
+                    ratio(row[key], peer.get(key), higher_is_better) if impl != "peer" else "",
+                ]
+            cells += [str(row["impl_peak_pss_mb"]), str(row["errors"])]
+            cells.append(" / ".join(str(value) for value in row["rollouts_per_s_all"]))
+            lines.append("| " + " | ".join(cells) + " |")
     cold = matrix["cold_start"]
     lines.append("")
     for impl, figures in sorted(cold.items()):
@@ -191,17 +205,25 @@ def write_summary(out: Path, inflight: dict | None) -> str:
 
     gym = {scenario: rows.get(("gym", scenario)) for scenario in reference["scenarios"]}
     refs = reference["scenarios"]
+
+    def same_run(scenario: str, key: str, higher_is_better: bool) -> str:
+        peer = rows.get(("peer", scenario))
+        if not peer:
+            return ""
+        return f" (the peer in this run: {peer[key]}; ours {ratio(gym[scenario][key], peer[key], higher_is_better)})"
+
     targets = []
     if gym["c32"]:
         cpu = gym["c32"]["impl_cpu_ms_per_rollout"]
         limit = refs["c32"]["impl_cpu_ms_per_rollout"] * CPU_SHARE_AT_C32
         targets.append(f"CPU per rollout at c32: {cpu} ms <= {limit:.2f} ms (1/6 of the reference): "
-                       f"{verdict(cpu <= limit)}; 1/{refs['c32']['impl_cpu_ms_per_rollout'] / cpu:.1f} of it")  # fmt: skip
+                       f"{verdict(cpu <= limit)}; 1/{refs['c32']['impl_cpu_ms_per_rollout'] / cpu:.1f} of it"
+                       + same_run("c32", "impl_cpu_ms_per_rollout", False))  # fmt: skip
     if gym["c256"]:
         rate, errors = gym["c256"]["rollouts_per_s"], gym["c256"]["errors"]
         floor = refs["c256"]["rollouts_per_s"] * THROUGHPUT_FACTOR_AT_C256
         targets.append(f"Throughput at c256: {rate} rollouts/s >= {floor:.1f} (5x the reference), {errors} errors: "
-                       f"{verdict(rate >= floor and errors == 0)}")  # fmt: skip
+                       f"{verdict(rate >= floor and errors == 0)}" + same_run("c256", "rollouts_per_s", True))  # fmt: skip
     if gym["c1"]:
         p50 = gym["c1"]["lat_ms_p50"]
         limit = refs["c1"]["lat_ms_p50"] * LATENCY_SHARE_AT_C1
@@ -242,6 +264,12 @@ def main() -> None:
     )
     parser.add_argument("--with-peer", action="store_true", help="interleave the reference peer")
     parser.add_argument("--with-separate", action="store_true", help="interleave gym, one process per server")
+    parser.add_argument(
+        "--also",
+        action="append",
+        metavar="NAME=LAUNCHER",
+        help="interleave another launcher (e.g. an older checkout)",
+    )
     parser.add_argument("--inflight", type=int, default=20000, help="rollouts at once; 0 skips the scenario")
     parser.add_argument("--summarize-only", action="store_true")
     args = parser.parse_args()

@@ -27,8 +27,29 @@ COLOCATED_SERVERS_ENV_VAR_NAME = "NEMO_GYM_COLOCATED_SERVERS"
 COLOCATED_WORKERS_ENV_VAR_NAME = "NEMO_GYM_COLOCATED_WORKERS"
 
 
+def local_module_names(folder: Path, entrypoint: str) -> set[str]:
+    """The names under which a server's folder can be imported from: its .py files and packages."""
+    names = {path.stem for path in folder.glob("*.py") if path.name != entrypoint}
+    return names | {path.parent.name for path in folder.glob("*/__init__.py")}
+
+
+def check_module_names(specs: list[dict[str, str]]) -> None:
+    """One process has one `sys.modules`: two servers each with, say, a `grading.py` would share the first
+    one loaded. Refuse that instead of grading with the wrong module."""
+    owners: dict[str, tuple[str, str]] = {}
+    for spec in specs:
+        for name in sorted(local_module_names(Path(spec["dir"]), spec["entrypoint"])):
+            owner, folder = owners.setdefault(name, (spec["name"], spec["dir"]))
+            if folder != spec["dir"]:  # two instances of one implementation share its modules, rightly
+                sys.exit(
+                    f"Error: server instances '{owner}' and '{spec['name']}' both have a module named "
+                    f"'{name}', which one process cannot hold twice; set colocate: false or deploy them apart"
+                )
+
+
 def load_servers(specs: list[dict[str, str]]) -> list[server_utils.BoundApp]:
     """Run each entrypoint in its own folder and collect the app it builds."""
+    check_module_names(specs)
     collected: list[server_utils.BoundApp] = []
     server_utils._colocation_collector = collected
     home = Path.cwd()

@@ -94,8 +94,11 @@ async def call_in_process(
     cookies: Mapping[str, str] | None = None,
     params: Mapping[str, Any] | None = None,
     retry_policy: RetryPolicy | None = None,
+    idempotent: bool | None = None,
 ) -> LocalResponse:
-    """Run one request through the hosted app of `instance_name`, within the call's deadline."""
+    """Run one request through the hosted app of `instance_name`, within the call's deadline.
+
+    Nothing here is retried (no connection can fail), so `idempotent` is accepted and has no effect."""
     app, host, port = _hosted[instance_name]
     body = (
         orjson.dumps(json) if json is not None else (data.encode() if isinstance(data, str) else data or b"")

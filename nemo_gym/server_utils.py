@@ -322,13 +322,19 @@ class PortDispatcher:
 def serve(bound_apps: list[BoundApp], num_workers: int = 1) -> None:
     """Serve the apps on their sockets with uvloop and httptools (blocks).
 
-    With `num_workers` > 1 the process forks that many copies in all, each serving every socket (the
-    kernel spreads new connections over them); a copy that dies takes the others down with it, so the
+    With `num_workers` > 1 the process forks that many copies in all, each serving every port on a socket
+    of its own (see `_sockets_per_worker`); a copy that dies takes the others down with it, so the
     launcher sees the failure instead of a server quietly running at reduced strength.
     """
     app: ASGIApp = bound_apps[0].app if len(bound_apps) == 1 else PortDispatcher(bound_apps)
+    sockets = [bound.sock for bound in bound_apps]
     if num_workers > 1:
-        _fork_workers(num_workers - 1)
+        per_worker = _sockets_per_worker(sockets, num_workers)
+        sockets = per_worker[_fork_workers(num_workers - 1)]
+        for other in per_worker:
+            if other is not sockets:
+                for sock in other:
+                    sock.close()
     config = uvicorn.Config(
         app,
         loop="uvloop",
@@ -339,21 +345,54 @@ def serve(bound_apps: list[BoundApp], num_workers: int = 1) -> None:
         access_log=False,
         log_level="warning",
     )
-    uvicorn.Server(config).run(sockets=[bound.sock for bound in bound_apps])
+    uvicorn.Server(config).run(sockets=sockets)
 
 
-def _fork_workers(count: int) -> None:
-    """Fork `count` workers; the first process serves too and stops when any worker dies."""
+def _sockets_per_worker(sockets: list[socket.socket], num_workers: int) -> list[list[socket.socket]]:
+    """For each worker, its own listening socket on each address (SO_REUSEPORT).
+
+    Workers sharing one socket do not share its connections: whichever wakes first accepts a whole burst,
+    and a trainer's keep-alive connections then all land on one worker (seen: 32 of 32, the other core
+    idle). Separate sockets in one SO_REUSEPORT group get connections spread by the kernel instead. Only
+    processes of the same user that ask for SO_REUSEPORT can join the group; a plain bind still fails.
+    Without SO_REUSEPORT (not Linux or BSD), the workers share the inherited sockets.
+    """
+    if not hasattr(socket, "SO_REUSEPORT"):
+        return [sockets] * num_workers
+    addresses = [(sock.family, sock.getsockname()[:2]) for sock in sockets]
+    for sock in sockets:
+        sock.close()  # the port is free for a moment: rebound at once below, or the server exits naming it
+    per_worker = []
+    for _ in range(num_workers):
+        own = []
+        for family, address in addresses:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            try:
+                sock.bind(address)
+            except OSError as error:
+                sys.exit(f"Error: cannot listen again on {address[0]}:{address[1]} for the workers ({error})")
+            sock.listen(4096)
+            own.append(sock)
+        per_worker.append(own)
+    return per_worker
+
+
+def _fork_workers(count: int) -> int:
+    """Fork `count` workers; returns this process's worker number (0 for the first, which serves too and
+    stops when any worker dies)."""
     parent = os.getpid()
-    for _ in range(count):
+    for number in range(1, count + 1):
         if os.fork() == 0:
             if sys.platform.startswith("linux"):
                 ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
             if os.getppid() != parent:
                 os._exit(1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            return
+            return number
     signal.signal(signal.SIGCHLD, _stop_when_a_worker_dies)
+    return 0
 
 
 def _stop_when_a_worker_dies(signum: int, frame: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import subprocess
@@ -138,3 +139,35 @@ def one_line_error(result: subprocess.CompletedProcess) -> str:
 def files_under(folder: Path) -> set[str]:
     """Every file and folder below `folder`, relative to it."""
     return {str(path.relative_to(folder)) for path in folder.rglob("*")}
+
+
+def worker_pids(leader: int) -> list[int]:
+    """The processes a server forked to serve beside it (its direct children)."""
+    return [int(pid) for pid in Path(f"/proc/{leader}/task/{leader}/children").read_text().split()]
+
+
+def socket_inodes(pid: int) -> set[str]:
+    """The inodes of the sockets `pid` holds open."""
+    inodes = set()
+    for descriptor in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(descriptor)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
+def established_connections(
+    owned_by: set[int], local_ports: list[int] | None = None, remote_ports: list[int] | None = None
+) -> int:
+    """Open TCP connections (IPv4, /proc/net/tcp) held by these processes, with one of these ports."""
+    inodes = set().union(*(socket_inodes(pid) for pid in owned_by))
+    rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    return sum(
+        1
+        for row in rows
+        if row[3] == "01"
+        and row[9] in inodes
+        and (local_ports is None or int(row[1].split(":")[1], 16) in local_ports)
+        and (remote_ports is None or int(row[2].split(":")[1], 16) in remote_ports)
+    )

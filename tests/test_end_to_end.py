@@ -2,17 +2,20 @@
 the scripted upstream playing the model. Every test runs against the three ways of placing the servers:
 one process each, all co-hosted in one process, and co-hosted in two worker processes."""
 
-import contextlib
-import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import orjson
 import pytest
 
 from nemo_gym.http_client import get_response_json, request
-from tests.helpers import REPO_ROOT, RunningDeployment, running_deployment
+from tests.helpers import (
+    REPO_ROOT,
+    RunningDeployment,
+    established_connections,
+    running_deployment,
+    worker_pids,
+)
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
 
 ENVIRONMENT = "resources_servers/example_session_state_mgmt"
@@ -116,28 +119,6 @@ async def test_a_hanging_upstream_fails_the_run_at_the_deadline(deployment, scri
     assert DEADLINE_S <= time.monotonic() - started < DEADLINE_S + 5
 
 
-def socket_inodes(pid: int) -> set[str]:
-    """The inodes of the sockets `pid` and the workers it forked hold open."""
-    pids = [pid, *map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())]
-    inodes = set()
-    for owner in pids:
-        for descriptor in Path(f"/proc/{owner}/fd").iterdir():
-            with contextlib.suppress(OSError):
-                target = os.readlink(descriptor)
-                if target.startswith("socket:["):
-                    inodes.add(target[len("socket:[") : -1])
-    return inodes
-
-
-def established_connections(owned_by: set[int], to_ports: list[int]) -> int:
-    """Open TCP connections held by these processes whose far end is one of `to_ports` (/proc/net/tcp)."""
-    inodes = set().union(*(socket_inodes(pid) for pid in owned_by))
-    rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
-    return sum(
-        1 for row in rows if row[3] == "01" and row[9] in inodes and int(row[2].split(":")[1], 16) in to_ports
-    )
-
-
 async def test_colocated_servers_talk_without_sockets(deployment, scripted_upstream):
     """Co-hosted, a rollout opens no connection to the resources or model server: their calls stay
     in-process, and only `/run` and the upstream calls cross the network. One process per server keeps
@@ -148,7 +129,8 @@ async def test_colocated_servers_talk_without_sockets(deployment, scripted_upstr
     assert status == 200 and result["reward"] == 1.0
     pids = {running.instances[name]["pid"] for name in (AGENT, RESOURCES, "policy_model")}
     inner_ports = [int(running.url(name).rsplit(":", 1)[1]) for name in (RESOURCES, "policy_model")]
-    inner_connections = established_connections(pids, inner_ports)
+    processes = pids | {worker for pid in pids for worker in worker_pids(pid)}
+    inner_connections = established_connections(processes, remote_ports=inner_ports)
     if "+colocate=true" in running.process.args:
         assert len(pids) == 1
         assert inner_connections == 0

@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import OutputReader, gym_command, process_alive, running_deployment
+from tests.helpers import (
+    OutputReader,
+    established_connections,
+    gym_command,
+    process_alive,
+    running_deployment,
+    worker_pids,
+)
 
 COUNTER_APP = "from tests.fixtures.counter_resources_server import CounterResourcesServer\n\n" + (
     'if __name__ == "__main__":\n    CounterResourcesServer.run_webserver()\n'
@@ -313,12 +320,9 @@ def test_a_taken_head_server_port_suggests_any_free_port(workdir):
     assert "leave the port unset" not in lines[0]
 
 
-def worker_pids(leader: int) -> list[int]:
-    """The processes a server forked to serve beside it (its direct children)."""
-    return [int(pid) for pid in Path(f"/proc/{leader}/task/{leader}/children").read_text().split()]
-
-
 def test_colocated_servers_share_one_process_and_each_keeps_its_port(workdir):
+    # Two instances of one implementation share its modules: that is no name clash.
+    (workdir / "resources_servers" / "counter" / "helpers.py").write_text("")
     config = {"first": counter_instance(), "second": counter_instance(), "colocate": True}
     with running_deployment([write_config(workdir, config)], workdir) as deployment:
         assert deployment.instances["first"]["pid"] == deployment.instances["second"]["pid"]
@@ -326,6 +330,15 @@ def test_colocated_servers_share_one_process_and_each_keeps_its_port(workdir):
         for name in ("first", "second"):
             assert get_status(deployment.url(name)) == 200
         assert deployment.wait_for_output("listening on").startswith("(colocated) ")
+
+
+def test_colocating_two_folders_with_a_same_named_module_is_refused(workdir):
+    for implementation in ("counter", "noisy"):
+        (workdir / "resources_servers" / implementation / "grading.py").write_text("")
+    config = {"first": counter_instance(), "second": counter_instance("noisy"), "colocate": True}
+    result = run_gym("run", write_config(workdir, config), "++head_server.port=0", cwd=workdir)
+    assert result.returncode == 1
+    assert "'first' and 'second' both have a module named 'grading'" in result.stdout + result.stderr
 
 
 @pytest.mark.parametrize(
@@ -345,6 +358,25 @@ def test_a_dying_worker_stops_the_deployment(workdir, placement):
         assert "'first'" in line
         assert deployment.process.wait(15) != 0
         assert wait_until_gone([leader, *workers], 5) == []
+
+
+def test_workers_share_the_connections_of_a_burst(workdir):
+    """Sixteen connections opened at once reach both workers (one shared socket gave them all to one)."""
+    config = {"first": counter_instance(), "colocate": True, "colocate_num_workers": 2}
+    with running_deployment([write_config(workdir, config)], workdir) as deployment:
+        leader = deployment.instances["first"]["pid"]
+        workers = [leader, *worker_pids(leader)]
+        port = int(deployment.url("first").rsplit(":", 1)[1])
+        connections = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(16)]
+        try:
+            for connection in connections:
+                connection.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert connection.recv(4096).startswith(b"HTTP/1.1 200")
+            accepted = [established_connections({worker}, local_ports=[port]) for worker in workers]
+        finally:
+            for connection in connections:
+                connection.close()
+        assert sum(accepted) == 16 and min(accepted) > 0, accepted
 
 
 @pytest.mark.parametrize(
