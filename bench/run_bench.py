@@ -100,6 +100,8 @@ def run_inflight(args: argparse.Namespace, out: Path) -> dict:
         wait_for_http(f"http://127.0.0.1:{INFLIGHT_UPSTREAM_PORT}/v1/models", 30)
         subprocess.run(["bash", str(HERE / "run_gym.sh"), "start", "--wait"], env=env, check=True)
         share = args.inflight // INFLIGHT_LOAD_PROCESSES
+        for i in range(INFLIGHT_LOAD_PROCESSES):
+            (out / f"inflight_load{i}.json").unlink(missing_ok=True)  # load.py appends to it
         loads = [
             subprocess.Popen(
                 [
@@ -134,6 +136,11 @@ def run_inflight(args: argparse.Namespace, out: Path) -> dict:
         subprocess.run(["bash", str(HERE / "run_gym.sh"), "stop"], env=env, check=False)
         upstream.terminate()
         upstream.wait(timeout=30)
+    return merge_inflight(out)
+
+
+def merge_inflight(out: Path) -> dict:
+    """One result from the load processes' results (`inflight.json`)."""
     parts = [json.loads((out / f"inflight_load{i}.json").read_text()) for i in range(INFLIGHT_LOAD_PROCESSES)]
     merged = {
         "n": sum(part["n"] for part in parts),
@@ -229,6 +236,7 @@ def write_summary(out: Path, inflight: dict | None) -> str:
         limit = refs["c1"]["lat_ms_p50"] * LATENCY_SHARE_AT_C1
         targets.append(
             f"Latency p50 at c1: {p50} ms <= {limit:.2f} ms (1/3 of the reference): {verdict(p50 <= limit)}"
+            + same_run("c1", "lat_ms_p50", False)
         )
     if "gym" in cold:
         start = cold["gym"]["median_s"]
@@ -258,7 +266,7 @@ def main() -> None:
     )
     parser.add_argument("--harness-python", required=True, help="python of the harness venv")
     parser.add_argument("--out", default=str(HERE / "results" / time.strftime("%Y%m%d-%H%M%S")))
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="0 keeps the matrix already in --out")
     parser.add_argument(
         "--scenario", action="append", help="instead of the harness's four (matrix.py syntax)"
     )
@@ -280,12 +288,13 @@ def main() -> None:
         sys.exit(f"Error: --with-peer needs the reference harness at {PEER_LAUNCHER.parent}")
     inflight = None
     if args.summarize_only:
-        if (out / "inflight.json").exists():
-            inflight = json.loads((out / "inflight.json").read_text())
+        if (out / "inflight_load0.json").exists():
+            inflight = merge_inflight(out)
         subprocess.run([args.harness_python, str(HARNESS / "matrix.py"), "--out", str(out / "matrix"),
                         "--summarize-only"], check=True, stdout=subprocess.DEVNULL)  # fmt: skip
     else:
-        run_matrix(args, out)
+        if args.repeats:
+            run_matrix(args, out)
         if args.inflight:
             inflight = run_inflight(args, out)
     print(write_summary(out, inflight))

@@ -10,14 +10,16 @@ and `/run` runs the loop in-process instead of calling its own `/v1/responses` o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import re
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from fastapi import Request, Response
-from pydantic import ConfigDict, Field, ValidationError
+from fastapi import FastAPI, Request, Response
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
 from nemo_gym.base_resources_server import BaseRunRequest
 from nemo_gym.base_responses_api_agent import BaseResponsesAPIAgentConfig, SimpleResponsesAPIAgent
@@ -51,6 +53,12 @@ class SimpleAgentConfig(BaseResponsesAPIAgentConfig):
     rollout_deadline_s: float | None = Field(
         default=None, gt=0, description="wall-clock budget of one rollout; default global_http_deadline_s"
     )
+    max_concurrent_rollouts: int | None = Field(
+        default=None,
+        ge=1,
+        description="rollouts this process runs at once; more wait their turn within their deadline. "
+        "null = no limit",
+    )
 
 
 class SimpleAgentRunRequest(BaseRunRequest):
@@ -71,6 +79,18 @@ class Rollout:
 class SimpleAgent(SimpleResponsesAPIAgent):
     config: SimpleAgentConfig
 
+    _rollout_slots: asyncio.Semaphore | contextlib.nullcontext = PrivateAttr(
+        default_factory=contextlib.nullcontext
+    )
+
+    def setup_webserver(self) -> FastAPI:
+        """A burst of rollouts far beyond what the CPU can start at once (say 10,000 arriving together) would
+        otherwise begin all their first steps in one go, and hold the event loop long enough for timers of
+        the early ones (a 10 s connect timeout) to fire; `max_concurrent_rollouts` keeps the rest queued."""
+        if self.config.max_concurrent_rollouts is not None:
+            self._rollout_slots = asyncio.Semaphore(self.config.max_concurrent_rollouts)
+        return super().setup_webserver()
+
     # ---- routes -----------------------------------------------------------------------------------------
 
     async def responses(
@@ -78,7 +98,9 @@ class SimpleAgent(SimpleResponsesAPIAgent):
     ) -> NeMoGymResponse:
         """The loop without seeding or verifying; the caller's cookies reach both servers."""
         rollout = await self._within_deadline(
-            self._loop(body.model_dump(mode="json", exclude_unset=True), dict(request.cookies))
+            self._when_admitted(
+                self._loop(body.model_dump(mode="json", exclude_unset=True), dict(request.cookies))
+            )
         )
         for name, value in {**rollout.resources_cookies, **rollout.model_cookies}.items():
             response.set_cookie(name, value)
@@ -86,7 +108,8 @@ class SimpleAgent(SimpleResponsesAPIAgent):
 
     async def run(self, request: Request, body: SimpleAgentRunRequest) -> Response:
         """One rollout: seed the session, run the loop, verify; the verify answer is returned as is."""
-        return Response(await self._within_deadline(self._run(request, body)), media_type="application/json")
+        verified = await self._within_deadline(self._when_admitted(self._run(request, body)))
+        return Response(verified, media_type="application/json")
 
     async def aggregate_metrics(self, body: AggregateMetricsRequest) -> Response:
         """Metrics are the resources server's business: forward the request to it."""
@@ -193,6 +216,13 @@ class SimpleAgent(SimpleResponsesAPIAgent):
             "call_id": call.get("call_id"),
             "output": body.decode(errors="replace"),
         }
+
+    async def _when_admitted(self, work: Coroutine[Any, Any, Any]) -> Any:
+        try:
+            async with self._rollout_slots:
+                return await work
+        finally:
+            work.close()  # discards it quietly if the deadline came while it was still waiting
 
     async def _within_deadline(self, work: Any) -> Any:
         deadline_s = self.config.rollout_deadline_s or default_retry_policy().deadline_s

@@ -25,6 +25,7 @@ ROLLOUT_DEADLINE_S = 3.0
 @dataclass
 class Stack:
     agent_url: str
+    one_at_a_time_agent_url: str
     model: str
     upstream: ScriptedUpstream
     requests_before_script: int = 0
@@ -69,9 +70,16 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
             max_steps=6,
             rollout_deadline_s=ROLLOUT_DEADLINE_S,
         )
-        config = {**resources, **policy, "agent": agent}
+        capped = {**agent["responses_api_agents"]["simple_agent"], "max_concurrent_rollouts": 1}
+        config = {
+            **resources,
+            **policy,
+            "agent": agent,
+            "one_at_a_time": {"responses_api_agents": {"simple_agent": capped}},
+        }
         agent_server = servers.enter_context(run_instance(config, "agent", workdir))
-        yield Stack(agent_url=agent_server.url, model=model, upstream=scripted_upstream)
+        capped_server = servers.enter_context(run_instance(config, "one_at_a_time", workdir))
+        yield Stack(agent_server.url, capped_server.url, model, scripted_upstream)
 
 
 def counter_row(initial: int, expected: int) -> dict:
@@ -171,6 +179,38 @@ async def test_concurrent_rollouts_keep_separate_sessions(stack):
     )
     results = await asyncio.gather(run(stack, counter_row(0, 1)), run(stack, counter_row(10, 11)))
     assert [(status, result["reward"]) for status, result in results] == [(200, 1.0), (200, 1.0)]
+
+
+async def test_max_concurrent_rollouts_queues_the_rest(stack):
+    """Capped at one rollout at a time, two rollouts sent together reach the model one after the other;
+    without the cap their turns interleave."""
+    stack.script(
+        {"match": "function_call_output", "output": [assistant_message("done")], "delay_s": 0.2},
+        {"match": "add 1", "output": [function_call("increment_counter", {"count": 1})], "delay_s": 0.2},
+    )
+
+    def row(label: str, initial: int) -> dict:
+        row = counter_row(initial, initial + 1)
+        row["responses_create_params"]["input"][0]["content"] = f"add 1 ({label})"
+        return row
+
+    def rollout_order() -> list[str]:
+        asked = [orjson.dumps(body["input"][0]).decode() for body in stack.model_requests()]
+        return ["first" if "(first)" in text else "second" for text in asked]
+
+    async def both(url: str) -> None:
+        runs = [
+            request("POST", url + "/run", json=row(label, n)) for label, n in (("first", 0), ("second", 5))
+        ]
+        answers = await asyncio.gather(*runs)
+        assert [(await get_response_json(answer))["reward"] for answer in answers] == [1.0, 1.0]
+
+    await both(stack.one_at_a_time_agent_url)
+    order = rollout_order()
+    assert len(order) == 4 and order[0] == order[1] and order[2] == order[3] != order[0], order
+    stack.requests_before_script = len(stack.upstream.requests(stack.model))  # same rules, uncapped agent
+    await both(stack.agent_url)
+    assert rollout_order()[:2] in (["first", "second"], ["second", "first"])
 
 
 @pytest.mark.parametrize(
