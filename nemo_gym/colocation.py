@@ -20,6 +20,7 @@ from pathlib import Path
 import orjson
 
 from nemo_gym import server_utils
+from nemo_gym.config_types import ConfigError
 from nemo_gym.global_config import NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME, get_global_config_dict
 from nemo_gym.in_process import host_in_process
 
@@ -33,23 +34,23 @@ def local_module_names(folder: Path, entrypoint: str) -> set[str]:
     return names | {path.parent.name for path in folder.glob("*/__init__.py")}
 
 
-def check_module_names(specs: list[dict[str, str]]) -> None:
-    """One process has one `sys.modules`: two servers each with, say, a `grading.py` would share the first
-    one loaded. Refuse that instead of grading with the wrong module."""
-    owners: dict[str, tuple[str, str]] = {}
-    for spec in specs:
-        for name in sorted(local_module_names(Path(spec["dir"]), spec["entrypoint"])):
-            owner, folder = owners.setdefault(name, (spec["name"], spec["dir"]))
-            if folder != spec["dir"]:  # two instances of one implementation share its modules, rightly
-                sys.exit(
-                    f"Error: server instances '{owner}' and '{spec['name']}' both have a module named "
-                    f"'{name}', which one process cannot hold twice; set colocate: false or deploy them apart"
+def check_module_names(servers: list[tuple[str, Path, str]]) -> None:
+    """One process has one `sys.modules`: two servers (instance, folder, entrypoint) each with, say, a
+    `grading.py` would share the first one loaded. Refuse that instead of grading with the wrong module."""
+    owners: dict[str, tuple[str, Path]] = {}
+    for instance_name, folder, entrypoint in servers:
+        for name in sorted(local_module_names(folder, entrypoint)):
+            owner, owner_folder = owners.setdefault(name, (instance_name, folder))
+            if owner_folder != folder:  # two instances of one implementation share its modules, rightly
+                raise ConfigError(
+                    f"server instances '{owner}' and '{instance_name}' both have a module named '{name}', "
+                    "which one process cannot hold twice; set colocate: false or deploy them apart"
                 )
 
 
 def load_servers(specs: list[dict[str, str]]) -> list[server_utils.BoundApp]:
-    """Run each entrypoint in its own folder and collect the app it builds."""
-    check_module_names(specs)
+    """Run each entrypoint in its own folder and collect the app it builds (the launcher has checked that
+    their module names do not clash)."""
     collected: list[server_utils.BoundApp] = []
     server_utils._colocation_collector = collected
     home = Path.cwd()

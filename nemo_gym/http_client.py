@@ -306,11 +306,14 @@ def response_cookies(response: aiohttp.ClientResponse) -> dict[str, str]:
     for header in response.headers.getall("Set-Cookie", ()):
         pair = header.split(";", 1)[0]
         name, separator, value = pair.partition("=")
-        if separator:
-            value = value.strip()
-            if len(value) >= 2 and value[0] == value[-1] == '"':
-                value = value[1:-1]
-            found[name.strip()] = value
+        if not separator:
+            continue
+        value = value.strip()
+        if value.startswith('"'):  # quoted (and maybe escaped): the standard library decodes it
+            jar: SimpleCookie = SimpleCookie()
+            jar.load(pair)
+            value = jar[name.strip()].value if name.strip() in jar else value
+        found[name.strip()] = value
     return found
 
 

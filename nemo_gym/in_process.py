@@ -10,6 +10,7 @@ sides, which were most of a rollout's CPU. The answer is a `LocalResponse`, whic
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from http import HTTPStatus
 from http.cookies import SimpleCookie
@@ -22,8 +23,10 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from starlette.types import ASGIApp, Message
 from yarl import URL
 
+from nemo_gym.errors import error_body
 from nemo_gym.http_client import DeadlineExceededError, RetryPolicy, cookie_header, default_retry_policy
 
+logger = logging.getLogger("nemo_gym.in_process")
 _hosted: dict[str, tuple[ASGIApp, str, int]] = {}
 
 
@@ -133,11 +136,16 @@ async def call_in_process(
     deadline_s = (retry_policy or default_retry_policy()).deadline_s
     loop = asyncio.get_running_loop()
     started = loop.time()
+    deadline = asyncio.timeout(deadline_s)
     try:
-        async with asyncio.timeout(deadline_s):
+        async with deadline:
             await app(scope, exchange.receive, exchange.send)
     except TimeoutError as error:
-        raise DeadlineExceededError(method, str(url), 1, loop.time() - started, error) from error
+        if deadline.expired():
+            raise DeadlineExceededError(method, str(url), 1, loop.time() - started, error) from error
+        exchange.escaped(instance_name, error)
+    except Exception as error:
+        exchange.escaped(instance_name, error)
     finally:
         exchange.finished.set()
     return LocalResponse(method.upper(), url, exchange.status, exchange.headers, b"".join(exchange.body))
@@ -149,6 +157,7 @@ class _Exchange:
     def __init__(self, body: bytes) -> None:
         self._request_body: bytes | None = body
         self.finished = asyncio.Event()
+        self.started = False
         self.status = 500
         self.headers: CIMultiDict[str] = CIMultiDict()
         self.body: list[bytes] = []
@@ -160,8 +169,24 @@ class _Exchange:
         await self.finished.wait()  # asked again only by code that watches for the client going away
         return {"type": "http.disconnect"}
 
+    def escaped(self, instance_name: str, error: Exception) -> None:
+        """An exception got past the callee's own error handling. Over HTTP the caller would get a 500 (or
+        whatever answer had already gone out, followed by uvicorn's log line); so here too, never the
+        callee's exception raised inside the caller."""
+        logger.error("%s: unhandled error in an in-process call", instance_name, exc_info=error)
+        if self.started:
+            return
+        self.started = True
+        self.status = 500
+        payload = orjson.dumps(
+            error_body("internal_error", 500, f"{type(error).__name__}: {error}", instance_name)
+        )
+        self.headers = CIMultiDict({"Content-Type": "application/json", "Content-Length": str(len(payload))})
+        self.body = [payload]
+
     async def send(self, message: Message) -> None:
         if message["type"] == "http.response.start":
+            self.started = True
             self.status = message["status"]
             for name, value in message.get("headers", ()):
                 self.headers.add(name.decode("latin-1"), value.decode("latin-1"))

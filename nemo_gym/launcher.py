@@ -32,7 +32,11 @@ from typing import Any, TextIO
 import orjson
 from omegaconf import DictConfig
 
-from nemo_gym.colocation import COLOCATED_SERVERS_ENV_VAR_NAME, COLOCATED_WORKERS_ENV_VAR_NAME
+from nemo_gym.colocation import (
+    COLOCATED_SERVERS_ENV_VAR_NAME,
+    COLOCATED_WORKERS_ENV_VAR_NAME,
+    check_module_names,
+)
 from nemo_gym.config_types import BaseServerConfig, ConfigError, ServerInstanceConfig
 from nemo_gym.global_config import (
     NEMO_GYM_CONFIG_FILE_ENV_VAR_NAME,
@@ -383,7 +387,8 @@ def implementation_dir(instance: ServerInstanceConfig, cwd: Path) -> Path:
 def check_startable(cfg: DictConfig, instances: list[ServerInstanceConfig], cwd: Path) -> None:
     """Fail before anything starts on what a child would only find out once started: a missing folder or
     entrypoint, or a config value it cannot resolve (such as an unset `${policy_api_key}`)."""
-    colocation_from(cfg)
+    if colocation_from(cfg) is not None:
+        check_colocatable(instances, cwd)
     for instance in instances:
         resolve_instance_config(cfg, instance.name)
         folder = implementation_dir(instance, cwd)
@@ -393,6 +398,27 @@ def check_startable(cfg: DictConfig, instances: list[ServerInstanceConfig], cwd:
                 f"Server instance '{instance.name}': entrypoint {entrypoint} not found in {folder}; "
                 "check its `entrypoint` key"
             )
+
+
+def check_colocatable(instances: list[ServerInstanceConfig], cwd: Path) -> None:
+    """Co-hosted servers share one process: no per-server workers, no clashing module names."""
+    for instance in instances:
+        workers = instance.get_inner_run_server_config().num_workers
+        if workers is not None and workers > 1:
+            raise ConfigError(
+                f"Server instance '{instance.name}': num_workers has no effect with colocate: true; "
+                "use colocate_num_workers for the whole deployment"
+            )
+    check_module_names(
+        [
+            (
+                instance.name,
+                implementation_dir(instance, cwd),
+                instance.get_inner_run_server_config().entrypoint,
+            )
+            for instance in instances
+        ]
+    )
 
 
 def colocation_from(cfg: DictConfig) -> int | None:

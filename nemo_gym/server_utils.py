@@ -234,12 +234,17 @@ def _raise_open_file_limit() -> None:
 
 class OrjsonBodyRequest(Request):
     """A request whose JSON body is parsed by orjson rather than Starlette's stdlib `json.loads`, which is
-    several times slower on a trajectory-sized body. orjson's decode error is a `json.JSONDecodeError`, so
-    FastAPI still answers malformed JSON with its usual 422."""
+    several times slower on a trajectory-sized body."""
 
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
-            self._json = orjson.loads(await self.body())
+            body = await self.body()
+            try:
+                self._json = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                # What orjson refuses but Python's json writes and reads (NaN, -Infinity: a -inf logprob)
+                # is still accepted; malformed JSON raises here too, and gets FastAPI's 422.
+                self._json = json.loads(body)
         return self._json
 
 
@@ -381,30 +386,31 @@ def _sockets_per_worker(sockets: list[socket.socket], num_workers: int) -> list[
 
 def _fork_workers(count: int) -> int:
     """Fork `count` workers; returns this process's worker number (0 for the first, which serves too and
-    stops when any worker dies)."""
+    stops when any worker exits)."""
     parent = os.getpid()
+    workers = []
     for number in range(1, count + 1):
-        if os.fork() == 0:
+        pid = os.fork()
+        if pid == 0:
             if sys.platform.startswith("linux"):
                 ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
             if os.getppid() != parent:
                 os._exit(1)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             return number
-    signal.signal(signal.SIGCHLD, _stop_when_a_worker_dies)
+        workers.append(pid)
+    for pid in workers:
+        # A thread waiting on that one pid, not a SIGCHLD handler: those would also reap the server's other
+        # children (a verifier's subprocess, the CPU pool), and the event loop may take SIGCHLD over.
+        threading.Thread(target=_stop_when_worker_exits, args=(pid,), daemon=True).start()
     return 0
 
 
-def _stop_when_a_worker_dies(signum: int, frame: Any) -> None:
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        logger.error("worker %d exited (status %d); stopping this server", pid, status)
-        os.kill(os.getpid(), signal.SIGTERM)
+def _stop_when_worker_exits(pid: int) -> None:
+    _, status = os.waitpid(pid, 0)
+    asked_to_stop = os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGTERM, signal.SIGINT)
+    if not asked_to_stop and os.waitstatus_to_exitcode(status) != 0:
+        logger.error("worker %d exited (%d); stopping this server", pid, os.waitstatus_to_exitcode(status))
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 class SimpleServer(BaseServer):

@@ -58,7 +58,8 @@ class SignedSessionMiddleware:
     """`request.session` kept in a signed cookie, with a session id always present.
 
     The cookie value is `<payload>.<issued_at>.<signature>`: the session dict as base64url JSON, the Unix
-    time it was signed, and base64url HMAC-SHA256 over the first two parts with the deployment's secret.
+    time it was signed, and base64url HMAC-SHA256 with the deployment's secret over `<cookie name>=` and the
+    first two parts.
     A missing, expired, tampered or foreign cookie starts a new session. The cookie is re-signed and re-sent
     on every answer, so a caller that threads cookies always holds the current one.
 
@@ -73,6 +74,8 @@ class SignedSessionMiddleware:
         self.cookie_name = cookie_name
         self._cookie_prefix = f"{cookie_name}=".encode()
         self._mac = hmac.new(secret.encode(), digestmod=hashlib.sha256)
+        # The name is signed too: one server's cookie value is not a valid session at another server.
+        self._mac.update(self._cookie_prefix)
         self.max_age_s = max_age_s
         self._attributes = f"; path=/; Max-Age={max_age_s}; httponly; samesite=lax"
 

@@ -32,10 +32,12 @@ VERIFY_BODY = {
 
 
 def signed_cookie(session_id: str, secret: str, issued_at: int | None = None) -> str:
-    """A session cookie made the way the servers document it: payload.issued_at.HMAC-SHA256."""
+    """A session cookie made the way the servers document it: payload.issued_at.HMAC-SHA256 over the
+    cookie's name and the first two parts."""
     payload = base64.urlsafe_b64encode(json.dumps({"session_id": session_id}).encode()).rstrip(b"=")
     signed_part = payload + b"." + str(int(time.time()) if issued_at is None else issued_at).encode()
-    signature = base64.urlsafe_b64encode(hmac.new(secret.encode(), signed_part, hashlib.sha256).digest())
+    signed = COOKIE_NAME.encode() + b"=" + signed_part  # the cookie's name is signed too
+    signature = base64.urlsafe_b64encode(hmac.new(secret.encode(), signed, hashlib.sha256).digest())
     return (signed_part + b"." + signature.rstrip(b"=")).decode()
 
 
@@ -91,7 +93,7 @@ async def test_tampered_payload_with_original_signature_is_a_new_session(counter
     _, attacker = await post(
         counter_server, "/increment", {}, f"{forged.decode().rstrip('=')}.{signature_parts}"
     )
-    assert attacker["count"] == 1
+    assert attacker["count"] == 1 and attacker["session_id"] != victim["session_id"] + "x"
 
 
 async def test_expired_cookie_is_a_new_session(counter_server):
@@ -126,6 +128,19 @@ async def test_malformed_json_body_gets_422_naming_the_position(counter_server):
     assert response.status == 422
     assert body["detail"][0]["type"] == "json_invalid"
     assert body["detail"][0]["loc"][0] == "body"
+
+
+async def test_a_body_only_python_json_reads_is_accepted(counter_server):
+    """NaN and -Infinity (a -inf logprob, say) are not JSON to orjson, but Python writes them."""
+    raw = json.dumps({**VERIFY_BODY, "responses_create_params": {"input": "hi", "temperature": float("nan")}})
+    assert "NaN" in raw
+    response = await request(
+        "POST",
+        counter_server.url + "/verify",
+        data=raw.encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    assert response.status == 200, await response.read()
 
 
 async def test_unknown_key_in_responses_create_params_is_named(counter_server):
