@@ -49,7 +49,11 @@ class LocalResponse:
         self.headers = CIMultiDictProxy(headers)
         self._body = body
         self.history: tuple[()] = ()
-        self.request_info = aiohttp.RequestInfo(url, method, CIMultiDictProxy(CIMultiDict()), url)
+
+    @property
+    def request_info(self) -> aiohttp.RequestInfo:
+        """Read only when reporting an error, so not built for every call."""
+        return aiohttp.RequestInfo(self.url, self.method, CIMultiDictProxy(CIMultiDict()), self.url)
 
     @property
     def ok(self) -> bool:

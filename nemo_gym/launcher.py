@@ -613,7 +613,7 @@ class Deployment:
 
     async def _spawn_colocated(self, secret: str, num_workers: int) -> None:
         """One child hosting every server instance (see `nemo_gym.colocation`)."""
-        assert self._config is not None
+        assert self._config is not None and all(server.sock is not None for server in self.servers)
         specs = [
             {
                 "name": server.name,
@@ -623,7 +623,6 @@ class Deployment:
                 "address_file": str(self._address_file(server)),
             }
             for server in self.servers
-            if server.sock is not None
         ]
         env = child_environment(
             self.servers[0].name,
@@ -643,9 +642,8 @@ class Deployment:
         for server in self.servers:
             server.process = process
             server.start_time = started
-            if server.sock is not None:
-                server.sock.close()
-                server.sock = None
+            server.sock.close()
+            server.sock = None
         self._watchers.append(asyncio.create_task(self._watch_exit(process)))
 
     def _copy_colocated_line(self, text: str) -> None:

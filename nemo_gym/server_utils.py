@@ -171,12 +171,15 @@ class BaseServer(BaseModel):
     config: BaseRunServerInstanceConfig
 
 
-def bind_listening_socket(host: str, port: int) -> socket.socket:
-    """Bind and listen before serving, so the bound port is known and no other process can take it."""
+def bind_listening_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """Bind and listen before serving, so the bound port is known and no other process can take it
+    (`reuse_port`: except other sockets of this user that ask for SO_REUSEPORT too, as workers do)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((host, port))
         sock.listen(4096)
     except OSError:
@@ -364,24 +367,16 @@ def _sockets_per_worker(sockets: list[socket.socket], num_workers: int) -> list[
     """
     if not hasattr(socket, "SO_REUSEPORT"):
         return [sockets] * num_workers
-    addresses = [(sock.family, sock.getsockname()[:2]) for sock in sockets]
+    addresses = [sock.getsockname()[:2] for sock in sockets]
     for sock in sockets:
         sock.close()  # the port is free for a moment: rebound at once below, or the server exits naming it
-    per_worker = []
-    for _ in range(num_workers):
-        own = []
-        for family, address in addresses:
-            sock = socket.socket(family, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            try:
-                sock.bind(address)
-            except OSError as error:
-                sys.exit(f"Error: cannot listen again on {address[0]}:{address[1]} for the workers ({error})")
-            sock.listen(4096)
-            own.append(sock)
-        per_worker.append(own)
-    return per_worker
+    try:
+        return [
+            [bind_listening_socket(host, port, reuse_port=True) for host, port in addresses]
+            for _ in range(num_workers)
+        ]
+    except OSError as error:
+        sys.exit(f"Error: cannot listen again on {addresses} for the workers ({error.strerror or error})")
 
 
 def _fork_workers(count: int) -> int:

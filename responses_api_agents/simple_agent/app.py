@@ -97,10 +97,8 @@ class SimpleAgent(SimpleResponsesAPIAgent):
         self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming
     ) -> NeMoGymResponse:
         """The loop without seeding or verifying; the caller's cookies reach both servers."""
-        rollout = await self._within_deadline(
-            self._when_admitted(
-                self._loop(body.model_dump(mode="json", exclude_unset=True), dict(request.cookies))
-            )
+        rollout = await self._as_rollout(
+            self._loop(body.model_dump(mode="json", exclude_unset=True), dict(request.cookies))
         )
         for name, value in {**rollout.resources_cookies, **rollout.model_cookies}.items():
             response.set_cookie(name, value)
@@ -108,8 +106,7 @@ class SimpleAgent(SimpleResponsesAPIAgent):
 
     async def run(self, request: Request, body: SimpleAgentRunRequest) -> Response:
         """One rollout: seed the session, run the loop, verify; the verify answer is returned as is."""
-        verified = await self._within_deadline(self._when_admitted(self._run(request, body)))
-        return Response(verified, media_type="application/json")
+        return Response(await self._as_rollout(self._run(request, body)), media_type="application/json")
 
     async def aggregate_metrics(self, body: AggregateMetricsRequest) -> Response:
         """Metrics are the resources server's business: forward the request to it."""
@@ -217,22 +214,19 @@ class SimpleAgent(SimpleResponsesAPIAgent):
             "output": body.decode(errors="replace"),
         }
 
-    async def _when_admitted(self, work: Coroutine[Any, Any, Any]) -> Any:
-        try:
-            async with self._rollout_slots:
-                return await work
-        finally:
-            work.close()  # discards it quietly if the deadline came while it was still waiting
-
-    async def _within_deadline(self, work: Any) -> Any:
+    async def _as_rollout(self, work: Coroutine[Any, Any, Any]) -> Any:
+        """Run `work` once a rollout slot is free (`max_concurrent_rollouts`), all within the rollout's
+        deadline: waiting for the slot counts too, so nothing waits forever."""
         deadline_s = self.config.rollout_deadline_s or default_retry_policy().deadline_s
         try:
-            async with asyncio.timeout(deadline_s):
+            async with asyncio.timeout(deadline_s), self._rollout_slots:
                 return await work
         except TimeoutError as error:
             raise GymError(
                 504, "timeout", f"the rollout did not finish within its {deadline_s:g}s deadline"
             ) from error
+        finally:
+            work.close()  # discards it quietly if the deadline came while it was still waiting
 
 
 def _function_call_output(call: dict[str, Any], output: dict[str, Any]) -> dict[str, Any]:
