@@ -20,6 +20,7 @@ Files, for `output_jsonl_fpath = out/r.jsonl`:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import glob
 import hashlib
 import itertools
@@ -30,10 +31,10 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import aiohttp
 import orjson
@@ -88,6 +89,8 @@ PROGRESS_MILESTONES_PCT = (20, 40, 60, 80, 90, 95, 98, 99, 100)
 # 4xx answers that retrying could fix; any other 4xx means the row itself is wrong.
 RETRYABLE_CLIENT_STATUSES = frozenset({408, 409, 425, 429})
 
+ItemT = TypeVar("ItemT")
+ResultT = TypeVar("ResultT")
 FailureClass = Literal["timeout", "connection", "invalid_response", "invalid_request"] | str
 
 
@@ -110,6 +113,7 @@ class RolloutCollectionConfig(BaseNeMoGymCLIConfig):
         default_factory=dict, description="overrides of each row's top-level responses_create_params keys"
     )
     resume_from_cache: bool = Field(default=False, description="run only the rollouts without a result")
+    overwrite: bool = Field(default=False, description="replace the results already in output_jsonl_fpath")
     prompt_config: str | None = Field(default=None, description="YAML {system?, user} prompt templates")
     rollout_timeout_s: float | None = Field(
         default=None, gt=0, description="deadline of one rollout (default: global_http_deadline_s + 30)"
@@ -373,7 +377,7 @@ def materialize(
 # ---- running rollouts -------------------------------------------------------------------------------------
 
 
-def _error_message(body: bytes) -> str:
+def error_message(body: bytes) -> str:
     """The useful part of an error answer: the envelope's message and its cause's, else the raw text."""
     try:
         parsed = orjson.loads(body)
@@ -463,7 +467,7 @@ class RolloutCollectionHelper:
         except (RequestFailedError, aiohttp.ClientError, OSError) as error:
             return failure_record(row, "connection", f"{agent}: {error}", attempt)
         if not 200 <= response.status < 300:
-            message = _error_message(body)
+            message = error_message(body)
             return failure_record(
                 row, status_failure_class(response.status), message, attempt, response.status
             )
@@ -490,26 +494,43 @@ class RolloutCollectionHelper:
         lazy iterator over any number of rows; stopping the iteration cancels what is in flight.
         `attempt_of(row)` numbers the attempt recorded in a failure (default 1)."""
 
-        async def paired(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-            return row, await self.run_one(row, attempt_of(row) if attempt_of else 1)
+        async def run(row: dict[str, Any]) -> dict[str, Any]:
+            return await self.run_one(row, attempt_of(row) if attempt_of else 1)
 
-        pending: set[asyncio.Task] = set()
-        try:
-            async for row in _as_async_iterator(rows):
-                if len(pending) >= self.max_in_flight:
-                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                    for task in done:
-                        yield task.result()
-                pending.add(asyncio.create_task(paired(row)))
-            while pending:
+        async with contextlib.aclosing(completed_in_any_order(rows, run, self.max_in_flight)) as pairs:
+            async for pair in pairs:
+                yield pair
+
+
+async def completed_in_any_order(
+    items: Iterable[ItemT] | AsyncIterable[ItemT],
+    work: Callable[[ItemT], Awaitable[ResultT]],
+    max_in_flight: int,
+) -> AsyncIterator[tuple[ItemT, ResultT]]:
+    """`(item, await work(item))` in completion order, with at most `max_in_flight` under way. Items are
+    pulled only as slots free up (so `items` may be lazy and endless); stopping the iteration cancels
+    what is in flight."""
+
+    async def paired(item: ItemT) -> tuple[ItemT, ResultT]:
+        return item, await work(item)
+
+    pending: set[asyncio.Task[tuple[ItemT, ResultT]]] = set()
+    try:
+        async for item in _as_async_iterator(items):
+            if len(pending) >= max_in_flight:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     yield task.result()
-        finally:
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
+            pending.add(asyncio.create_task(paired(item)))
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                yield task.result()
+    finally:
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
 
 
 async def _as_async_iterator(rows: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Any]:
@@ -519,6 +540,18 @@ async def _as_async_iterator(rows: Iterable[Any] | AsyncIterable[Any]) -> AsyncI
     else:
         for row in rows:
             yield row
+
+
+def refuse_to_replace(output: Path, overwrite: bool) -> None:
+    """Results of an earlier run are never dropped silently: say how to keep or replace them."""
+    if overwrite or not output.is_file() or output.stat().st_size == 0:
+        return
+    with output.open("rb") as lines:
+        count = sum(1 for line in lines if line.strip())
+    raise ConfigError(
+        f"{output} already holds {count} result(s) of an earlier run; pass --overwrite (+overwrite=true) "
+        "to replace them, --resume (+resume_from_cache=true) to finish that run, or choose another --output"
+    )
 
 
 # ---- the collector -----------------------------------------------------------------------------------------
@@ -721,6 +754,7 @@ class RolloutCollector:
             if resuming:
                 agents = self._load_earlier_run(ledger)
             else:
+                refuse_to_replace(self.paths.output, self.config.overwrite)
                 for path in (
                     self.paths.output,
                     self.paths.failures,
@@ -809,13 +843,15 @@ class RolloutCollector:
         return progress
 
 
-async def collect_rollouts(overrides: list[str]) -> int:
-    """`gym collect`: the exit code is 0 when every rollout has a result and aggregation succeeded."""
+async def collect_rollouts(overrides: list[str], server_client: ServerClient | None = None) -> int:
+    """`gym collect`: the exit code is 0 when every rollout has a result and aggregation succeeded.
+    `server_client` reaches the deployment (default: the one whose head server the config names)."""
     cfg = parse_global_config_dict(overrides)
     config = command_settings(RolloutCollectionConfig, cfg)
     configure_http_client_from(cfg)
     try:
         helper = RolloutCollectionHelper(
+            server_client,
             head_server_config=head_server_config_from(cfg),
             max_in_flight=config.num_samples_in_parallel,
             rollout_timeout_s=config.rollout_timeout_s,

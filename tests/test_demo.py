@@ -13,13 +13,22 @@ from pathlib import Path
 import yaml
 
 from tests.helpers import REPO_ROOT, OutputReader, gym_command, process_alive
-from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
+from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
 
-EXAMPLE_ROWS = (
-    (REPO_ROOT / "resources_servers/example_single_tool_call/data/example.jsonl").read_text().splitlines()
-)
-REWARD_LINE = re.compile(r"^rollout (\d+): reward (\d\.\d\d)")
+MCQA_DATA = REPO_ROOT / "resources_servers/mcqa/data"
+EXAMPLE_ROWS = [json.loads(line) for line in (MCQA_DATA / "example.jsonl").read_text().splitlines()]
+RECORDED = [json.loads(line) for line in (MCQA_DATA / "example_rollouts.jsonl").read_text().splitlines()]
+REWARD_LINE = re.compile(r"^rollout (\d+): reward (\d\.\d\d)  \(expected (\w+), the model answered (\w+)\)$")
 TABLE_ROW = re.compile(r"^(\S+)\s+\S+\s+\S+\s+http://127\.0\.0\.1:\d+\s+(\d+)$")
+
+
+def _question(row: dict) -> str:
+    return row["responses_create_params"]["input"][-1]["content"]
+
+
+def _question_tail(row: dict) -> str:
+    """The end of a question's text as JSON-escaped in a request body: unique to that question."""
+    return json.dumps(_question(row))[-60:-1]
 
 
 def run_demo(cwd: Path, env_yaml: dict) -> subprocess.CompletedProcess:
@@ -35,35 +44,39 @@ def check_demo_output(result: subprocess.CompletedProcess) -> tuple[list[float],
     header = next(line for line in lines if line.startswith("INSTANCE"))
     assert header.split() == ["INSTANCE", "TYPE", "IMPLEMENTATION", "URL", "PID"]
     table = [match for line in lines if (match := TABLE_ROW.match(line))]
-    assert {match[1] for match in table} == {
-        "head_server",
-        "example_single_tool_call",
-        "example_single_tool_call_simple_agent",
-        "policy_model",
-    }
-    rewards = {int(match[1]): float(match[2]) for line in lines if (match := REWARD_LINE.match(line))}
-    assert sorted(rewards) == list(range(len(EXAMPLE_ROWS)))
-    mean = sum(rewards.values()) / len(rewards)
-    assert lines[-1] == f"mean reward over {len(EXAMPLE_ROWS)} rollouts: {mean:.3f}"
+    assert {match[1] for match in table} == {"head_server", "mcqa", "mcqa_simple_agent", "policy_model"}
+    shown = {int(match[1]): match for line in lines if (match := REWARD_LINE.match(line))}
+    assert sorted(shown) == list(range(len(EXAMPLE_ROWS)))
+    rewards = [float(shown[index][2]) for index in range(len(EXAMPLE_ROWS))]
+    assert [shown[index][3] for index in range(len(EXAMPLE_ROWS))] == [
+        row["expected_answer"] for row in EXAMPLE_ROWS
+    ]
+    mean = sum(rewards) / len(rewards)
+    own_lines = [line for line in lines if not line.startswith("(")]  # not a server's prefixed output
+    assert own_lines[-1] == f"mean reward over {len(EXAMPLE_ROWS)} rollouts: {mean:.3f}"
     child_pids = [int(match[2]) for match in table if match[1] != "head_server"]
-    return list(rewards.values()), child_pids
+    return rewards, child_pids
 
 
 def test_demo_replays_the_recorded_turns_without_any_key(tmp_path):
     result = run_demo(tmp_path, {})
     rewards, child_pids = check_demo_output(result)
-    assert "configs/quickstart.yaml" in result.stdout
-    assert rewards == [1.0] * len(EXAMPLE_ROWS)
+    assert "configs/demo.yaml" in result.stdout
+    recorded = {_question(rollout): rollout["reward"] for rollout in RECORDED}
+    assert rewards == [recorded[_question(row)] for row in EXAMPLE_ROWS]
+    assert len(set(rewards)) > 1, "the demo should show a wrong answer next to right ones"
     assert not [pid for pid in child_pids if process_alive(pid)]
 
 
 def test_demo_talks_to_a_live_model_configured_in_env_yaml(tmp_path, scripted_upstream: ScriptedUpstream):
     model = fresh_model("demo")
-    weather_then_answer = [
-        {"output": [function_call("get_weather", {"city": "San Francisco"})]},
-        {"output": [assistant_message("Sunny.")]},
+    # The first question is answered wrongly, the others rightly; each rule matches its question's text.
+    answers = ["A" if index == 0 else row["expected_answer"] for index, row in enumerate(EXAMPLE_ROWS)]
+    rules = [
+        {"match": _question_tail(row), "output": [assistant_message(f"\\boxed{{{answer}}}")]}
+        for row, answer in zip(EXAMPLE_ROWS, answers, strict=True)
     ]
-    scripted_upstream.script(model, weather_then_answer * len(EXAMPLE_ROWS))
+    scripted_upstream.script(model, rules)
     env_yaml = {
         "policy_base_url": scripted_upstream.base_url,
         "policy_api_key": "sk-demo-live",
@@ -71,11 +84,12 @@ def test_demo_talks_to_a_live_model_configured_in_env_yaml(tmp_path, scripted_up
     }
     result = run_demo(tmp_path, env_yaml)
     rewards, child_pids = check_demo_output(result)
-    assert "configs/quickstart_live.yaml" in result.stdout
+    assert "configs/demo_live.yaml" in result.stdout
     assert "openai_model" in result.stdout
     assert "sk-demo-live" not in result.stdout + result.stderr
+    assert rewards == [0.0] + [1.0] * (len(EXAMPLE_ROWS) - 1)
     requests = scripted_upstream.requests(model)
-    assert len(requests) == 2 * len(EXAMPLE_ROWS)
+    assert len(requests) == len(EXAMPLE_ROWS)
     assert {entry["headers"]["Authorization"] for entry in requests} == {"Bearer sk-demo-live"}
     assert not [pid for pid in child_pids if process_alive(pid)]
 
@@ -100,10 +114,10 @@ def live_env_yaml(scripted_upstream: ScriptedUpstream, model: str) -> dict:
 
 def test_demo_prints_rollouts_in_row_order(tmp_path, scripted_upstream: ScriptedUpstream):
     model = fresh_model("demo-order")
-    first_task = json.loads(EXAMPLE_ROWS[0])["responses_create_params"]["input"][-1]["content"]
     # The first row's rollout finishes last; the others get the upstream's immediate default answer.
     scripted_upstream.script(
-        model, [{"match": first_task, "delay_s": 2, "output": [assistant_message("Hi.")]}]
+        model,
+        [{"match": _question_tail(EXAMPLE_ROWS[0]), "delay_s": 2, "output": [assistant_message("Hi.")]}],
     )
     result = run_demo(tmp_path, live_env_yaml(scripted_upstream, model))
     check_demo_output(result)
@@ -113,7 +127,7 @@ def test_demo_prints_rollouts_in_row_order(tmp_path, scripted_upstream: Scripted
 
 def test_ctrl_c_during_the_demo_stops_it_cleanly(tmp_path, scripted_upstream: ScriptedUpstream):
     model = fresh_model("demo-interrupted")
-    scripted_upstream.script(model, [{"match": "helpful personal assistant", "delay_s": 60}])
+    scripted_upstream.script(model, [{"match": "step-by-step", "delay_s": 60}])
     (tmp_path / "env.yaml").write_text(yaml.safe_dump(live_env_yaml(scripted_upstream, model)))
     private_tmp = tmp_path / "private_tmp"
     private_tmp.mkdir()

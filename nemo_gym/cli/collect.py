@@ -1,48 +1,41 @@
-"""`gym collect`: friendly flags on top of the `+key=value` overrides of rollout collection."""
+"""The flags of rollout collection (`gym collect`, `gym eval run`), each a shorthand for an override."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nemo_gym.cli.flags import FlagSet
+from nemo_gym.cli.flags import repeated, switch, value
 
-COLLECT_FLAGS = FlagSet(
-    command="gym collect",
-    values={
-        "-a": "agent_name",
-        "--agent": "agent_name",
-        "-i": "input_jsonl_fpath",
-        "--input": "input_jsonl_fpath",
-        "-o": "output_jsonl_fpath",
-        "--output": "output_jsonl_fpath",
-        "--limit": "limit",
-        "--num-repeats": "num_repeats",
-        "--concurrency": "num_samples_in_parallel",
-        "--prompt-config": "prompt_config",
-        "--rollout-timeout": "rollout_timeout_s",
-        "--temperature": "responses_create_params.temperature",
-        "--top-p": "responses_create_params.top_p",
-        "--max-output-tokens": "responses_create_params.max_output_tokens",
-    },
-    switches={
-        "--resume": "resume_from_cache",
-        "--add-seed": "num_repeats_add_seed",
-        "--no-aggregation": "disable_aggregation",
-    },
+COLLECT_FLAGS = (
+    value("-a", "--agent", key="agent_name", help="agent instance for rows without agent_ref"),
+    value("-i", "--input", key="input_jsonl_fpath", metavar="FILE", help="tasks, one JSON object per line"),
+    value("-o", "--output", key="output_jsonl_fpath", metavar="FILE", help="results file"),
+    value("--limit", key="limit", metavar="N", help="only the first N rows"),
+    value("--num-repeats", key="num_repeats", metavar="N", help="rollouts per row"),
+    value("--concurrency", key="num_samples_in_parallel", metavar="N", help="rollouts in flight"),
+    value("--prompt-config", key="prompt_config", metavar="FILE", help="YAML {system?, user} templates"),
+    value("--rollout-timeout", key="rollout_timeout_s", metavar="SECONDS", help="deadline of one rollout"),
+    value("--temperature", key="responses_create_params.temperature", metavar="T", help="sampling temperature"),
+    value("--top-p", key="responses_create_params.top_p", metavar="P", help="nucleus sampling"),
+    value("--max-output-tokens", key="responses_create_params.max_output_tokens", metavar="N", help="per turn"),
+    switch("--resume", key="resume_from_cache", help="run only the rollouts that have no result yet"),
+    switch("--overwrite", key="overwrite", help="replace the results already in the output file"),
+    switch("--add-seed", key="num_repeats_add_seed", help="seed = rollout index, via metadata.extra_body"),
+    switch("--no-aggregation", key="disable_aggregation", help="skip /aggregate_metrics (sharded runs)"),
+)  # fmt: skip
+# `gym eval run` also picks the dataset from the config when no --input is given.
+DATASET_FLAGS = (
+    value(
+        "--split",
+        metavar="TYPE",
+        choices=("train", "validation", "benchmark", "example"),
+        help="which datasets of the config to run (default: benchmark, else validation, else example)",
+    ),
+    repeated("--dataset", metavar="NAME", help="only the datasets of that name (repeatable)"),
 )
 
 
-def help_text() -> str:
+def collection_help(_: Sequence[str]) -> str:
     from nemo_gym.rollout_collection import RolloutCollectionConfig
 
-    return (
-        "usage: gym collect [flags] [+key=value ...]\n\n"
-        + RolloutCollectionConfig.help_text()
-        + "\n\nFlags (each is shorthand for an override):\n"
-        + "\n".join(COLLECT_FLAGS.help_lines())
-    )
-
-
-def overrides_from_flags(args: Sequence[str]) -> list[str]:
-    """Turn `-o out.jsonl --resume` into `++output_jsonl_fpath=out.jsonl ++resume_from_cache=true`."""
-    return COLLECT_FLAGS.to_overrides(args)
+    return RolloutCollectionConfig.help_text()

@@ -11,47 +11,48 @@ from collections.abc import Callable, Sequence
 
 from omegaconf import DictConfig
 
-from nemo_gym.cli.flags import FlagSet
+from nemo_gym.cli.flags import CONFIG, RESOURCES_SERVER, SEARCH_DIR, Invocation, switch, value
 from nemo_gym.config_types import BaseNeMoGymCLIConfig, ConfigError
 
 STORAGES = ("hf", "gitlab")
 SUBCOMMANDS = ("collate", "upload", "download", "rm")
+STORAGE = value("--storage", choices=STORAGES, help="hf (Hugging Face, the default) or gitlab")
 
-COLLATE_FLAGS = FlagSet(
-    command="gym dataset collate",
-    values={"--mode": "mode", "--output-dir": "output_dirpath", "--data-source": "data_source"},
-    switches={
-        "--download": "should_download",
-        "--overwrite-metrics-conflicts": "overwrite_metrics_conflicts",
-    },
-    lists={"--config": "config_paths"},
+COLLATE_FLAGS = (
+    CONFIG,
+    RESOURCES_SERVER,
+    SEARCH_DIR,
+    value("--mode", key="mode", choices=("train_preparation", "example_validation"), help="which types"),
+    value("--output-dir", key="output_dirpath", metavar="DIR", help="where <type>.jsonl is written"),
+    value("--data-source", key="data_source", choices=("gitlab", "huggingface"), help="when both exist"),
+    switch("--download", key="should_download", help="fetch missing files from their source"),
+    switch("--overwrite-metrics-conflicts", key="overwrite_metrics_conflicts", help="replace differing metrics"),
+)  # fmt: skip
+UPLOAD_FLAGS = (
+    STORAGE,
+    value("-i", "--input", key="input_jsonl_fpath", metavar="FILE", help="the JSONL file to upload"),
+    value("--name", key="dataset_name", help="dataset name (default: the resources server folder)"),
+    value("--revision", key=("version", "revision"), help="version (GitLab, x.y.z) / branch (HF)"),
+    value("--split", key="split", choices=("train", "validation", "test"), help="HF split"),
+    value("--resource-config", key="resource_config_path", metavar="FILE", help="its resources server config"),
+    switch("--create-pr", key="create_pr", help="HF: open a pull request instead of committing"),
+    switch("--delete-from-gitlab", key="delete_from_gitlab", help="HF: remove the GitLab copy afterwards"),
+)  # fmt: skip
+DOWNLOAD_FLAGS = (
+    STORAGE,
+    value("--repo-id", key="repo_id", help="HF dataset repository <org>/<name>"),
+    value("--artifact", key="artifact_fpath", metavar="PATH", help="the file inside the dataset"),
+    value("-o", "--output", key="output_fpath", metavar="FILE", help="where the file goes"),
+    value("--output-dir", key="output_dirpath", metavar="DIR", help="HF: where split files go"),
+    value("--split", key="split", help="HF split to download"),
+    value("--name", key="dataset_name", help="GitLab package name"),
+    value("--revision", key=("version", "revision"), help="version (GitLab) / branch (HF)"),
+)  # fmt: skip
+RM_FLAGS = (
+    STORAGE,
+    value("--name", key="dataset_name", help="GitLab package name"),
+    switch("--yes", key="yes", help="do not ask before deleting"),
 )
-UPLOAD_FLAGS = FlagSet(
-    command="gym dataset upload",
-    values={
-        "-i": "input_jsonl_fpath",
-        "--input": "input_jsonl_fpath",
-        "--name": "dataset_name",
-        "--revision": ("version", "revision"),
-        "--split": "split",
-        "--resource-config": "resource_config_path",
-    },
-    switches={"--create-pr": "create_pr", "--delete-from-gitlab": "delete_from_gitlab"},
-)
-DOWNLOAD_FLAGS = FlagSet(
-    command="gym dataset download",
-    values={
-        "--repo-id": "repo_id",
-        "--artifact": "artifact_fpath",
-        "-o": "output_fpath",
-        "--output": "output_fpath",
-        "--output-dir": "output_dirpath",
-        "--split": "split",
-        "--name": "dataset_name",
-        "--revision": ("version", "revision"),
-    },
-)
-RM_FLAGS = FlagSet(command="gym dataset rm", values={"--name": "dataset_name"}, switches={"--yes": "yes"})
 FLAGS = {"collate": COLLATE_FLAGS, "upload": UPLOAD_FLAGS, "download": DOWNLOAD_FLAGS, "rm": RM_FLAGS}
 STORE_NOTES = {
     "hf": "Hub: HF_ENDPOINT (default https://huggingface.co); token: HF_TOKEN or hf_token.",
@@ -60,50 +61,41 @@ STORE_NOTES = {
 }
 
 
-def run(args: Sequence[str]) -> int:
-    subcommand, storage, rest = _parsed(args)
-    overrides = FLAGS[subcommand].to_overrides(rest)
+def run(subcommand: str, invocation: Invocation) -> int:
     if subcommand == "collate":
         from nemo_gym.dataset_collation import run_collate
 
-        return run_collate(overrides)
+        return run_collate(invocation.overrides)
     from nemo_gym.global_config import parse_global_config_dict
 
-    return _handler(subcommand, storage)(parse_global_config_dict(overrides))
+    storage = _storage(subcommand, invocation.options.get("storage"))
+    return _handler(subcommand, storage)(parse_global_config_dict(invocation.overrides))
 
 
-def help_text(args: Sequence[str]) -> str:
-    subcommand, storage, _ = _parsed([arg for arg in args if arg not in ("-h", "--help")])
-    settings = _settings_model(subcommand, storage)
-    store = "" if subcommand == "collate" else f" [--storage {'|'.join(STORAGES)}]"
-    note = "" if subcommand == "collate" else f"\n\n{STORE_NOTES[storage]}"
-    return (
-        f"usage: gym dataset {subcommand}{store} [flags] [+key=value ...]\n\n"
-        + settings.help_text()
-        + note
-        + "\n\nFlags (each is shorthand for an override):\n"
-        + "\n".join(FLAGS[subcommand].help_lines())
-    )
+def help_text(subcommand: str, args: Sequence[str]) -> str:
+    """The settings of the chosen store (`--storage` among `args`), or of collation."""
+    if subcommand == "collate":
+        return _settings_model(subcommand, "hf").help_text()
+    storage = _storage(subcommand, _storage_in(args))
+    return f"{_settings_model(subcommand, storage).help_text()}\n\n{STORE_NOTES[storage]}"
 
 
-def _parsed(args: Sequence[str]) -> tuple[str, str, list[str]]:
-    """The subcommand, the store (`--storage`, default hf; always gitlab for rm), the remaining args."""
-    if not args or args[0] not in SUBCOMMANDS:
-        raise ConfigError(f"usage: gym dataset {'|'.join(SUBCOMMANDS)} [--storage hf|gitlab] [flags]")
-    subcommand, rest = args[0], list(args[1:])
-    storage = "gitlab" if subcommand == "rm" else "hf"
-    for index, arg in enumerate(rest):
-        flag, has_value, value = arg.partition("=")
+def _storage_in(args: Sequence[str]) -> str | None:
+    for index, arg in enumerate(args):
+        flag, has_value, given = arg.partition("=")
         if flag == "--storage":
-            if not has_value:
-                value = rest[index + 1] if index + 1 < len(rest) else ""
-            del rest[index : index + (1 if has_value else 2)]
-            storage = value
-            break
-    if storage not in STORAGES or (subcommand == "rm" and storage != "gitlab"):
-        allowed = "gitlab" if subcommand == "rm" else " or ".join(STORAGES)
-        raise ConfigError(f"gym dataset {subcommand}: --storage must be {allowed}, got '{storage}'")
-    return subcommand, storage, rest
+            return given if has_value else (args[index + 1] if index + 1 < len(args) else None)
+    return None
+
+
+def _storage(subcommand: str, given: str | None) -> str:
+    """The store: hf by default; `rm` exists for GitLab only."""
+    storage = given or ("gitlab" if subcommand == "rm" else "hf")
+    if subcommand == "rm" and storage != "gitlab":
+        raise ConfigError(f"gym dataset rm: --storage must be gitlab, got '{storage}'")
+    if storage not in STORAGES:
+        raise ConfigError(f"gym dataset {subcommand}: --storage must be hf or gitlab, got '{storage}'")
+    return storage
 
 
 def _handler(subcommand: str, storage: str) -> Callable[[DictConfig], int]:

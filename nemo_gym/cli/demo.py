@@ -1,8 +1,10 @@
-"""`gym demo`: start the quickstart deployment, send its example tasks through `/run`, print the rewards.
+"""`gym demo`: start the demo deployment (multiple-choice questions, mcqa), send its example tasks
+through `/run`, print each reward with the expected and the extracted answer, and the mean.
 
-Without a model configured it plays recorded model turns (replay_model), so it needs no API key. With
-`policy_base_url`, `policy_api_key` and `policy_model_name` set (env.yaml or `+key=value`), the same
-deployment talks to that live model through openai_model.
+Without a model configured it plays recorded model turns (replay_model), so it needs no API key; two of
+the recorded answers are wrong, so the rewards differ. With `policy_base_url`, `policy_api_key` and
+`policy_model_name` set (env.yaml or `+key=value`), the same deployment talks to that live model through
+openai_model.
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ from nemo_gym.http_client import (
 )
 from nemo_gym.launcher import Deployment, DeploymentError, run_until_stopped
 
-OFFLINE_CONFIG = "configs/quickstart.yaml"
-LIVE_CONFIG = "configs/quickstart_live.yaml"
-AGENT_NAME = "example_single_tool_call_simple_agent"
+OFFLINE_CONFIG = "configs/demo.yaml"
+LIVE_CONFIG = "configs/demo_live.yaml"
+AGENT_NAME = "mcqa_simple_agent"
 LIVE_MODEL_KEYS = ("policy_base_url", "policy_api_key", "policy_model_name")
 
 
@@ -49,11 +51,10 @@ def example_rows(deployment: Deployment) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
 
-async def run_one(url: str, row: dict[str, Any]) -> float:
+async def run_one(url: str, row: dict[str, Any]) -> dict[str, Any]:
     response = await request("POST", url + "/run", json=row)
     await raise_for_status(response)
-    result = await get_response_json(response)
-    return float(result["reward"])
+    return await get_response_json(response)
 
 
 async def run_examples(deployment: Deployment) -> int:
@@ -61,12 +62,18 @@ async def run_examples(deployment: Deployment) -> int:
     url = deployment.server_url(AGENT_NAME)
     rows = example_rows(deployment)
     try:
-        rewards = await asyncio.gather(*(run_one(url, row) for row in rows))
+        results = await asyncio.gather(*(run_one(url, row) for row in rows))
     except (HTTPStatusError, RequestFailedError) as error:
         print(f"Error: {error}", file=sys.stderr, flush=True)
         return 1
-    for index, (row, reward) in enumerate(zip(rows, rewards, strict=True)):
-        print(f"rollout {index}: reward {reward:.2f}  ({_task_text(row)})", flush=True)
+    rewards = [float(result["reward"]) for result in results]
+    for index, result in enumerate(results):
+        answered = result.get("extracted_answer") or "nothing"
+        print(
+            f"rollout {index}: reward {rewards[index]:.2f}  (expected {result.get('expected_answer')}, "
+            f"the model answered {answered})",
+            flush=True,
+        )
     print(f"mean reward over {len(rewards)} rollouts: {sum(rewards) / len(rewards):.3f}", flush=True)
     return 0
 
@@ -74,7 +81,7 @@ async def run_examples(deployment: Deployment) -> int:
 async def run_demo(overrides: Sequence[str]) -> int:
     """Ctrl-C stops the deployment as in `gym run`: one line, exit code 130, nothing left behind."""
     config = chosen_config(overrides)
-    print(f"Starting the quickstart deployment ({config}).", flush=True)
+    print(f"Starting the demo deployment ({config}).", flush=True)
     deployment = Deployment([f"+config_paths=[{config}]", "++head_server.port=0", *overrides])
     try:
         return await run_until_stopped(deployment, lambda: run_examples(deployment))
@@ -82,8 +89,3 @@ async def run_demo(overrides: Sequence[str]) -> int:
         print(f"Error: {error}", file=sys.stderr, flush=True)
         return 1
 
-
-def _task_text(row: dict[str, Any]) -> str:
-    messages = row["responses_create_params"]["input"]
-    text = messages if isinstance(messages, str) else messages[-1].get("content", "")
-    return text if isinstance(text, str) else "..."

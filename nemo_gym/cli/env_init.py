@@ -26,8 +26,10 @@ EXAMPLE_QUESTIONS = (
 EXAMPLE_ANSWERS = ("Paris", "8", "blue", "144", "Mars")
 
 
-def init_resources_server(args: list[str]) -> int:
-    name = _name_from(args)
+def init_resources_server(name: str | None, overrides: list[str]) -> int:
+    """`name` is the positional argument or `--resources-server`; overrides may give it as
+    `+resources_server=<name>` or, as NeMo Gym's ng_init_resources_server, `+entrypoint=resources_servers/<name>`."""
+    name = _name_from(name, overrides)
     folder = Path.cwd() / "resources_servers" / name
     if folder.exists():
         raise ConfigError(f"{folder} already exists; pick another name or remove it")
@@ -48,13 +50,24 @@ def init_resources_server(args: list[str]) -> int:
     return 0
 
 
-def _name_from(args: list[str]) -> str:
-    names = [arg for arg in args if not arg.startswith(("-", "+"))]
-    overrides = [arg.split("=", 1)[1] for arg in args if arg.lstrip("+").startswith("resources_server=")]
-    candidates = names + overrides
-    if len(candidates) != 1:
-        raise ConfigError("usage: gym init <name>  (a new folder resources_servers/<name> is created)")
-    name = candidates[0]
+def _name_from(given: str | None, overrides: list[str]) -> str:
+    from nemo_gym.global_config import parse_overrides
+
+    settings = parse_overrides(overrides)
+    entrypoint = str(settings.get("entrypoint") or "")
+    candidates = [
+        str(name)
+        for name in (given, settings.get("resources_server"), entrypoint.removeprefix("resources_servers/"))
+        if name
+    ]
+    if entrypoint and not entrypoint.startswith("resources_servers/"):
+        raise ConfigError(f"entrypoint '{entrypoint}': gym env init creates resources_servers/<name> only")
+    if len(set(candidates)) != 1:
+        raise ConfigError(
+            "usage: gym env init <name>  (or --resources-server <name>, or +entrypoint=resources_servers/<name>;"
+            " a new folder resources_servers/<name> is created)"
+        )
+    name = candidates[0].strip("/")
     if not NAME_PATTERN.fullmatch(name):
         raise ConfigError(
             f"name '{name}': use lowercase letters, digits and underscores, starting with a letter"

@@ -19,7 +19,7 @@ from pathlib import Path
 import orjson
 from pydantic import Field
 
-from nemo_gym.cli.flags import FlagSet
+from nemo_gym.cli.flags import switch, value
 from nemo_gym.config_types import BaseNeMoGymCLIConfig, ConfigError
 from nemo_gym.global_config import command_settings, install_root, parse_global_config_dict
 from nemo_gym.testing import implementation_folder
@@ -27,10 +27,10 @@ from nemo_gym.testing import implementation_folder
 SERVER_TYPES = ("resources_servers", "responses_api_agents", "responses_api_models")
 EXAMPLE_ROWS = 5
 PYTEST_OUTCOMES = {0: "passed", 1: "failed", 2: "interrupted", 5: "no tests"}
-TEST_FLAGS = FlagSet(
-    command="gym test",
-    values={"--resources-server": "resources_server", "--entrypoint": "entrypoint"},
-    switches={"--skip-data-checks": "skip_data_checks"},
+TEST_FLAGS = (
+    value("--resources-server", key="resources_server", metavar="NAME", help="test resources_servers/NAME"),
+    value("--entrypoint", key="entrypoint", metavar="TYPE/FOLDER", help="test that server folder"),
+    switch("--skip-data-checks", key="skip_data_checks", help="do not check the example data files"),
 )
 
 
@@ -57,8 +57,8 @@ class FolderResult:
         return self.outcome in ("passed", "no tests") and not self.data_problems
 
 
-def run_env_tests(args: list[str]) -> int:
-    settings = command_settings(EnvTestSettings, parse_global_config_dict(TEST_FLAGS.to_overrides(args)))
+def run_env_tests(overrides: list[str]) -> int:
+    settings = command_settings(EnvTestSettings, parse_global_config_dict(overrides))
     folders = selected_folders(settings)
     results = [_test_folder(folder, settings) for folder in folders]
     print(summary_table(results))

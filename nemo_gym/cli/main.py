@@ -1,39 +1,42 @@
-"""The `gym` command and its legacy `ng_*` aliases.
+"""The `gym` command: NeMo Gym 0.4's command tree (`gym env start`, `gym eval run`, ...), the short forms
+Gym had before (`gym run`, `gym collect`, ...), and the legacy `ng_*` scripts.
 
-Every argument after the command is a Hydra override (`+config_paths=[a.yaml]`, `++x.y=1`). A config
-mistake is a user error: one line on stderr, no traceback, a non-zero exit.
+Each command parses its flags with argparse (`gym <command> -h` lists them) and turns them into config
+overrides; any `+key=value` / `++key=value` after the flags passes through. A mistake on the command line
+is one line on stderr and exit code 2; a config mistake is one line and exit code 1; never a traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
+import difflib
+import json
+import platform
 import sys
 from collections.abc import Callable, Coroutine, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from nemo_gym.cli.collect import COLLECT_FLAGS, DATASET_FLAGS, collection_help
+from nemo_gym.cli.dataset import FLAGS as DATASET_COMMAND_FLAGS
+from nemo_gym.cli.env_test import TEST_FLAGS
+from nemo_gym.cli.flags import (
+    DEPLOYMENT_FLAGS,
+    SEARCH_DIR,
+    Command,
+    Invocation,
+    UsageError,
+    help_requested,
+    repeated,
+    switch,
+    value,
+)
 from nemo_gym.config_types import ConfigError
 
-USAGE = """usage: gym <command> [+key=value ...]
-
-commands:
-  run        start every server of a deployment (alias ng_run)
-  demo       start the quickstart deployment, run its example tasks, print rewards, stop
-  collect    run a dataset through an agent and write rollouts (alias ng_collect_rollouts)
-  eval       aggregate: merge sharded rollouts and aggregate them (alias ng_aggregate_rollouts)
-             profile: per-task pass rates from materialized inputs + results (alias ng_reward_profile)
-  dataset    collate: check datasets, write metrics and per-type JSONL (alias ng_prepare_data)
-             upload | download [--storage hf|gitlab]: move JSONL datasets to and from the Hugging
-             Face hub or a GitLab package registry (aliases ng_upload_dataset_to_hf, ...)
-             rm: delete a dataset from GitLab (asks first unless --yes)
-  status     list the instances of a running deployment and their health (alias ng_status)
-  resolve    print the merged config, secrets masked (alias ng_dump_config)
-  validate   parse and check a config without starting anything
-  test       run a server folder's tests and check its example data; all folders without
-             +entrypoint=<type>/<folder> (aliases ng_test, ng_test_all)
-  init       create resources_servers/<name> from a template whose tests pass at once
-             (alias ng_init_resources_server)
-"""
+INTERRUPTED_EXIT_CODE = 130
+USAGE_EXIT_CODE = 2
+JSON_FLAG = switch("--json", help="machine-readable output")
 
 
 def _run_async(work: Coroutine[Any, Any, int]) -> int:
@@ -49,20 +52,20 @@ def _run_async(work: Coroutine[Any, Any, int]) -> int:
     return asyncio.run(run_then_close())
 
 
-INTERRUPTED_EXIT_CODE = 130
-
-
 def _interrupted() -> int:
     """Ctrl-C before the launcher's own handling is in place: one line, no traceback."""
     print("Interrupted.", file=sys.stderr)
     return INTERRUPTED_EXIT_CODE
 
 
-def _run(overrides: Sequence[str]) -> int:
+# ---- what each command runs ------------------------------------------------------------------------------
+
+
+def _start(invocation: Invocation) -> int:
     from nemo_gym.launcher import Deployment, DeploymentError, run_until_stopped
 
     try:
-        deployment = Deployment(list(overrides))
+        deployment = Deployment(invocation.overrides)
         return _run_async(run_until_stopped(deployment))
     except DeploymentError as error:
         print(f"Error: {error}", file=sys.stderr)
@@ -71,53 +74,75 @@ def _run(overrides: Sequence[str]) -> int:
         return _interrupted()
 
 
-def _status(overrides: Sequence[str]) -> int:
+def _status(invocation: Invocation) -> int:
     from nemo_gym.cli.status import print_status
 
-    return _run_async(print_status(list(overrides)))
+    return _run_async(print_status(invocation.overrides, as_json=bool(invocation.options.get("json"))))
 
 
-def _demo(overrides: Sequence[str]) -> int:
+def _demo(invocation: Invocation) -> int:
     from nemo_gym.cli.demo import run_demo
 
     try:
-        return _run_async(run_demo(list(overrides)))
+        return _run_async(run_demo(invocation.overrides))
     except KeyboardInterrupt:
         return _interrupted()
 
 
-def _collect(args: Sequence[str]) -> int:
-    from nemo_gym.cli.collect import overrides_from_flags
-    from nemo_gym.rollout_collection import collect_rollouts
+def _collect(invocation: Invocation) -> int:
+    from nemo_gym.cli.eval_run import run_without_serving
 
-    return _run_async(collect_rollouts(overrides_from_flags(args)))
+    return _run_async(run_without_serving(invocation))
 
 
-def _eval(args: Sequence[str]) -> int:
-    if not args or args[0] not in ("aggregate", "profile"):
-        raise ConfigError("usage: gym eval aggregate|profile [+key=value ...]")
-    if args[0] == "aggregate":
-        from nemo_gym.rollout_collection import aggregate_shards
+def _eval_run(invocation: Invocation) -> int:
+    from nemo_gym.cli.eval_run import run_eval
 
-        return _run_async(aggregate_shards(list(args[1:])))
+    if invocation.options.get("no_serve"):
+        return _collect(invocation)
+    try:
+        return _run_async(run_eval(invocation))
+    except KeyboardInterrupt:
+        return _interrupted()
+
+
+def _aggregate(invocation: Invocation) -> int:
+    from nemo_gym.rollout_collection import aggregate_shards
+
+    return _run_async(aggregate_shards(invocation.overrides))
+
+
+def _profile(invocation: Invocation) -> int:
     from nemo_gym.eval_profile import run_profile
 
-    return run_profile(list(args[1:]))
+    return run_profile(invocation.overrides)
 
 
-def _resolve(overrides: Sequence[str]) -> int:
-    from nemo_gym.global_config import parse_global_config_dict, to_yaml
+def _reverify(invocation: Invocation) -> int:
+    from nemo_gym.reverification import reverify_rollouts
 
-    print(to_yaml(parse_global_config_dict(list(overrides)), mask=True), end="")
+    return _run_async(reverify_rollouts(invocation.overrides))
+
+
+def _prepare(invocation: Invocation) -> int:
+    from nemo_gym.dataset_collation import prepare_benchmarks
+
+    return prepare_benchmarks(invocation.overrides)
+
+
+def _resolve(invocation: Invocation) -> int:
+    from nemo_gym.global_config import parse_global_config_dict, to_resolved_yaml
+
+    print(to_resolved_yaml(parse_global_config_dict(invocation.overrides)), end="")
     return 0
 
 
-def _validate(overrides: Sequence[str]) -> int:
-    """Everything `gym run` checks before and while its servers start, without serving anything."""
+def _validate(invocation: Invocation) -> int:
+    """Everything `gym env start` checks before and while its servers start, without serving anything."""
     from nemo_gym.global_config import parse_global_config_dict, require_server_instances
     from nemo_gym.launcher import check_server_configs, check_startable, readiness_deadline_from
 
-    cfg = parse_global_config_dict(list(overrides))
+    cfg = parse_global_config_dict(invocation.overrides)
     instances = require_server_instances(cfg)
     check_startable(cfg, instances, Path.cwd())
     deadline_s = readiness_deadline_from(cfg)
@@ -126,60 +151,306 @@ def _validate(overrides: Sequence[str]) -> int:
     return 0
 
 
-def _dataset(args: Sequence[str]) -> int:
-    from nemo_gym.cli.dataset import run
+def _dataset(subcommand: str) -> Callable[[Invocation], int]:
+    def run(invocation: Invocation) -> int:
+        from nemo_gym.cli.dataset import run
 
-    return run(args)
+        return run(subcommand, invocation)
+
+    return run
 
 
-def _test(args: Sequence[str]) -> int:
+def _dataset_help(subcommand: str) -> Callable[[Sequence[str]], str]:
+    def details(args: Sequence[str]) -> str:
+        from nemo_gym.cli.dataset import help_text
+
+        return help_text(subcommand, args)
+
+    return details
+
+
+def _env_test(invocation: Invocation) -> int:
     from nemo_gym.cli.env_test import run_env_tests
 
-    return run_env_tests(list(args))
+    return run_env_tests(invocation.overrides)
 
 
-def _init(args: Sequence[str]) -> int:
+def _env_test_help(_: Sequence[str]) -> str:
+    from nemo_gym.cli.env_test import EnvTestSettings
+
+    return EnvTestSettings.help_text()
+
+
+def _env_init(invocation: Invocation) -> int:
     from nemo_gym.cli.env_init import init_resources_server
 
-    return init_resources_server(list(args))
+    name = invocation.options.get("name") or invocation.options.get("resources_server")
+    return init_resources_server(name, invocation.overrides)
 
 
-COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
-    "run": _run,
-    "demo": _demo,
-    "collect": _collect,
-    "eval": _eval,
-    "dataset": _dataset,
-    "status": _status,
-    "resolve": _resolve,
-    "validate": _validate,
-    "test": _test,
-    "init": _init,
+def _lister(what: str) -> Callable[[Invocation], int]:
+    def run(invocation: Invocation) -> int:
+        from nemo_gym.cli.selectors import listed
+        from nemo_gym.launcher import format_table
+
+        assets = listed(what, invocation.options.get("search_dir") or [])
+        if invocation.options.get("json"):
+            print(json.dumps([asset.as_json() for asset in assets], indent=2))
+        elif not assets:
+            print(f"No {what} found.")
+        else:
+            rows = [("NAME", "CONFIGS", "DESCRIPTION")]
+            rows += [(asset.name, ",".join(asset.configs), asset.description[:80]) for asset in assets]
+            print(format_table(rows))
+        return 0
+
+    return run
+
+
+def _settings_help(model_path: str) -> Callable[[Sequence[str]], str]:
+    """The field table of a command's settings model, imported only when help is asked for."""
+
+    def details(_: Sequence[str]) -> str:
+        module, _, name = model_path.rpartition(".")
+        return getattr(__import__(module, fromlist=[name]), name).help_text()
+
+    return details
+
+
+# ---- the command tree ------------------------------------------------------------------------------------
+
+NO_SERVE = switch(
+    "--no-serve", help="use the deployment already running (gym env start) instead of one of its own"
+)
+REPLAY = repeated(
+    "--replay",
+    metavar="FILE",
+    help="play the model turns recorded in FILE (replay_model) instead of calling a model; repeatable",
+)
+EVAL_RUN_FLAGS = (*DEPLOYMENT_FLAGS, REPLAY, NO_SERVE, *DATASET_FLAGS, *COLLECT_FLAGS)
+
+START = Command(
+    "env start", "Start every server of a deployment; Ctrl-C stops them.", _start, DEPLOYMENT_FLAGS
+)
+STATUS = Command(
+    "env status", "The instances of a running deployment and whether each answers.", _status, (JSON_FLAG,)
+)
+RESOLVE = Command(
+    "env resolve",
+    "Print the merged config, interpolations resolved, secrets masked.",
+    _resolve,
+    DEPLOYMENT_FLAGS,
+)
+VALIDATE = Command(
+    "env validate",
+    "Check a config as `gym env start` would, without serving anything.",
+    _validate,
+    DEPLOYMENT_FLAGS,
+)
+INIT = Command(
+    "env init",
+    "Create resources_servers/<name> from a template whose tests pass at once.",
+    _env_init,
+    (value("--resources-server", help="the new folder's name"),),
+    positional=("name", "the new folder's name (resources_servers/<name>)"),
+)
+TEST = Command(
+    "env test",
+    "Run a server folder's tests and check its example data; every folder without a selection.",
+    _env_test,
+    TEST_FLAGS,
+    _env_test_help,
+)
+EVAL_RUN = Command(
+    "eval run",
+    "Start the deployment, run its dataset (or --input) through the agent, write results and metrics, "
+    "print the summary and stop everything. --no-serve uses a running deployment.",
+    _eval_run,
+    EVAL_RUN_FLAGS,
+    collection_help,
+)
+COLLECT = Command(
+    "collect",
+    "Run a JSONL dataset through the agents of a running deployment (= gym eval run --no-serve).",
+    _collect,
+    (*COLLECT_FLAGS, *DATASET_FLAGS),
+    collection_help,
+)
+AGGREGATE = Command(
+    "eval aggregate",
+    "Merge sharded results and aggregate them through a running deployment.",
+    _aggregate,
+    (
+        value("-i", "--input-glob", key="input_glob", metavar="GLOB", help="result files (comma-separated globs)"),
+        value("-o", "--output", key="output_jsonl_fpath", metavar="FILE", help="merged results / metrics name"),
+        switch("--merge-shards", key="merge_shards", help="also write every result into --output"),
+    ),
+    _settings_help("nemo_gym.rollout_collection.ShardAggregationConfig"),
+)  # fmt: skip
+PROFILE = Command(
+    "eval profile",
+    "Per-task statistics of collected rollouts, from the files alone.",
+    _profile,
+    (
+        value("--inputs", key="inputs_jsonl_fpath", metavar="FILE", help="<stem>_materialized_inputs.jsonl"),
+        value("--rollouts", key="rollouts_jsonl_fpath", metavar="FILE", help="the results file"),
+        switch("--allow-partial", key="allow_partial_rollouts", help="profile even if results are missing"),
+    ),
+    _settings_help("nemo_gym.eval_profile.ProfileConfig"),
+)  # fmt: skip
+REVERIFY = Command(
+    "eval reverify",
+    "Score stored rollouts again through a running deployment's resources servers, without the model.",
+    _reverify,
+    (
+        value("-i", "--input", key="input_jsonl_fpath", metavar="FILE", help="stored rollouts (results file)"),
+        value("-o", "--output", key="output_jsonl_fpath", metavar="FILE", help="where the rescored rollouts go"),
+        value("--resources-server-instance", key="resources_server_name", metavar="NAME",
+              help="resources server instance (default: the one each rollout's agent uses)"),
+        value("--concurrency", key="num_samples_in_parallel", metavar="N", help="rollouts rescored at once"),
+        switch("--no-tool-replay", key="skip_tool_replay", help="do not replay the recorded tool calls first"),
+    ),
+    _settings_help("nemo_gym.reverification.ReverifyConfig"),
+)  # fmt: skip
+PREPARE = Command(
+    "eval prepare",
+    "Run the prepare script of every benchmark dataset of the selected configs.",
+    _prepare,
+    DEPLOYMENT_FLAGS,
+    _settings_help("nemo_gym.dataset_collation.PrepareSettings"),
+)
+DEMO = Command(
+    "demo",
+    "Start the demo deployment, run its example tasks, print each reward, stop (no API key needed).",
+    _demo,
+)
+
+
+def _listing(what: str) -> Command:
+    return Command(
+        f"list {what}", f"The {what} this installation offers.", _lister(what), (JSON_FLAG, SEARCH_DIR)
+    )
+
+
+def _dataset_command(subcommand: str, summary: str) -> Command:
+    flags = DATASET_COMMAND_FLAGS[subcommand]
+    return Command(f"dataset {subcommand}", summary, _dataset(subcommand), flags, _dataset_help(subcommand))
+
+
+Tree = dict[str, "Command | Tree"]
+TREE: Tree = {
+    "env": {
+        "start": START,
+        "status": STATUS,
+        "resolve": RESOLVE,
+        "validate": VALIDATE,
+        "init": INIT,
+        "test": TEST,
+    },
+    "eval": {
+        "run": EVAL_RUN,
+        "prepare": PREPARE,
+        "aggregate": AGGREGATE,
+        "profile": PROFILE,
+        "reverify": REVERIFY,
+    },
+    "dataset": {
+        "collate": _dataset_command("collate", "Check datasets, write metrics files and per-type JSONL."),
+        "upload": _dataset_command("upload", "Upload a JSONL dataset to Hugging Face or GitLab."),
+        "download": _dataset_command("download", "Download a dataset from Hugging Face or GitLab."),
+        "rm": _dataset_command("rm", "Delete a dataset from the GitLab registry (asks first)."),
+    },
+    "list": {what: _listing(what) for what in ("environments", "agents", "models", "benchmarks")},
+    # The short forms of earlier Gym releases.
+    "run": START,
+    "status": STATUS,
+    "resolve": RESOLVE,
+    "validate": VALIDATE,
+    "init": INIT,
+    "test": TEST,
+    "collect": COLLECT,
+    "demo": DEMO,
 }
+SHORT_FORMS = ("run", "status", "resolve", "validate", "init", "test", "collect")
+
+
+def version_info() -> dict[str, str]:
+    try:
+        version = metadata.version("nemo-gym")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    return {
+        "gym": version,
+        "python": platform.python_version(),
+        "install_root": str(Path(__file__).parents[2]),
+    }
+
+
+def _print_version(as_json: bool) -> int:
+    info = version_info()
+    print(json.dumps(info, indent=2) if as_json else f"gym {info['gym']} (Python {info['python']})")
+    return 0
+
+
+def _group_help(path: list[str], node: Tree) -> str:
+    prefix = " ".join(["gym", *path])
+    lines = [f"usage: {prefix} <command> [flags] [+key=value ...]", "", "commands:"]
+    for name, child in node.items():
+        if path == [] and name in SHORT_FORMS:
+            continue
+        summary = child.summary if isinstance(child, Command) else ", ".join(child)
+        lines.append(f"  {name:<10} {summary}")
+    if not path:
+        lines += [
+            "",
+            "short forms: gym run = gym env start, gym collect = gym eval run --no-serve, and gym status|resolve|",
+            "validate|init|test = gym env <same>.",
+            "options: -h/--help, --version [--json], -v/--verbose (before or after the command).",
+        ]
+    lines.append(f"\n`{prefix} <command> -h` shows a command's flags.")
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help", "help"):
-        print(USAGE, end="")
-        return 0
-    command, overrides = args[0], args[1:]
-    if command not in COMMANDS:
-        print(f"Error: unknown command '{command}'.\n{USAGE}", file=sys.stderr, end="")
-        return 2
-    if any(arg in ("-h", "--help") for arg in overrides):
-        detailed = _detailed_help(command, overrides)
-        if detailed:
-            print(detailed)
-            return 0
-        summary = next(line for line in USAGE.splitlines() if line.strip().startswith(command + " "))
-        print(f"usage: gym {command} [+key=value ...]\n\n{summary.strip()}")
-        return 0
     try:
-        return COMMANDS[command](overrides)
+        return _dispatch(args)
+    except UsageError as error:
+        print(f"Error: {error}", file=sys.stderr)
+        return USAGE_EXIT_CODE
     except ConfigError as error:
         print(f"Error: {_one_line(error)}", file=sys.stderr)
         return 1
+    except SystemExit as exit_:  # argparse's -h, and +h=true through a settings model
+        return exit_.code if isinstance(exit_.code, int) else 0
+
+
+def _dispatch(args: list[str]) -> int:
+    verbose = [arg for arg in args[:1] if arg in ("-v", "--verbose")]
+    args = args[len(verbose) :]
+    if args[:1] == ["--version"]:
+        return _print_version("--json" in args[1:])
+    node: Tree | Command = TREE
+    path: list[str] = []
+    while isinstance(node, dict):
+        if not args or args[0] in ("-h", "--help", "help"):
+            print(_group_help(path, node))
+            return 0 if args or not path else USAGE_EXIT_CODE
+        name = args.pop(0)
+        if name not in node:
+            raise UsageError(_unknown_name_message(path, name, node))
+        node, path = node[name], [*path, name]
+    if help_requested(args):
+        print(node.help_text(args), end="")
+        return 0
+    return node.run(node.parse([*args, *verbose]))
+
+
+def _unknown_name_message(path: list[str], name: str, node: Tree) -> str:
+    where = " ".join(["gym", *path])
+    close = difflib.get_close_matches(name, list(node), n=1, cutoff=0.5)
+    hint = f"did you mean '{close[0]}'?" if close else f"choose from {', '.join(node)}"
+    return f"{where}: unknown command '{name}'; {hint}"
 
 
 def _one_line(error: ConfigError) -> str:
@@ -195,32 +466,6 @@ def _one_line(error: ConfigError) -> str:
     return "; ".join(reports) + ". Fix them, or set ++error_on_almost_servers=false to skip them."
 
 
-def _detailed_help(command: str, args: Sequence[str]) -> str | None:
-    """The full field list of commands whose arguments are a config model."""
-    if command == "collect":
-        from nemo_gym.cli.collect import help_text
-
-        return help_text()
-    if command == "eval" and args and args[0] == "aggregate":
-        from nemo_gym.rollout_collection import ShardAggregationConfig
-
-        return "usage: gym eval aggregate [+key=value ...]\n\n" + ShardAggregationConfig.help_text()
-    if command == "eval" and args and args[0] == "profile":
-        from nemo_gym.eval_profile import ProfileConfig
-
-        return "usage: gym eval profile [+key=value ...]\n\n" + ProfileConfig.help_text()
-    if command == "test":
-        from nemo_gym.cli.env_test import TEST_FLAGS, EnvTestSettings
-
-        flags = "\n".join(TEST_FLAGS.help_lines())
-        return f"usage: gym test [flags] [+key=value ...]\n\n{EnvTestSettings.help_text()}\n\nFlags:\n{flags}"
-    if command == "dataset" and args and args[0] in ("collate", "upload", "download", "rm"):
-        from nemo_gym.cli.dataset import help_text
-
-        return help_text(args)
-    return None
-
-
 def _alias(*command: str) -> Callable[[], None]:
     def entry_point() -> None:
         sys.exit(main([*command, *sys.argv[1:]]))
@@ -232,18 +477,24 @@ def console_main() -> None:
     sys.exit(main())
 
 
-ng_run = _alias("run")
-ng_collect_rollouts = _alias("collect")
+ng_run = _alias("env", "start")
+ng_status = _alias("env", "status")
+ng_dump_config = _alias("env", "resolve")
+ng_validate = _alias("env", "validate")
+ng_test = _alias("env", "test")
+ng_test_all = _alias("env", "test")
+ng_init_resources_server = _alias("env", "init")
+ng_collect_rollouts = _alias("eval", "run", "--no-serve")
+ng_e2e_collect_rollouts = _alias("eval", "run")
 ng_aggregate_rollouts = _alias("eval", "aggregate")
 ng_reward_profile = _alias("eval", "profile")
-ng_dump_config = _alias("resolve")
-ng_status = _alias("status")
+ng_prepare_benchmark = _alias("eval", "prepare")
 ng_prepare_data = _alias("dataset", "collate")
-ng_test = _alias("test")
-ng_test_all = _alias("test")
-ng_init_resources_server = _alias("init")
 ng_upload_dataset_to_hf = _alias("dataset", "upload", "--storage", "hf")
 ng_download_dataset_from_hf = _alias("dataset", "download", "--storage", "hf")
 ng_upload_dataset_to_gitlab = _alias("dataset", "upload", "--storage", "gitlab")
 ng_download_dataset_from_gitlab = _alias("dataset", "download", "--storage", "gitlab")
 ng_delete_dataset_from_gitlab = _alias("dataset", "rm", "--storage", "gitlab")
+ng_list_benchmarks = _alias("list", "benchmarks")
+ng_version = _alias("--version")
+ng_help = _alias("--help")

@@ -36,11 +36,6 @@ async def instance_health(url: str) -> str:
     return "success"
 
 
-def overrides_from_flags(args: Sequence[str]) -> list[str]:
-    """`--json` is the familiar spelling of `++json=true`."""
-    return ["++json=true" if arg == "--json" else arg for arg in args]
-
-
 INSTANCE_KEYS = frozenset({"process_name", "server_type", "name", "url", "pid", "start_time"})
 
 
@@ -51,9 +46,10 @@ def is_instance_list(value: Any) -> bool:
     )
 
 
-async def print_status(args: Sequence[str]) -> int:
-    """Exit 0 when every instance answers, 1 when one does not or the head server is unreachable."""
-    cfg = parse_global_config_dict(overrides_from_flags(args))
+async def print_status(overrides: Sequence[str], as_json: bool = False) -> int:
+    """Exit 0 when every instance answers, 1 when one does not or the head server is unreachable.
+    `as_json` (`--json`, or `+json=true` as in NeMo Gym) prints the list as JSON instead of a table."""
+    cfg = parse_global_config_dict(list(overrides))
     head = head_server_config_from(cfg)
     head_url = f"http://{head.host}:{head.port}"
     try:
@@ -85,7 +81,7 @@ async def print_status(args: Sequence[str]) -> int:
     for instance, status in zip(instances, statuses, strict=True):
         instance["status"] = status
         instance["uptime_seconds"] = round(time.time() - instance["start_time"], 1)
-    if cfg.get("json"):
+    if as_json or cfg.get("json"):
         print(orjson.dumps(instances, option=orjson.OPT_INDENT_2).decode())
     else:
         rows = [("INSTANCE", "TYPE", "IMPLEMENTATION", "URL", "PID", "STATUS", "UPTIME_S")]

@@ -1,0 +1,162 @@
+"""`gym eval run`: from config to metrics in one command.
+
+It merges the selected configs (an environment, a model, `--config` files), starts the deployment, runs
+the environment's dataset (or `--input`) through the agent with a progress bar, writes results, failures
+and metrics, prints the summary and stops every server, whatever happens. With `--no-serve` (and in
+`gym collect`) the rollouts go to a deployment that is already running.
+
+The dataset, unless `--input` names one: the agents' datasets of `--split` (default: benchmark, else
+validation, else example; never train unless asked), optionally only those named by `--dataset`, collated
+into `<output folder>/preprocessed_datasets/<split>.jsonl` as `gym dataset collate` would.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from nemo_gym.cli.flags import Invocation, override_value, with_config_paths
+from nemo_gym.cli.selectors import selected_config
+from nemo_gym.config_types import ConfigError, ServerRefNotFoundError
+from nemo_gym.global_config import parse_global_config_dict
+from nemo_gym.launcher import Deployment, DeploymentError, run_until_stopped
+from nemo_gym.rollout_collection import collect_rollouts
+from nemo_gym.server_utils import ServerClient, head_server_config_from
+
+SPLIT_PREFERENCE = ("benchmark", "validation", "example")
+REPLAY_MODEL = "replay_model"
+REPLAY_FILES_KEY = "policy_model.responses_api_models.replay_model.rollouts_jsonl_fpath"
+RECORDED_ROLLOUTS = Path("data") / "example_rollouts.jsonl"
+MODEL_HINT = (
+    "Choose the policy model with --model-type openai_model (plus --model-url, --model, --model-api-key), "
+    "--model-type vllm_model, or --replay FILE to play recorded turns."
+)
+
+
+async def run_eval(invocation: Invocation) -> int:
+    """Start, collect, stop. The exit code is the collection's (0: every rollout has a result)."""
+    overrides = deployment_overrides(invocation)
+    try:
+        deployment = Deployment(overrides)
+    except ServerRefNotFoundError as error:
+        raise ConfigError(
+            f"{error} {MODEL_HINT}" if "responses_api_models" in str(error) else str(error)
+        ) from None
+    except DeploymentError as error:
+        print(f"Error: {error}", file=sys.stderr, flush=True)
+        return 1
+    cfg = deployment.global_config_dict
+    overrides += collection_overrides(cfg, cfg, invocation.options)
+
+    async def collect() -> int:
+        client = ServerClient(head_server_config=deployment.head_server_config, global_config_dict=cfg)
+        return await collect_rollouts(overrides, client)
+
+    try:
+        return await run_until_stopped(deployment, collect)
+    except DeploymentError as error:
+        print(f"Error: {error}", file=sys.stderr, flush=True)
+        return 1
+
+
+async def run_without_serving(invocation: Invocation) -> int:
+    """`gym collect` / `gym eval run --no-serve`: datasets from the command line's configs, else from the
+    running deployment's."""
+    overrides = list(invocation.overrides)
+    cfg = parse_global_config_dict(overrides)
+    if cfg.get("input_jsonl_fpath") is None and not _agent_datasets(cfg):
+        try:
+            running = ServerClient.load_from_global_config(head_server_config_from(cfg)).global_config_dict
+        except ValueError as error:
+            raise ConfigError(f"{error} (or give the tasks with --input FILE)") from None
+        overrides += collection_overrides(cfg, running, invocation.options)
+    else:
+        overrides += collection_overrides(cfg, cfg, invocation.options)
+    return await collect_rollouts(overrides)
+
+
+def deployment_overrides(invocation: Invocation) -> list[str]:
+    """The command line's overrides plus what `--replay` implies, on a head server port of its own (an
+    evaluation must not collide with a `gym env start` on the default port)."""
+    options = invocation.options
+    overrides = list(invocation.overrides)
+    replay = list(options.get("replay") or [])
+    model_type = (options.get("model_type") or "").partition("/")[0]
+    if replay or model_type == REPLAY_MODEL:
+        if not model_type:
+            overrides = with_config_paths(
+                overrides, [str(selected_config("responses_api_models", REPLAY_MODEL))]
+            )
+        elif model_type != REPLAY_MODEL:
+            raise ConfigError(
+                f"--replay plays recorded turns through replay_model; drop --model-type {model_type}"
+            )
+        replay = replay or _recorded_rollouts(
+            options.get("resources_server") or [], options.get("search_dir") or []
+        )
+        if replay:
+            overrides.append(f"++{REPLAY_FILES_KEY}=[{','.join(override_value(path) for path in replay)}]")
+    if not any(token.lstrip("+").startswith("head_server") for token in overrides):
+        overrides.insert(0, "++head_server.port=0")
+    return overrides
+
+
+def _recorded_rollouts(servers: list[str], search_dirs: list[str]) -> list[str]:
+    """The recorded example rollouts of the selected environments: what replay_model plays by default."""
+    paths = []
+    for spec in servers:
+        folder = selected_config("resources_servers", spec, search_dirs).parent.parent
+        if (folder / RECORDED_ROLLOUTS).is_file():
+            paths.append(str(folder / RECORDED_ROLLOUTS))
+    return paths
+
+
+def collection_overrides(cfg: DictConfig, datasets_from: DictConfig, options: dict[str, Any]) -> list[str]:
+    """A default output folder, and the dataset when `--input` names none."""
+    added = []
+    output = cfg.get("output_jsonl_fpath")
+    if output is None:
+        output = f"results/eval_{time.strftime('%Y%m%d_%H%M%S')}/rollouts.jsonl"
+        added.append(f"++output_jsonl_fpath={override_value(output)}")
+    if cfg.get("input_jsonl_fpath") is None:
+        path = chosen_dataset(datasets_from, options, cfg.get("agent_name"), Path(output).parent)
+        added.append(f"++input_jsonl_fpath={override_value(str(path))}")
+    return added
+
+
+def _agent_datasets(cfg: DictConfig) -> list[Any]:
+    from nemo_gym.dataset_collation import agent_datasets
+
+    return agent_datasets(cfg)
+
+
+def chosen_dataset(cfg: DictConfig, options: dict[str, Any], agent: str | None, output_dir: Path) -> Path:
+    """Collate the datasets chosen by `--split`, `--dataset` and `--agent` into one input file."""
+    from nemo_gym.dataset_collation import collate_split
+
+    available = [entry for entry in _agent_datasets(cfg) if agent is None or entry.agent_name == agent]
+    names = options.get("dataset") or []
+    if names:
+        available = [entry for entry in available if entry.dataset.name in names]
+    split = options.get("split") or next(
+        (kind for kind in SPLIT_PREFERENCE if any(entry.dataset.type == kind for entry in available)), None
+    )
+    chosen = [entry for entry in available if entry.dataset.type == split]
+    if not chosen:
+        listed = ", ".join(
+            f"{e.agent_name}/{e.dataset.name} ({e.dataset.type})" for e in _agent_datasets(cfg)
+        )
+        raise ConfigError(
+            f"no dataset of the config matches --split {split or '(any)'}"
+            + (f" --dataset {','.join(names)}" if names else "")
+            + (f" --agent {agent}" if agent else "")
+            + f"; the config has: {listed or 'none'}. Or give the tasks with --input FILE"
+        )
+    path = collate_split(split, chosen, output_dir / "preprocessed_datasets")
+    described = ", ".join(f"{entry.agent_name}/{entry.dataset.name}" for entry in chosen)
+    print(f"Dataset: {split} split ({described}) -> {path}", flush=True)
+    return path

@@ -1,0 +1,237 @@
+"""`gym eval reverify`: score stored rollouts again through a running deployment, without the model.
+
+After a verifier fix, or to check that recorded rewards still hold, each stored rollout goes through the
+resources server the way its agent sent it: `/seed_session` with the row, the recorded tool calls replayed
+in order (so a stateful environment reaches the state the rollout left behind; their answers are not
+compared), then `/verify` with the row and the recorded response. No model is called.
+
+The rescored rollouts keep the stored fields, take the new verify answer, and carry the stored reward as
+`_ng_previous_reward`; failures go to `<output stem>_failures.jsonl` with their class, as in collection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+from pydantic import Field
+
+from nemo_gym.config_types import AGENT_REF_KEY, BaseNeMoGymCLIConfig, ConfigError
+from nemo_gym.global_config import (
+    command_settings,
+    get_first_server_config_dict,
+    locate_data_file,
+    parse_global_config_dict,
+)
+from nemo_gym.http_client import (
+    DeadlineExceededError,
+    RequestFailedError,
+    RetryPolicy,
+    default_retry_policy,
+    request,
+    response_cookies,
+)
+from nemo_gym.jsonl import FAILURE_CLASS_KEY, LineAppender, iter_jsonl
+from nemo_gym.rollout_collection import (
+    CollectionPaths,
+    agent_name_of,
+    completed_in_any_order,
+    error_message,
+    failure_record,
+    refuse_to_replace,
+    status_failure_class,
+)
+from nemo_gym.server_utils import ServerClient, configure_http_client_from, head_server_config_from
+
+PREVIOUS_REWARD_KEY = "_ng_previous_reward"
+DEFAULT_IN_FLIGHT = 64
+# What collection added to the agent's answer, or verify wrote: not part of the row sent back to /verify.
+NOT_SENT_TO_VERIFY = ("reward", PREVIOUS_REWARD_KEY)
+
+
+class ReverifyConfig(BaseNeMoGymCLIConfig):
+    """Score stored rollouts again through a running deployment's resources servers (no model call):
+    seed a session, replay the recorded tool calls, verify the recorded response."""
+
+    input_jsonl_fpath: str = Field(description="stored rollouts: a results file of gym collect / eval run")
+    output_jsonl_fpath: str = Field(description="where the rescored rollouts go")
+    resources_server_name: str | None = Field(
+        default=None, description="resources server instance (default: the one each rollout's agent uses)"
+    )
+    num_samples_in_parallel: int | None = Field(default=None, ge=1, description="rollouts rescored at once")
+    skip_tool_replay: bool = Field(default=False, description="verify without replaying the tool calls")
+    rollout_timeout_s: float | None = Field(default=None, gt=0, description="deadline of one rescoring")
+    overwrite: bool = Field(default=False, description="replace the rollouts already in the output file")
+
+
+class RescoreFailed(Exception):
+    def __init__(self, failure_class: str, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.failure_class, self.status = failure_class, status
+
+
+@dataclass
+class Tally:
+    rescored: int = 0
+    changed: int = 0
+    failed: int = 0
+    previous: list[float] = field(default_factory=list)
+    new: list[float] = field(default_factory=list)
+
+    def lines(self, paths: CollectionPaths) -> list[str]:
+        lines = [
+            f"Rescored {self.rescored} rollout(s): {self.changed} reward(s) changed, {self.failed} failed"
+        ]
+        if self.new:
+            before = f"{sum(self.previous) / len(self.previous):.4g}" if self.previous else "n/a"
+            lines.append(f"mean reward: {before} stored -> {sum(self.new) / len(self.new):.4g} now")
+        lines += [f"Results: {paths.output}", f"Failures: {paths.failures}"]
+        return lines
+
+
+class Rescorer:
+    """Sends one stored rollout through its resources server."""
+
+    def __init__(self, client: ServerClient, config: ReverifyConfig) -> None:
+        self.client = client
+        self.config = config
+        self.timeout_s = config.rollout_timeout_s or default_retry_policy().deadline_s
+        self.policy = RetryPolicy(
+            max_attempts=1,
+            deadline_s=self.timeout_s,
+            connect_timeout_s=min(default_retry_policy().connect_timeout_s, self.timeout_s),
+        )
+
+    def resources_server_of(self, record: dict[str, Any]) -> str:
+        if self.config.resources_server_name:
+            return self.config.resources_server_name
+        agent = agent_name_of(record)
+        if not agent:
+            raise RescoreFailed("invalid_request", "no agent_ref to find its resources server by")
+        ref = get_first_server_config_dict(self.client.global_config_dict, agent).get("resources_server")
+        if not ref or not ref.get("name"):
+            raise RescoreFailed("invalid_request", f"agent {agent} names no resources_server")
+        return str(ref["name"])
+
+    async def rescore(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The new verify answer with the stored indices, agent and reward; a failure record otherwise."""
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                answer = await self._rescore(record)
+        except RescoreFailed as error:
+            return failure_record(record, error.failure_class, str(error), 1, error.status)
+        except (DeadlineExceededError, TimeoutError):
+            return failure_record(record, "timeout", f"no verify answer within {self.timeout_s:g}s", 1)
+        except (RequestFailedError, aiohttp.ClientError, OSError, ConfigError) as error:
+            return failure_record(record, "connection", str(error), 1)
+        kept = {key: record[key] for key in (*STAMPED_KEYS, "reward") if key in record}
+        previous = kept.pop("reward", None)
+        return {**answer, **kept, PREVIOUS_REWARD_KEY: previous}
+
+    async def _rescore(self, record: dict[str, Any]) -> dict[str, Any]:
+        server = self.resources_server_of(record)
+        url = self.client.server_base_url(server)
+        row = {key: value for key, value in record.items() if key not in NOT_SENT_TO_VERIFY}
+        cookies = await self._call(url, "/seed_session", row, {})
+        if not self.config.skip_tool_replay:
+            for name, arguments in recorded_tool_calls(row.get("response")):
+                cookies = await self._call(url, f"/{name}", arguments, cookies, check=False)
+        answer = await self._post(url, "/verify", row, cookies)
+        reward = answer.get("reward") if isinstance(answer, dict) else None
+        if isinstance(reward, bool) or not isinstance(reward, int | float):
+            raise RescoreFailed("invalid_response", f"{server} /verify answered without a numeric reward")
+        return answer
+
+    async def _call(
+        self, url: str, path: str, body: Any, cookies: dict[str, str], check: bool = True
+    ) -> dict[str, str]:
+        """POST and return the cookies to send next; a tool's error answer is part of the replay."""
+        response = await request("POST", url + path, json=body, cookies=cookies, retry_policy=self.policy)
+        content = await response.read()
+        if check and not 200 <= response.status < 300:
+            raise RescoreFailed(
+                status_failure_class(response.status), error_message(content), response.status
+            )
+        return {**cookies, **response_cookies(response)}
+
+    async def _post(self, url: str, path: str, body: Any, cookies: dict[str, str]) -> Any:
+        response = await request("POST", url + path, json=body, cookies=cookies, retry_policy=self.policy)
+        content = await response.read()
+        if not 200 <= response.status < 300:
+            raise RescoreFailed(
+                status_failure_class(response.status), error_message(content), response.status
+            )
+        try:
+            return orjson.loads(content)
+        except orjson.JSONDecodeError as error:
+            raise RescoreFailed("invalid_response", f"{path} answered non-JSON ({error})") from None
+
+
+STAMPED_KEYS = ("_ng_task_index", "_ng_rollout_index", AGENT_REF_KEY)
+
+
+def recorded_tool_calls(response: Any) -> list[tuple[str, Any]]:
+    """(tool name, parsed arguments) of each function call of a stored response, in order; calls whose
+    arguments are not JSON are skipped, as the agent never sent them."""
+    calls = []
+    output = response.get("output") if isinstance(response, dict) else None
+    for item in output if isinstance(output, list) else []:
+        if not isinstance(item, dict) or item.get("type") != "function_call" or not item.get("name"):
+            continue
+        try:
+            calls.append((str(item["name"]), orjson.loads(item.get("arguments") or "{}")))
+        except orjson.JSONDecodeError:
+            continue
+    return calls
+
+
+async def reverify_rollouts(overrides: list[str]) -> int:
+    """Exit 0 when every stored rollout was rescored, 1 when some failed."""
+    cfg = parse_global_config_dict(overrides)
+    config = command_settings(ReverifyConfig, cfg)
+    configure_http_client_from(cfg)
+    source = locate_data_file(config.input_jsonl_fpath, "input_jsonl_fpath")
+    paths = CollectionPaths.for_output(config.output_jsonl_fpath)
+    if Path(paths.output).resolve() == source.resolve():
+        raise ConfigError(
+            "output_jsonl_fpath must differ from input_jsonl_fpath: the stored rollouts are kept"
+        )
+    try:
+        client = ServerClient.load_from_global_config(head_server_config_from(cfg))
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    refuse_to_replace(paths.output, config.overwrite)
+    paths.output.parent.mkdir(parents=True, exist_ok=True)
+    paths.output.unlink(missing_ok=True)
+    paths.failures.unlink(missing_ok=True)
+    rescorer = Rescorer(client, config)
+    tally = Tally()
+    results, failures = LineAppender(paths.output), LineAppender(paths.failures)
+    try:
+        records = (line.row for line in iter_jsonl(source))
+        in_flight = config.num_samples_in_parallel or DEFAULT_IN_FLIGHT
+        rescored = completed_in_any_order(records, rescorer.rescore, in_flight)
+        async with contextlib.aclosing(rescored) as answers:
+            async for record, answer in answers:
+                if FAILURE_CLASS_KEY in answer:
+                    failures.append(answer)
+                    tally.failed += 1
+                    continue
+                results.append(answer)
+                tally.rescored += 1
+                tally.new.append(float(answer["reward"]))
+                previous = record.get("reward")
+                if isinstance(previous, int | float) and not isinstance(previous, bool):
+                    tally.previous.append(float(previous))
+                    tally.changed += previous != answer["reward"]
+    finally:
+        results.close()
+        failures.close()
+    for line in tally.lines(paths):
+        print(line)
+    return 1 if tally.failed else 0
