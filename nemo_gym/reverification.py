@@ -36,7 +36,15 @@ from nemo_gym.http_client import (
     request,
     response_cookies,
 )
-from nemo_gym.jsonl import FAILURE_CLASS_KEY, LineAppender, iter_jsonl
+from nemo_gym.jsonl import (
+    FAILURE_CLASS_KEY,
+    ROLLOUT_INDEX_KEY,
+    TASK_INDEX_KEY,
+    LineAppender,
+    iter_jsonl,
+    rollout_key,
+    row_at,
+)
 from nemo_gym.rollout_collection import (
     CollectionPaths,
     agent_name_of,
@@ -59,6 +67,11 @@ class ReverifyConfig(BaseNeMoGymCLIConfig):
     seed a session, replay the recorded tool calls, verify the recorded response."""
 
     input_jsonl_fpath: str = Field(description="stored rollouts: a results file of gym collect / eval run")
+    inputs_jsonl_fpath: str | None = Field(
+        default=None,
+        description="the run's materialized inputs, whose task fields verify needs (default: "
+        "<input stem>_materialized_inputs.jsonl when it exists, else the stored rollouts' own fields)",
+    )
     output_jsonl_fpath: str = Field(description="where the rescored rollouts go")
     resources_server_name: str | None = Field(
         default=None, description="resources server instance (default: the one each rollout's agent uses)"
@@ -97,9 +110,10 @@ class Tally:
 class Rescorer:
     """Sends one stored rollout through its resources server."""
 
-    def __init__(self, client: ServerClient, config: ReverifyConfig) -> None:
+    def __init__(self, client: ServerClient, config: ReverifyConfig, rows: TaskRows) -> None:
         self.client = client
         self.config = config
+        self.rows = rows
         self.timeout_s = config.rollout_timeout_s or default_retry_policy().deadline_s
         self.policy = RetryPolicy(
             max_attempts=1,
@@ -136,12 +150,12 @@ class Rescorer:
     async def _rescore(self, record: dict[str, Any]) -> dict[str, Any]:
         server = self.resources_server_of(record)
         url = self.client.server_base_url(server)
-        row = {key: value for key, value in record.items() if key not in NOT_SENT_TO_VERIFY}
+        row = self.rows.row_for(record)
         cookies = await self._call(url, "/seed_session", row, {})
         if not self.config.skip_tool_replay:
-            for name, arguments in recorded_tool_calls(row.get("response")):
+            for name, arguments in recorded_tool_calls(record.get("response")):
                 cookies = await self._call(url, f"/{name}", arguments, cookies, check=False)
-        answer = await self._post(url, "/verify", row, cookies)
+        answer = await self._post(url, "/verify", {**row, "response": record.get("response")}, cookies)
         reward = answer.get("reward") if isinstance(answer, dict) else None
         if isinstance(reward, bool) or not isinstance(reward, int | float):
             raise RescoreFailed("invalid_response", f"{server} /verify answered without a numeric reward")
@@ -172,7 +186,41 @@ class Rescorer:
             raise RescoreFailed("invalid_response", f"{path} answered non-JSON ({error})") from None
 
 
-STAMPED_KEYS = ("_ng_task_index", "_ng_rollout_index", AGENT_REF_KEY)
+STAMPED_KEYS = (TASK_INDEX_KEY, ROLLOUT_INDEX_KEY, AGENT_REF_KEY)
+
+
+class TaskRows:
+    """The row each stored rollout ran from. A verify answer echoes only the fields its server declares,
+    so the task fields verify needs (options, grading settings, ...) come from the run's materialized
+    inputs, found by (task, rollout) index; positions are kept, rows are read when needed."""
+
+    def __init__(self, inputs: Path | None) -> None:
+        self._positions: dict[tuple[int, int], tuple[int, int]] = {}
+        self._file = inputs.open("rb") if inputs is not None else None
+        if inputs is not None:
+            for line in iter_jsonl(inputs):
+                self._positions[rollout_key(line.row, f"{inputs}:{line.number}")] = (line.number, line.offset)
+
+    def row_for(self, record: dict[str, Any]) -> dict[str, Any]:
+        position = self._positions.get(_key_of(record))
+        if self._file is None or position is None:
+            return {key: value for key, value in record.items() if key not in NOT_SENT_TO_VERIFY}
+        return row_at(self._file, *position)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+def _key_of(record: dict[str, Any]) -> tuple[Any, Any]:
+    return record.get(TASK_INDEX_KEY), record.get(ROLLOUT_INDEX_KEY)
+
+
+def materialized_inputs_of(config: ReverifyConfig, source: Path) -> Path | None:
+    if config.inputs_jsonl_fpath:
+        return locate_data_file(config.inputs_jsonl_fpath, "inputs_jsonl_fpath")
+    beside = CollectionPaths.for_output(source).materialized
+    return beside if beside.is_file() else None
 
 
 def recorded_tool_calls(response: Any) -> list[tuple[str, Any]]:
@@ -209,7 +257,8 @@ async def reverify_rollouts(overrides: list[str]) -> int:
     paths.output.parent.mkdir(parents=True, exist_ok=True)
     paths.output.unlink(missing_ok=True)
     paths.failures.unlink(missing_ok=True)
-    rescorer = Rescorer(client, config)
+    rows = TaskRows(materialized_inputs_of(config, source))
+    rescorer = Rescorer(client, config, rows)
     tally = Tally()
     results, failures = LineAppender(paths.output), LineAppender(paths.failures)
     try:
@@ -232,6 +281,7 @@ async def reverify_rollouts(overrides: list[str]) -> int:
     finally:
         results.close()
         failures.close()
+        rows.close()
     for line in tally.lines(paths):
         print(line)
     return 1 if tally.failed else 0

@@ -64,7 +64,7 @@ def test_malformed_yaml_names_file_line_and_column(tmp_path):
 def test_command_help_is_shown_not_parsed_as_an_override(tmp_path):
     result = run_command("gym", "resolve", "-h", cwd=tmp_path)
     assert result.returncode == 0
-    assert result.stdout.startswith("usage: gym resolve") and "merged config" in result.stdout
+    assert result.stdout.startswith("usage: gym env resolve") and "merged config" in result.stdout
 
 
 @pytest.mark.parametrize(

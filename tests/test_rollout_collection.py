@@ -13,7 +13,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from nemo_gym.cli.collect import overrides_from_flags
+from nemo_gym.cli.flags import UsageError
+from nemo_gym.cli.main import COLLECT
 from nemo_gym.config_types import BaseServerConfig, ConfigError
 from nemo_gym.jsonl import drop_torn_tail
 from nemo_gym.rollout_collection import (
@@ -162,28 +163,17 @@ def test_a_torn_last_line_is_cut(tmp_path):
 
 
 def test_flags_become_overrides():
-    assert overrides_from_flags(
-        [
-            "-a",
-            "agent",
-            "-i=in.jsonl",
-            "--output",
-            "my out.jsonl",
-            "--resume",
-            "--temperature",
-            "0.5",
-            "+limit=3",
-        ]
-    ) == [
+    args = ["-a", "agent", "--input=in.jsonl", "--output", "my out.jsonl", "--resume", "--temperature", "0.5"]
+    assert COLLECT.parse([*args, "+limit=3"]).overrides == [
         "++agent_name=agent",
         "++input_jsonl_fpath=in.jsonl",
         "++output_jsonl_fpath='my out.jsonl'",
-        "++resume_from_cache=true",
         "++responses_create_params.temperature=0.5",
+        "++resume_from_cache=true",
         "+limit=3",
     ]
-    with pytest.raises(ConfigError, match="unknown option --agnet; did you mean --agent"):
-        overrides_from_flags(["--agnet", "x"])
+    with pytest.raises(UsageError, match="unknown option --agnet; did you mean --agent"):
+        COLLECT.parse(["--agnet", "x"])
 
 
 # ---- against a deployment --------------------------------------------------------------------------------

@@ -88,4 +88,3 @@ async def run_demo(overrides: Sequence[str]) -> int:
     except DeploymentError as error:
         print(f"Error: {error}", file=sys.stderr, flush=True)
         return 1
-

@@ -169,6 +169,8 @@ class Command:
         namespace, extras = parser.parse_known_args(list(args))
         user_overrides = [self._checked_extra(arg, parser) for arg in extras]
         parsed = vars(namespace)
+        if self.positional is not None and str(parsed.get(self.positional[0]) or "").startswith("+"):
+            user_overrides.insert(0, parsed.pop(self.positional[0]))  # an override, not the argument
         overrides: list[str] = []
         for flag in (*self.flags, VERBOSE):
             given = parsed.get(flag.dest)

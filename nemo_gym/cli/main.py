@@ -305,6 +305,8 @@ REVERIFY = Command(
     (
         value("-i", "--input", key="input_jsonl_fpath", metavar="FILE", help="stored rollouts (results file)"),
         value("-o", "--output", key="output_jsonl_fpath", metavar="FILE", help="where the rescored rollouts go"),
+        value("--inputs", key="inputs_jsonl_fpath", metavar="FILE",
+              help="the run's materialized inputs (default: <input stem>_materialized_inputs.jsonl)"),
         value("--resources-server-instance", key="resources_server_name", metavar="NAME",
               help="resources server instance (default: the one each rollout's agent uses)"),
         value("--concurrency", key="num_samples_in_parallel", metavar="N", help="rollouts rescored at once"),

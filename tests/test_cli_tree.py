@@ -1,0 +1,230 @@
+"""The NeMo Gym 0.4 command surface: every command of the tree with a full -h, flags that become
+overrides, selectors, model flags, did-you-mean on unknown names, listings, version, legacy scripts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nemo_gym.cli.main import TREE, Command
+from tests.helpers import REPO_ROOT, one_line_error
+
+BIN = Path(sys.executable).parent
+
+
+def run(
+    *args: str, cwd: Path, executable: str = "gym", env: dict | None = None
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(BIN / executable), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def leaves(node: dict = TREE, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Command]]:
+    found = []
+    for name, child in node.items():
+        found += leaves(child, (*path, name)) if isinstance(child, dict) else [((*path, name), child)]
+    return found
+
+
+@pytest.fixture
+def empty_env(tmp_path: Path) -> Path:
+    """A working folder whose env.yaml is empty, so a developer's own env.yaml never leaks in."""
+    (tmp_path / "env.yaml").write_text("{}\n")
+    return tmp_path
+
+
+NEMO_GYM_04_COMMANDS = [
+    "env start", "env status", "env resolve", "env validate", "env init", "env test",
+    "eval run", "eval prepare", "eval aggregate", "eval profile",
+    "list benchmarks", "list environments", "list agents",
+    "dataset collate", "dataset upload", "dataset download", "dataset rm",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", NEMO_GYM_04_COMMANDS)
+def test_every_nemo_gym_command_exists_with_a_full_help(command, empty_env):
+    result = run(*command.split(), "-h", cwd=empty_env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"usage: gym {command}")
+    assert "options:" in result.stdout and "-h, --help" in result.stdout and "-v, --verbose" in result.stdout
+    leaf = dict(leaves())[tuple(command.split())]
+    for flag in leaf.flags:
+        assert flag.names[-1] in result.stdout, flag.names
+
+
+def test_commands_with_settings_list_their_fields_in_help(empty_env):
+    result = run("eval", "run", "-h", cwd=empty_env)
+    assert "input_jsonl_fpath" in result.stdout and "num_samples_in_parallel" in result.stdout
+    gitlab = run("dataset", "upload", "--storage", "gitlab", "-h", cwd=empty_env)
+    assert "gitlab_url" in gitlab.stdout and "version" in gitlab.stdout
+
+
+def test_legacy_plus_h_prints_the_same_help(empty_env):
+    through_flag = run("eval", "aggregate", "-h", cwd=empty_env)
+    through_override = run("+h=true", cwd=empty_env, executable="ng_aggregate_rollouts")
+    assert through_override.returncode == 0
+    assert through_override.stdout == through_flag.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["env", "strat"], "gym env: unknown command 'strat'; did you mean 'start'?"),
+        (["evl", "run"], "gym: unknown command 'evl'; did you mean 'eval'?"),
+        (["list", "environment"], "did you mean 'environments'?"),
+        (
+            ["eval", "run", "--confg", "x.yaml"],
+            "gym eval run: unknown option --confg; did you mean --config?",
+        ),
+        (["env", "start", "configs/demo.yaml"], "to load it as a config write --config configs/demo.yaml"),
+        (["env", "resolve", "policy_model_name=x"], "write +policy_model_name=x (add)"),
+        (["eval", "run", "--split", "tain"], "argument --split: invalid choice: 'tain'"),
+        (["env", "start", "--resources-server", "mqca"], "no resources_servers/mqca in"),
+    ],
+)
+def test_command_line_mistakes_are_one_line_with_a_hint(args, expected, empty_env):
+    result = run(*args, cwd=empty_env)
+    line = one_line_error(result)
+    assert line.startswith("Error: ") and expected in line, line
+    if "mqca" in args:
+        assert "did you mean mcqa?" in line
+        assert result.returncode == 1
+    else:
+        assert result.returncode == 2
+
+
+def test_config_flag_and_selectors_merge_into_one_config_paths(empty_env):
+    (empty_env / "extra.yaml").write_text("extra_setting: 7\n")
+    result = run(
+        "env", "resolve",
+        "--config", "extra.yaml",
+        "--resources-server", "mcqa",
+        "--model-type", "openai_model",
+        "--model", "my-model",
+        "--model-url", "http://127.0.0.1:9/v1",
+        "--model-api-key", "sk-never-shown-123",
+        "+config_paths=[configs/policy_model.yaml]",
+        "-v",
+        cwd=empty_env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "sk-never-shown-123" not in result.stdout + result.stderr
+    resolved = yaml.safe_load(result.stdout)
+    assert [Path(path).name for path in resolved["config_paths"]] == [
+        "policy_model.yaml", "extra.yaml", "mcqa.yaml", "openai_model.yaml",
+    ]  # fmt: skip
+    model = resolved["policy_model"]["responses_api_models"]["openai_model"]
+    assert model["openai_model"] == "my-model"
+    assert model["openai_base_url"] == "http://127.0.0.1:9/v1"
+    assert model["openai_api_key"] == "****"
+    assert resolved["mcqa"]["resources_servers"]["mcqa"]["domain"] == "knowledge"
+    assert resolved["extra_setting"] == 7 and resolved["verbose"] is True
+
+
+def test_resolve_resolves_interpolations_set_in_env_yaml(tmp_path):
+    (tmp_path / "env.yaml").write_text(
+        "policy_base_url: http://127.0.0.1:9/v1\npolicy_api_key: sk-env-yaml-secret\npolicy_model_name: from-env\n"
+    )
+    result = run(
+        "+config_paths=[configs/policy_model.yaml]",
+        cwd=tmp_path,
+        executable="ng_dump_config",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "${" not in result.stdout and "sk-env-yaml-secret" not in result.stdout
+    model = yaml.safe_load(result.stdout)["policy_model"]["responses_api_models"]["openai_model"]
+    assert model["openai_model"] == "from-env" and model["openai_api_key"] == "****"
+
+
+def test_version_plain_json_and_legacy(empty_env):
+    plain = run("--version", cwd=empty_env)
+    assert plain.returncode == 0 and plain.stdout.startswith("gym ")
+    as_json = json.loads(run("--version", "--json", cwd=empty_env).stdout)
+    assert {"gym", "python"} <= as_json.keys()
+    assert plain.stdout.split()[1] == as_json["gym"]
+    assert run("--version", cwd=empty_env, executable="ng_version").stdout == plain.stdout
+
+
+def test_list_shows_environments_agents_models_and_benchmarks(tmp_path):
+    environments = json.loads(run("list", "environments", "--json", cwd=tmp_path).stdout)
+    shipped = {path.parent.parent.name for path in REPO_ROOT.glob("resources_servers/*/configs/*.yaml")}
+    assert {entry["name"] for entry in environments} == shipped
+    mcqa = next(entry for entry in environments if entry["name"] == "mcqa")
+    assert mcqa["configs"] == ["mcqa"] and mcqa["description"]
+    assert [entry["name"] for entry in json.loads(run("list", "agents", "--json", cwd=tmp_path).stdout)] == [
+        "simple_agent"
+    ]
+    assert "vllm_model" in run("list", "models", cwd=tmp_path).stdout
+    assert run("list", "benchmarks", cwd=tmp_path).stdout.strip() == "No benchmarks found."
+    benchmark = tmp_path / "elsewhere" / "benchmarks" / "tiny_bench"
+    benchmark.mkdir(parents=True)
+    (benchmark / "config.yaml").write_text("{}\n")
+    (benchmark / "README.md").write_text("# tiny\nA tiny benchmark.\n")
+    listed = run("list", "benchmarks", "--search-dir", "elsewhere", cwd=tmp_path)
+    assert listed.stdout.splitlines()[1].split()[:2] == ["tiny_bench", "config"]
+    assert "A tiny benchmark." in listed.stdout
+    legacy = run(cwd=tmp_path, executable="ng_list_benchmarks")
+    assert legacy.stdout == run("list", "benchmarks", cwd=tmp_path).stdout
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        ("ng_init_resources_server", "+entrypoint=resources_servers/my_env"),
+        ("gym", "env", "init", "--resources-server", "my_env"),
+        ("gym", "env", "init", "my_env"),
+        ("gym", "init", "+resources_server=my_env"),
+    ],
+)
+def test_init_takes_the_name_in_each_nemo_gym_spelling(how, tmp_path):
+    executable, *args = how
+    result = run(*args, cwd=tmp_path, executable=executable)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "resources_servers/my_env/configs/my_env.yaml").is_file()
+
+
+def test_validate_legacy_script_and_config_flag(empty_env):
+    result = run("--config", "configs/demo.yaml", cwd=empty_env, executable="ng_validate")
+    assert (result.returncode, result.stdout.strip()) == (0, "Config is valid: 3 server instance(s)."), (
+        result.stderr
+    )
+
+
+def test_eval_prepare_runs_a_benchmark_prepare_script(tmp_path):
+    bench = tmp_path / "benchmarks" / "tiny_bench"
+    bench.mkdir(parents=True)
+    (bench / "prepare.py").write_text(
+        "import json\nfrom pathlib import Path\n\n\ndef prepare():\n"
+        "    path = Path('benchmarks/tiny_bench/data/tiny.jsonl')\n"
+        "    path.parent.mkdir(parents=True, exist_ok=True)\n"
+        "    row = {'responses_create_params': {'input': 'Pick A.'}, 'expected_answer': 'A'}\n"
+        "    path.write_text(json.dumps(row) + '\\n')\n"
+        "    return str(path)\n"
+    )
+    (bench / "config.yaml").write_text(
+        "tiny_bench_agent:\n  responses_api_agents:\n    simple_agent:\n      entrypoint: app.py\n"
+        "      resources_server: {type: resources_servers, name: mcqa}\n"
+        "      model_server: {type: responses_api_models, name: policy_model}\n"
+        "      datasets:\n        - {name: tiny, type: benchmark, jsonl_fpath: benchmarks/tiny_bench/data/tiny.jsonl,\n"
+        "           prepare_script: benchmarks/tiny_bench/prepare.py, prompt_config: null}\n"
+    )
+    args = ["--benchmark", "tiny_bench", "--resources-server", "mcqa", "--model-type", "replay_model"]
+    result = run("eval", "prepare", *args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads((bench / "data/tiny.jsonl").read_text())["expected_answer"] == "A"
+    cached = run(
+        *args, "+use_cached_prepared_benchmarks=true", cwd=tmp_path, executable="ng_prepare_benchmark"
+    )
+    assert cached.returncode == 0 and "already prepared" in cached.stdout

@@ -1,0 +1,191 @@
+"""`gym eval run` end to end (its own deployment, offline and against an OpenAI-compatible URL), with
+`--no-serve` against a running deployment, the refusal to replace results, and `gym eval reverify`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO_ROOT, one_line_error, process_alive, running_deployment
+from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
+
+BIN = Path(sys.executable).parent
+MCQA_DATA = REPO_ROOT / "resources_servers/mcqa/data"
+MCQA_ROWS = [json.loads(line) for line in (MCQA_DATA / "example.jsonl").read_text().splitlines()]
+MCQA_RECORDED = [json.loads(line) for line in (MCQA_DATA / "example_rollouts.jsonl").read_text().splitlines()]
+TABLE_ROW = re.compile(r"^(\S+)\s+\S+\s+\S+\s+http://127\.0\.0\.1:(\d+)\s+(\d+)$")
+
+
+def gym(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(BIN / "gym"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def question(row: dict) -> str:
+    return row["responses_create_params"]["input"][-1]["content"]
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def rewards_by_question(results: list[dict], rows: list[dict]) -> dict[str, float]:
+    """Result rewards keyed by question text, through the materialized rows' task indices."""
+    by_task = {result["_ng_task_index"]: result["reward"] for result in results}
+    return {question(row): by_task[row["_ng_task_index"]] for row in rows}
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    (tmp_path / "env.yaml").write_text("{}\n")
+    return tmp_path
+
+
+def test_eval_run_offline_starts_collects_aggregates_and_stops_in_under_10s(workdir):
+    data_files = {path: path.read_bytes() for path in MCQA_DATA.iterdir()}
+    started = time.monotonic()
+    result = gym(
+        "eval", "run", "--resources-server", "mcqa", "--model-type", "replay_model", "--dataset", "example",
+        "-o", "out/rollouts.jsonl", cwd=workdir,
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert elapsed < 10, f"gym eval run took {elapsed:.1f}s for 5 tasks"
+    out = workdir / "out"
+    results = read_jsonl(out / "rollouts.jsonl")
+    materialized = read_jsonl(out / "rollouts_materialized_inputs.jsonl")
+    assert len(results) == len(MCQA_ROWS) and read_jsonl(out / "rollouts_failures.jsonl") == []
+    recorded = {question(rollout): rollout["reward"] for rollout in MCQA_RECORDED}
+    assert rewards_by_question(results, materialized) == recorded
+    metrics = json.loads((out / "rollouts_aggregate_metrics.json").read_text())
+    assert metrics[0]["agent_ref"]["name"] == "mcqa_simple_agent"
+    assert metrics[0]["agent_metrics"]["mean/reward"] == pytest.approx(sum(recorded.values()) / len(recorded))
+    assert (out / "preprocessed_datasets/example.jsonl").is_file()
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("Ran 5 rollout(s)") for line in lines)
+    assert any(line.startswith("mcqa_simple_agent: ") and "mean/reward 0.6" in line for line in lines)
+    table = {match[1]: match for line in lines if (match := TABLE_ROW.match(line))}
+    assert table["head_server"][2] != "11000", "an evaluation must not take the default head port"
+    assert not [
+        int(row[3]) for name, row in table.items() if name != "head_server" and process_alive(int(row[3]))
+    ]
+    assert {path: path.read_bytes() for path in MCQA_DATA.iterdir()} == data_files, (
+        "evaluating must not rewrite the environment's data files"
+    )
+
+
+def test_eval_run_against_an_openai_compatible_url(workdir, scripted_upstream: ScriptedUpstream):
+    model = fresh_model("eval-run")
+    answers = {
+        question(row): "A" if index == 0 else row["expected_answer"] for index, row in enumerate(MCQA_ROWS)
+    }
+    scripted_upstream.script(
+        model,
+        [
+            {"match": json.dumps(text)[-60:-1], "output": [assistant_message(f"\\boxed{{{answer}}}")]}
+            for text, answer in answers.items()
+        ],
+    )
+    result = gym(
+        "eval", "run", "--resources-server", "mcqa", "--dataset", "example",
+        "--model-type", "openai_model", "--model-url", scripted_upstream.base_url, "--model", model,
+        "--model-api-key", "sk-eval-run-secret", "-o", "live/r.jsonl", cwd=workdir,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "sk-eval-run-secret" not in result.stdout + result.stderr
+    rewards = rewards_by_question(
+        read_jsonl(workdir / "live/r.jsonl"), read_jsonl(workdir / "live/r_materialized_inputs.jsonl")
+    )
+    assert rewards == {
+        text: 0.0 if answer == "A" and text == question(MCQA_ROWS[0]) else 1.0
+        for text, answer in answers.items()
+    }
+    requests = scripted_upstream.requests(model)
+    assert len(requests) == len(MCQA_ROWS)
+    assert {entry["headers"]["Authorization"] for entry in requests} == {"Bearer sk-eval-run-secret"}
+
+
+def test_eval_run_without_a_model_says_how_to_choose_one(workdir):
+    line = one_line_error(gym("eval", "run", "--resources-server", "mcqa", cwd=workdir))
+    assert "policy_model" in line and "--model-type openai_model" in line and "--replay" in line
+
+
+def test_no_serve_collects_from_the_running_deployment_and_reverify_rescores(workdir):
+    with running_deployment(["+config_paths=[configs/demo.yaml]"], cwd=workdir) as deployment:
+        head = ["++head_server.port=" + deployment.head_url.rsplit(":", 1)[1]]
+        first = gym("eval", "run", "--no-serve", "--dataset", "example", "-o", "r.jsonl", *head, cwd=workdir)
+        assert first.returncode == 0, first.stdout + first.stderr
+        results = read_jsonl(workdir / "r.jsonl")
+        assert len(results) == len(MCQA_ROWS)
+
+        again = gym(
+            "collect", "-i", "preprocessed_datasets/example.jsonl", "-o", "r.jsonl", *head, cwd=workdir
+        )
+        assert "already holds 5 result(s)" in one_line_error(again) and "--overwrite" in again.stderr
+        assert read_jsonl(workdir / "r.jsonl") == results, "a refused run must leave the results alone"
+        replaced = gym(
+            "collect", "-i", "preprocessed_datasets/example.jsonl", "-o", "r.jsonl", "--overwrite", *head,
+            cwd=workdir,
+        )  # fmt: skip
+        assert replaced.returncode == 0, replaced.stderr
+        assert len(read_jsonl(workdir / "r.jsonl")) == len(MCQA_ROWS)
+
+        # A right answer edited into a wrong one: reverify must see it, the others keep their reward.
+        stored = read_jsonl(workdir / "r.jsonl")
+        edited = next(index for index, record in enumerate(stored) if record["reward"] == 1.0)
+        record = stored[edited]
+        wrong = next(letter for letter in "ABCDEFGHIJ" if letter != record["expected_answer"])
+        message = next(item for item in record["response"]["output"] if item["type"] == "message")
+        message["content"][-1]["text"] = f"\\boxed{{{wrong}}}"
+        (workdir / "stored.jsonl").write_text("".join(json.dumps(item) + "\n" for item in stored))
+        rescored = gym(
+            "eval", "reverify", "-i", "stored.jsonl", "--inputs", "r_materialized_inputs.jsonl", "-o", "rescored.jsonl",
+            *head, cwd=workdir,
+        )  # fmt: skip
+        assert rescored.returncode == 0, rescored.stdout + rescored.stderr
+        assert "1 reward(s) changed" in rescored.stdout
+        new = {
+            (item["_ng_task_index"], item["_ng_rollout_index"]): item
+            for item in read_jsonl(workdir / "rescored.jsonl")
+        }
+        for index, item in enumerate(stored):
+            again = new[(item["_ng_task_index"], item["_ng_rollout_index"])]
+            assert again["_ng_previous_reward"] == item["reward"]
+            assert again["reward"] == (0.0 if index == edited else item["reward"])
+            assert again["agent_ref"] == item["agent_ref"]
+
+
+def test_reverify_replays_tool_calls_so_stateful_environments_score_the_same(workdir):
+    config = "+config_paths=[resources_servers/example_session_state_mgmt/configs/example_session_state_mgmt.yaml," \
+             "responses_api_models/replay_model/configs/replay_model.yaml]"  # fmt: skip
+    replay = (
+        "++policy_model.responses_api_models.replay_model.rollouts_jsonl_fpath="
+        "[resources_servers/example_session_state_mgmt/data/example_rollouts.jsonl]"
+    )
+    with running_deployment([config, replay], cwd=workdir) as deployment:
+        head = ["++head_server.port=" + deployment.head_url.rsplit(":", 1)[1]]
+        collected = gym("collect", "-o", "r.jsonl", *head, cwd=workdir)
+        assert collected.returncode == 0, collected.stdout + collected.stderr
+        stored = read_jsonl(workdir / "r.jsonl")
+        assert stored and all(record["reward"] == 1.0 for record in stored)
+        replayed = gym("eval", "reverify", "-i", "r.jsonl", "-o", "replayed.jsonl", *head, cwd=workdir)
+        assert replayed.returncode == 0, replayed.stderr
+        assert [record["reward"] for record in read_jsonl(workdir / "replayed.jsonl")] == [1.0] * len(stored)
+        bare = gym(
+            "eval", "reverify", "-i", "r.jsonl", "-o", "bare.jsonl", "--no-tool-replay", *head, cwd=workdir
+        )
+        assert bare.returncode == 0, bare.stderr
+        assert 0.0 in [record["reward"] for record in read_jsonl(workdir / "bare.jsonl")]
