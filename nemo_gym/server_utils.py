@@ -45,6 +45,7 @@ from nemo_gym.global_config import (
     get_first_server_config_dict,
     get_global_config_dict,
     http_client_settings,
+    mask_secrets,
     resolve_instance_config,
     to_yaml,
 )
@@ -439,7 +440,10 @@ class SimpleServer(BaseServer):
             sys.exit(f"Error: {NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME} must name this server's instance.")
         try:
             global_config_dict = get_global_config_dict()
+            if global_config_dict.get("verbose"):  # `gym ... -v`: debug logging in every server
+                logging.getLogger().setLevel(logging.DEBUG)
             config = cls.load_config(global_config_dict, instance_name)
+            logger.debug("%s: settings %s", instance_name, mask_secrets(config.model_dump(mode="json")))
             configure_http_client_from(global_config_dict, config.num_workers)
             server = cls(
                 config=config,
@@ -491,7 +495,8 @@ class RunningServer:
 
 
 class HeadServer(BaseModel):
-    """Serves the deployment's merged config (secrets masked) and its list of server instances."""
+    """Serves the deployment's merged config (secrets masked) and its list of server instances, which the
+    launcher replaces each time it spawns a server (an instance is listed from then on, before it is up)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 

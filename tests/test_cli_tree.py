@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from nemo_gym.cli.main import TREE, Command
-from tests.helpers import REPO_ROOT, one_line_error
+from tests.helpers import REPO_ROOT, one_line_error, running_deployment
 
 BIN = Path(sys.executable).parent
 
@@ -228,3 +228,20 @@ def test_eval_prepare_runs_a_benchmark_prepare_script(tmp_path):
         *args, "+use_cached_prepared_benchmarks=true", cwd=tmp_path, executable="ng_prepare_benchmark"
     )
     assert cached.returncode == 0 and "already prepared" in cached.stdout
+
+
+def test_verbose_turns_on_debug_logging_in_every_server(empty_env):
+    with running_deployment(
+        [
+            "-v",
+            "--config",
+            "configs/demo_live.yaml",
+            "+policy_base_url=http://127.0.0.1:9/v1",
+            "+policy_api_key=sk-verbose-secret",
+            "+policy_model_name=m",
+        ],
+        cwd=empty_env,
+    ) as deployment:
+        for instance in ("mcqa", "mcqa_simple_agent", "policy_model"):
+            deployment.wait_for_output(f"DEBUG nemo_gym.server: {instance}: settings")
+        assert not [line for line in deployment.output.lines if "sk-verbose-secret" in line]

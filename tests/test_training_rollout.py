@@ -1,17 +1,18 @@
-"""The training path end to end: simple_agent → vllm_model (training mode) → the vLLM-compatible test
-upstream, whose tokenisation is real, with example_single_tool_call answering the tool calls."""
+"""The training path end to end, configured as NeMo Gym configures it: `gym run` of example_single_tool_call
+and NeMo Gym's own vllm_model training block (no eos_token_id), the policy keys in env.yaml. simple_agent →
+vllm_model (training mode) → the vLLM-compatible test upstream, whose tokenisation is real."""
 
 from collections.abc import Iterator
-from contextlib import ExitStack
 from pathlib import Path
 
 import orjson
 import pytest
+import yaml
 from pydantic import TypeAdapter
 
 from nemo_gym.http_client import get_response_json, request
 from nemo_gym.openai_utils import RESPONSES_TO_TRAIN, NeMoGymResponseInputItem
-from tests.helpers import REPO_ROOT, instance_config, run_instance
+from tests.helpers import REPO_ROOT, RunningDeployment, running_deployment
 from tests.vllm_script import VllmUpstream, fresh_model, scripted_call
 
 CITIES = ("Paris", "London", "Berlin", "Tokyo")
@@ -20,45 +21,46 @@ ROW = orjson.loads(
 )
 ITEMS = TypeAdapter(list[NeMoGymResponseInputItem])
 TRAINING_TYPES = tuple(RESPONSES_TO_TRAIN.values())
+ENVIRONMENT_CONFIG = "resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml"
+AGENT = "example_single_tool_call_simple_agent"
+# NeMo Gym's training config for vllm_model, as its users have it.
+NEMO_GYM_TRAINING_CONFIG = """\
+policy_model:
+  responses_api_models:
+    vllm_model:
+      entrypoint: app.py
+      base_url: ${policy_base_url}
+      api_key: ${policy_api_key}
+      model: ${policy_model_name}
+      return_token_id_information: true
+      uses_reasoning_parser: false
+      chat_template_kwargs:
+        enable_thinking: true
+        truncate_history_thinking: true
+"""
 
 
 @pytest.fixture
-def agent_url(vllm_upstream: VllmUpstream, tmp_path: Path) -> Iterator[tuple[str, str]]:
+def deployment(vllm_upstream: VllmUpstream, tmp_path: Path) -> Iterator[tuple[RunningDeployment, str]]:
     model = fresh_model("training-rollout")
-    config = {
-        "weather": instance_config("resources_servers", "example_single_tool_call", domain="agent"),
-        "policy": instance_config(
-            "responses_api_models",
-            "vllm_model",
-            base_url=vllm_upstream.base_url,
-            api_key="sk-training",
-            model=model,
-            return_token_id_information=True,
-            uses_reasoning_parser=True,
-            eos_token_id=vllm_upstream.tokenizer_info()["eos_token_id"],
-        ),
+    vllm_upstream.configure(model, reasoning_parser=False)  # vLLM as served for uses_reasoning_parser: false
+    (tmp_path / "policy_for_training.yaml").write_text(NEMO_GYM_TRAINING_CONFIG)
+    env_yaml = {
+        "policy_base_url": vllm_upstream.base_url,
+        "policy_api_key": "sk-training",
+        "policy_model_name": model,
     }
-    with ExitStack() as servers:
-        for name, server_type, implementation in (
-            ("weather", "resources_servers", "example_single_tool_call"),
-            ("policy", "responses_api_models", "vllm_model"),
-        ):
-            started = servers.enter_context(run_instance(config, name, tmp_path))
-            config[name][server_type][implementation]["port"] = started.port
-        config["agent"] = instance_config(
-            "responses_api_agents",
-            "simple_agent",
-            resources_server={"type": "resources_servers", "name": "weather"},
-            model_server={"type": "responses_api_models", "name": "policy"},
-        )
-        agent = servers.enter_context(run_instance(config, "agent", tmp_path))
-        yield agent.url, model
+    (tmp_path / "env.yaml").write_text(yaml.safe_dump(env_yaml))
+    args = [f"+config_paths=[{ENVIRONMENT_CONFIG},policy_for_training.yaml]"]
+    with running_deployment(args, tmp_path) as running:
+        yield running, model
 
 
-async def test_a_five_turn_rollout_keeps_every_prompt_an_exact_extension_of_the_last(
-    agent_url, vllm_upstream: VllmUpstream
+async def test_nemo_gyms_training_config_runs_a_five_turn_rollout_each_prompt_extending_the_last(
+    deployment: tuple[RunningDeployment, str], vllm_upstream: VllmUpstream
 ):
-    url, model = agent_url
+    running, model = deployment
+    url = running.url(AGENT)
     turns = [
         {"reasoning": f"Check {city}.", "tool_calls": [scripted_call("get_weather", {"city": city})]}
         for city in CITIES
@@ -86,3 +88,6 @@ async def test_a_five_turn_rollout_keeps_every_prompt_an_exact_extension_of_the_
     outputs = [item for item in output if item.type == "function_call_output"]
     assert [orjson.loads(item.output)["city"] for item in outputs] == list(CITIES)
     assert "token_continuity" not in result["response"]
+    eos = vllm_upstream.tokenizer_info()["eos_token_id"]
+    assert all(item.generation_token_ids[-1] == eos for item in trained)
+    assert f"end-of-turn token id {eos}," in running.wait_for_output("end-of-turn token id", timeout_s=10)

@@ -13,6 +13,8 @@ Training mode (`return_token_id_information: true`) puts the prompt ids, generat
 each model call on the turn's last output item. The first turn is a chat completion plus a `/tokenize`
 call; later turns are token-in/token-out: the last turn's ids spliced with the template's tokens for
 what followed (tokens.py), sent to `/v1/completions`, so every prompt extends the previous one exactly.
+The splice needs the id that ends an assistant turn: `eos_token_id` when set, else found once from the
+upstream's chat template, by the first continued turn.
 `/v1/chat/completions` runs the same turns in training mode: the token data rides on the assistant
 messages (sent back by the caller next turn) instead of on output items.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -32,7 +35,6 @@ from fastapi import FastAPI, Request
 from pydantic import Field, PrivateAttr, SecretStr, ValidationError, field_validator
 
 from nemo_gym.base_responses_api_model import BaseResponsesAPIModelConfig, SimpleResponsesAPIModel
-from nemo_gym.config_types import ConfigError
 from nemo_gym.errors import GymError
 from nemo_gym.http_client import HTTPStatusError, default_retry_policy
 from nemo_gym.openai_utils import (
@@ -45,6 +47,8 @@ from nemo_gym.openai_utils import (
 from nemo_gym.sessions import get_session_id
 from responses_api_models.vllm_model import conversion, tokens
 
+logger = logging.getLogger("vllm_model")
+
 DEFAULT_MAX_RETRIES = 5
 DEFAULT_MAX_TRACKED_SESSIONS = 100_000
 # vLLM answers 400 with one of these when the prompt plus max_tokens does not fit the context window.
@@ -55,6 +59,11 @@ MAX_REPORTED_PROBLEMS = 3
 # Asked of the upstream in training mode: the chosen token's log-prob, its id instead of its text.
 CHAT_TOKEN_FLAGS = {"logprobs": True, "top_logprobs": 0, "return_tokens_as_token_ids": True}
 COMPLETION_TOKEN_FLAGS = {"logprobs": 0, "return_tokens_as_token_ids": True}
+# Two one-turn conversations that differ only in the assistant's text (digits: one token each in common
+# tokenizers, never merged with what follows): what their renderings end with is the template's end of turn.
+EOS_PROBES = tuple(
+    [{"role": "user", "content": "0"}, {"role": "assistant", "content": reply}] for reply in ("1", "2")
+)
 # Chat body fields a `/v1/completions` call has no use for; the rest (sampling, extra_body) go along.
 CHAT_ONLY_FIELDS = (
     "messages",
@@ -89,7 +98,8 @@ class VLLMModelConfig(BaseResponsesAPIModelConfig):
     sequential_reasoning_allowed: bool = True
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     extra_body: dict[str, Any] = Field(default_factory=dict)
-    # Training mode: token ids and log-probs on the output; the EOS id is needed to splice prompts.
+    # Training mode: token ids and log-probs on the output. The id that ends an assistant turn splices
+    # prompts; it is found from the upstream's chat template unless set here.
     return_token_id_information: bool = False
     eos_token_id: int | None = None
     # Bounds: per call (attempts, deadline) and per process (calls in flight, remembered sessions).
@@ -155,6 +165,16 @@ def continuity_field(broken: tokens.ContinuityBreak | None) -> dict[str, Any]:
     return {"token_continuity": {"broken_at_turn": broken.broken_at_turn, "reason": broken.reason}}
 
 
+def no_end_of_turn(base_url: str, reason: str) -> GymError:
+    """The probe failed: the upstream, not the request, is at fault, and the config can say the id."""
+    return GymError(
+        502,
+        "bad_upstream_response",
+        f"upstream {base_url}: cannot find the token id that ends an assistant turn ({reason}); "
+        "set eos_token_id in the vllm_model config to that id",
+    )
+
+
 def is_context_length_error(error: HTTPStatusError) -> bool:
     text = error.response_content.decode("utf-8", errors="replace").lower()
     return error.status == 400 and any(marker in text for marker in CONTEXT_LENGTH_MARKERS)
@@ -180,6 +200,8 @@ class VLLMModel(SimpleResponsesAPIModel):
     _semaphore: asyncio.Semaphore | None = PrivateAttr(default=None)
     _reasoning: conversion.ReasoningHandling = PrivateAttr()
     _defaults: conversion.ServerDefaults = PrivateAttr()
+    _end_of_turn_id: int | None = PrivateAttr(default=None)
+    _end_of_turn_lock: asyncio.Lock = PrivateAttr(default_factory=asyncio.Lock)
 
     def model_post_init(self, context: Any, /) -> None:
         """The conversion settings are fixed by the config, so they are made once."""
@@ -193,13 +215,9 @@ class VLLMModel(SimpleResponsesAPIModel):
             config.extra_body,
             config.replace_developer_role_with_system,
         )
+        self._end_of_turn_id = config.eos_token_id
 
     def setup_webserver(self) -> FastAPI:
-        if self.config.return_token_id_information and self.config.eos_token_id is None:
-            raise ConfigError(
-                "return_token_id_information: true needs eos_token_id (the id that ends an assistant turn, "
-                "e.g. <|im_end|>) to splice multi-turn prompts"
-            )
         app = super().setup_webserver()
         # Built here, after `run_webserver()` applied the config's `global_http_*` knobs.
         self._clients = [self._make_client(url) for url in self.config.base_url]
@@ -363,15 +381,16 @@ class VLLMModel(SimpleResponsesAPIModel):
         """P + G of the last recorded turn, then the template's tokens for the rest (or the canonical
         tokens of the whole conversation, flagged, when the history no longer matches its ids)."""
         last = turns[-1]
+        eos = await self._end_of_turn(client, payload)
         prefix, _ = await self._tokenize(
             client, payload, payload["messages"][: last.message_index + 1], add_generation_prompt=False
         )
         full, max_model_len = await self._tokenize(
             client, payload, payload["messages"], add_generation_prompt=True
         )
-        glue = tokens.glue_start(prefix, last.generation_token_ids, self.config.eos_token_id or 0)
+        glue = tokens.glue_start(prefix, last.generation_token_ids, eos)
         broken = tokens.earliest_break(
-            tokens.find_break(turns, prefix, glue, full), await self._edited_turn(client, payload, turns)
+            tokens.find_break(turns, prefix, glue, full), await self._edited_turn(client, payload, turns, eos)
         )
         prompt = full if broken else last.prompt_token_ids + last.generation_token_ids + full[glue:]
         max_tokens = max_tokens or max(max_model_len - len(prompt), 1)
@@ -382,6 +401,31 @@ class VLLMModel(SimpleResponsesAPIModel):
             return self._without_generation("length")
         completion, generated, log_probs = self._completion_to_chat(answer, client.base_url)
         return TrainingTurn(completion, prompt, generated, log_probs, broken)
+
+    async def _end_of_turn(self, client: VLLMClient, payload: dict[str, Any]) -> int:
+        """The id that ends an assistant turn: `eos_token_id` when set, else probed once per process, by
+        the first continued turn that needs it (a burst of them waits for that one probe)."""
+        if self._end_of_turn_id is None:
+            async with self._end_of_turn_lock:
+                if self._end_of_turn_id is None:
+                    self._end_of_turn_id = await self._probe_end_of_turn(client, payload)
+        return self._end_of_turn_id
+
+    async def _probe_end_of_turn(self, client: VLLMClient, payload: dict[str, Any]) -> int:
+        """The first of the ids that close both probe conversations, rendered with the request's model,
+        tools and chat_template_kwargs (templates may depend on them)."""
+        try:
+            first, second = [
+                (await self._tokenize(client, payload, probe, add_generation_prompt=False))[0]
+                for probe in EOS_PROBES
+            ]
+            eos = tokens.end_of_turn_id(first, second)
+        except HTTPStatusError as error:
+            raise no_end_of_turn(client.base_url, f"its /tokenize answered HTTP {error.status}") from None
+        except (GymError, tokens.NoEndOfTurn) as error:
+            raise no_end_of_turn(client.base_url, str(error)) from None
+        logger.info("end-of-turn token id %d, found from the chat template of %s", eos, client.base_url)
+        return eos
 
     def _completion_to_chat(
         self, answer: Any, base_url: str
@@ -417,10 +461,14 @@ class VLLMModel(SimpleResponsesAPIModel):
         for key in ("tools", "chat_template_kwargs"):
             if payload.get(key) is not None:
                 tokenize_body[key] = payload[key]
-        with self._masked_key():
-            async with self._limit():
-                answer = await client.create_tokenize(**tokenize_body)
-        ids, max_model_len = answer.get("tokens"), answer.get("max_model_len")
+        try:
+            with self._masked_key():
+                async with self._limit():
+                    answer = await client.create_tokenize(**tokenize_body)
+        except orjson.JSONDecodeError:
+            answer = {}  # reported below, like an answer without tokens
+        fields = answer if isinstance(answer, dict) else {}
+        ids, max_model_len = fields.get("tokens"), fields.get("max_model_len")
         if not isinstance(ids, list) or not isinstance(max_model_len, int):
             raise GymError(
                 502, "bad_upstream_response", f"upstream {client.base_url} /tokenize gave no tokens"
@@ -428,11 +476,11 @@ class VLLMModel(SimpleResponsesAPIModel):
         return ids, max_model_len
 
     async def _edited_turn(
-        self, client: VLLMClient, payload: dict[str, Any], turns: list[tokens.TokenTurn]
+        self, client: VLLMClient, payload: dict[str, Any], turns: list[tokens.TokenTurn], eos: int
     ) -> tokens.ContinuityBreak | None:
         """The first recorded turn whose assistant message no longer says what its ids generated (one
         `/detokenize` per turn, concurrent)."""
-        texts = await asyncio.gather(*(self._detokenize(client, payload, turn) for turn in turns))
+        texts = await asyncio.gather(*(self._detokenize(client, payload, turn, eos) for turn in turns))
         for turn, text in zip(turns, texts, strict=True):
             message = payload["messages"][turn.message_index]
             edited = conversion.generation_mismatch(message, text, self.config.uses_reasoning_parser)
@@ -444,10 +492,12 @@ class VLLMModel(SimpleResponsesAPIModel):
                 )
         return None
 
-    async def _detokenize(self, client: VLLMClient, payload: dict[str, Any], turn: tokens.TokenTurn) -> str:
+    async def _detokenize(
+        self, client: VLLMClient, payload: dict[str, Any], turn: tokens.TokenTurn, eos: int
+    ) -> str:
         """The text of a turn's generation, without its closing EOS."""
         generated = turn.generation_token_ids
-        if generated[-1] == self.config.eos_token_id:
+        if generated[-1] == eos:
             generated = generated[:-1]
         with self._masked_key():
             async with self._limit():

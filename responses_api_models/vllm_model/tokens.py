@@ -22,6 +22,10 @@ class MissingTokenData(ValueError):
     """The upstream's answer lacks the token ids or log-probs training mode must return."""
 
 
+class NoEndOfTurn(ValueError):
+    """Two renderings of a turn do not show which id ends it."""
+
+
 @dataclass(frozen=True)
 class TokenTurn:
     """An assistant message of the history that carries the ids of the model call that produced it."""
@@ -63,6 +67,22 @@ def completion_generation(logprobs: Any) -> tuple[list[int], list[float]]:
     if not isinstance(values, list) or len(values) != len(tokens) or None in values:
         raise MissingTokenData("the upstream's completion has no log-prob for every generated token")
     return [token_id_of(token) for token in tokens], [float(value) for value in values]
+
+
+def end_of_turn_id(first: Sequence[int], second: Sequence[int]) -> int:
+    """The id that ends an assistant turn, from the templated ids of two conversations that differ only in
+    the last assistant's text: the first id of what both end with (ChatML: `<|im_end|>` of `<|im_end|>\\n`).
+    That ending must fit the window `glue_start` searches, or the splice would miss it."""
+    shared = 0
+    while shared < min(len(first), len(second)) and first[-1 - shared] == second[-1 - shared]:
+        shared += 1
+    if shared == 0:
+        raise NoEndOfTurn("the rendered turns end with no common token")
+    if shared > EOS_SEARCH_WINDOW:
+        raise NoEndOfTurn(
+            f"the rendered turns end with {shared} common tokens, more than the {EOS_SEARCH_WINDOW} searched"
+        )
+    return first[-shared]
 
 
 def glue_start(prefix: Sequence[int], generation: Sequence[int], eos_token_id: int) -> int:

@@ -6,6 +6,7 @@ the output items exactly as returned (token fields included) and the tool result
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,6 +18,8 @@ import pytest
 from pydantic import TypeAdapter
 
 from nemo_gym.openai_utils import RESPONSES_TO_TRAIN, NeMoGymResponseInputItem
+from nemo_gym.testing import StartedServer
+from responses_api_models.vllm_model.app import EOS_PROBES
 from responses_api_models.vllm_model.tests.test_app import Served, rollout_session, served
 from tests.upstream_script import ScriptedUpstream
 from tests.vllm_script import VllmUpstream, fresh_model, scripted_call
@@ -43,12 +46,22 @@ def weather_steps() -> list[dict[str, Any]]:
 
 
 @asynccontextmanager
-async def training_server(tmp_path: Path, upstream: ScriptedUpstream, model: str) -> AsyncIterator[Served]:
-    eos = upstream.tokenizer_info()["eos_token_id"] if isinstance(upstream, VllmUpstream) else 0
+async def training_server(
+    tmp_path: Path, upstream: ScriptedUpstream, model: str, **settings: Any
+) -> AsyncIterator[Served]:
+    """Training mode as NeMo Gym configures it: no eos_token_id unless a test sets one."""
     async with served(
-        tmp_path, upstream.base_url, model, return_token_id_information=True, eos_token_id=eos
+        tmp_path, upstream.base_url, model, return_token_id_information=True, **settings
     ) as vllm:
         yield vllm
+
+
+def probes_made(upstream: VllmUpstream, model: str) -> int:
+    """How many end-of-turn probes reached the upstream (each renders the first probe conversation once)."""
+    return sum(
+        call["path"] == "/tokenize" and call["body"].get("messages") == EOS_PROBES[0]
+        for call in upstream.requests(model)
+    )
 
 
 def tool_results(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -257,12 +270,16 @@ FOLLOW_UP = {"role": "user", "content": "Leaving?"}
 
 
 async def two_chat_turns(
-    tmp_path: Path, upstream: VllmUpstream, second_messages: Callable[[dict[str, Any]], list[dict[str, Any]]]
+    tmp_path: Path,
+    upstream: VllmUpstream,
+    second_messages: Callable[[dict[str, Any]], list[dict[str, Any]]],
+    **settings: Any,
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """Two chat-route calls of one rollout; the second's messages are made from the first reply."""
     model = fresh_model("vllm")
     upstream.script(model, [{"text": "Hello there!"}, {"text": "Bye!"}])
-    async with training_server(tmp_path, upstream, model) as vllm, rollout_session() as session:
+    server = training_server(tmp_path, upstream, model, **settings)
+    async with server as vllm, rollout_session() as session:
         status, first = await vllm.post("/v1/chat/completions", {"messages": [QUESTION]}, session)
         assert status == 200, first
         body = {"messages": second_messages(first["choices"][0]["message"])}
@@ -372,3 +389,90 @@ async def test_a_turn_cut_by_max_tokens_is_continued_with_the_templates_end_of_t
     assert next_prompt[: len(prompt) + len(generated)] == prompt + generated
     tail = vllm_upstream.detokenize(model, next_prompt[len(prompt) + len(generated) :])
     assert tail == "<|im_end|>\n<|im_start|>user\nLeaving?<|im_end|>\n<|im_start|>assistant\n"
+
+
+def spliced_tail(upstream: VllmUpstream, model: str, first: dict[str, Any], second: dict[str, Any]) -> str:
+    """The text of what the second prompt adds after the first turn's prompt and generation ids, which
+    it must start with."""
+    earlier, later = (answer["choices"][0]["message"] for answer in (first, second))
+    expected = earlier["prompt_token_ids"] + earlier["generation_token_ids"]
+    assert later["prompt_token_ids"][: len(expected)] == expected
+    return upstream.detokenize(model, later["prompt_token_ids"][len(expected) :])
+
+
+# The generation ended with <|im_end|>, so the template's tokens take over right after it.
+TAIL_AFTER_EOS = "\n<|im_start|>user\nLeaving?<|im_end|>\n<|im_start|>assistant\n"
+
+
+async def test_a_burst_of_first_continued_turns_probes_the_end_of_turn_id_once(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    model = fresh_model("vllm")
+    burst = 8
+    vllm_upstream.script(model, [{"text": "Hello there!"}, {"text": "Bye!", "repeat": burst}])
+    async with training_server(tmp_path, vllm_upstream, model) as vllm:
+        status, first = await vllm.post("/v1/chat/completions", {"messages": [QUESTION]})
+        assert status == 200, first
+        body = {"messages": [QUESTION, first["choices"][0]["message"], FOLLOW_UP]}
+        answers = await asyncio.gather(*(vllm.post("/v1/chat/completions", body) for _ in range(burst)))
+
+    assert [status for status, _ in answers] == [200] * burst, answers
+    assert probes_made(vllm_upstream, model) == 1
+    for _, second in answers:
+        assert spliced_tail(vllm_upstream, model, first, second) == TAIL_AFTER_EOS
+        assert "token_continuity" not in second
+
+
+@pytest.mark.parametrize("eos_token_id_set", [True, False])
+async def test_eos_token_id_in_the_config_is_used_as_is_and_else_probed(
+    tmp_path: Path, vllm_upstream: VllmUpstream, eos_token_id_set: bool
+) -> None:
+    eos = vllm_upstream.tokenizer_info()["eos_token_id"]
+    settings = {"eos_token_id": eos} if eos_token_id_set else {}
+    model, first, second = await two_chat_turns(
+        tmp_path, vllm_upstream, lambda reply: [QUESTION, reply, FOLLOW_UP], **settings
+    )
+
+    assert probes_made(vllm_upstream, model) == (0 if eos_token_id_set else 1)
+    assert spliced_tail(vllm_upstream, model, first, second) == TAIL_AFTER_EOS
+    assert "token_continuity" not in second
+
+
+# A continued turn as a trainer sends it: the assistant message carries the ids of its model call.
+CONTINUED_MESSAGES = [
+    QUESTION,
+    {
+        "role": "assistant",
+        "content": "Hello there!",
+        "prompt_token_ids": [1, 2],
+        "generation_token_ids": [3, 4],
+        "generation_log_probs": [-0.5, -0.5],
+    },
+    FOLLOW_UP,
+]
+
+
+@pytest.mark.parametrize(
+    ("upstream_kind", "reason"),
+    [("tokenize_answers_404", "/tokenize answered HTTP 404"), ("no_chat_template", "no common token")],
+)
+async def test_an_upstream_that_cannot_show_the_end_of_turn_id_is_a_502_naming_eos_token_id(
+    tmp_path: Path,
+    flaky_server: StartedServer,
+    scripted_upstream: ScriptedUpstream,
+    upstream_kind: str,
+    reason: str,
+) -> None:
+    model = fresh_model("no-eos")
+    base_url = {
+        # Every call under this base URL answers 404, as a server without vLLM's /tokenize would.
+        "tokenize_answers_404": f"{flaky_server.url}/s/{model}/404/1000000/v1",
+        # One token per word of the message texts: no template, so no closing tokens to find.
+        "no_chat_template": scripted_upstream.base_url,
+    }[upstream_kind]
+    async with served(tmp_path, base_url, model, return_token_id_information=True) as vllm:
+        status, body = await vllm.post("/v1/chat/completions", {"messages": CONTINUED_MESSAGES})
+
+    assert (status, body["error"]["type"]) == (502, "bad_upstream_response"), body
+    message = body["error"]["message"]
+    assert reason in message and "set eos_token_id" in message and "\n" not in message
