@@ -64,6 +64,23 @@ def test_every_nemo_gym_command_exists_with_a_full_help(command, empty_env):
         assert flag.names[-1] in result.stdout, flag.names
 
 
+def test_short_forms_are_the_nemo_gym_commands_themselves():
+    assert TREE["run"] is TREE["env"]["start"] and TREE["status"] is TREE["env"]["status"]
+    assert TREE["resolve"] is TREE["env"]["resolve"] and TREE["validate"] is TREE["env"]["validate"]
+    assert TREE["init"] is TREE["env"]["init"] and TREE["test"] is TREE["env"]["test"]
+
+
+def test_env_status_json_lists_a_running_deployment(empty_env):
+    with running_deployment(["--config", "configs/demo.yaml"], cwd=empty_env) as deployment:
+        port = deployment.head_url.rsplit(":", 1)[1]
+        result = run("env", "status", "--json", f"++head_server.port={port}", cwd=empty_env)
+    assert result.returncode == 0, result.stderr
+    listed = json.loads(result.stdout)
+    assert {entry["process_name"]: entry["status"] for entry in listed} == {
+        "mcqa": "success", "mcqa_simple_agent": "success", "policy_model": "success",
+    }  # fmt: skip
+
+
 def test_commands_with_settings_list_their_fields_in_help(empty_env):
     result = run("eval", "run", "-h", cwd=empty_env)
     assert "input_jsonl_fpath" in result.stdout and "num_samples_in_parallel" in result.stdout

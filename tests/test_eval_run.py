@@ -54,12 +54,15 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_eval_run_offline_starts_collects_aggregates_and_stops_in_under_10s(workdir):
+@pytest.mark.parametrize("command", [("gym", "eval", "run"), ("ng_e2e_collect_rollouts",)])
+def test_eval_run_offline_starts_collects_aggregates_and_stops_in_under_10s(command, workdir):
     data_files = {path: path.read_bytes() for path in MCQA_DATA.iterdir()}
     started = time.monotonic()
-    result = gym(
-        "eval", "run", "--resources-server", "mcqa", "--model-type", "replay_model", "--dataset", "example",
-        "-o", "out/rollouts.jsonl", cwd=workdir,
+    executable, *args = command
+    result = subprocess.run(
+        [str(BIN / executable), *args, "--resources-server", "mcqa", "--model-type", "replay_model",
+         "--dataset", "example", "-o", "out/rollouts.jsonl"],
+        cwd=workdir, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stdout + result.stderr
