@@ -233,18 +233,24 @@ def _check_every_resources_server_has_examples(cfg: DictConfig, datasets: list[A
             )
 
 
-def _collate_type(dataset_type: str, datasets: list[AgentDataset], settings: CollationSettings) -> None:
-    """Write `<type>.jsonl` in one streaming pass that also checks each dataset's metrics file."""
+def _collate_type(
+    dataset_type: str, datasets: list[AgentDataset], settings: CollationSettings, check_metrics: bool = True
+) -> None:
+    """Write `<type>.jsonl` in one streaming pass that also checks each dataset's metrics file (unless
+    `check_metrics` is off: then the data folders are only read)."""
     type_metrics = DatasetMetrics()
     output = settings.output_dirpath / f"{dataset_type}.jsonl"
-    write_atomically(output, _stamped_lines(datasets, type_metrics, settings))
+    write_atomically(output, _stamped_lines(datasets, type_metrics, settings, check_metrics))
     names = [f"{entry.agent_name}/{entry.dataset.name}" for entry in datasets]
     summary = {"datasets": names, **type_metrics.summary()}
     write_atomically(settings.output_dirpath / f"{dataset_type}_metrics.json", [_pretty_json(summary)])
 
 
 def _stamped_lines(
-    datasets: list[AgentDataset], type_metrics: DatasetMetrics, settings: CollationSettings
+    datasets: list[AgentDataset],
+    type_metrics: DatasetMetrics,
+    settings: CollationSettings,
+    check_metrics: bool,
 ) -> Iterator[bytes]:
     for entry in datasets:
         dataset = entry.dataset
@@ -257,7 +263,8 @@ def _stamped_lines(
             metrics.add(row, line.number, dataset.num_repeats)
             type_metrics.add(row, line.number, dataset.num_repeats)
             yield (orjson.dumps(row | {"agent_ref": agent_ref}) + b"\n") * dataset.num_repeats
-        _check_dataset(dataset, path, metrics, settings)
+        if check_metrics:
+            _check_dataset(dataset, path, metrics, settings)
 
 
 def _dataset_path(dataset: AnyDataset) -> Path:
@@ -353,7 +360,10 @@ def _check_dataset(
 
 
 def _store_metrics(path: Path, new: dict[str, Any], settings: CollationSettings) -> None:
-    """Write `<stem>_metrics.json`; a stored file whose values changed means the data changed unnoticed."""
+    """Write `<stem>_metrics.json`; a stored file whose values changed means the data changed unnoticed.
+
+    A missing file is simply written (a new environment has none yet): only a difference fails.
+    """
     stored_path = path.with_name(f"{path.stem}_metrics.json")
     conflict_path = path.with_name(f"{path.stem}_metrics_conflict.json")
     stored = orjson.loads(stored_path.read_bytes()) if stored_path.is_file() else None
@@ -365,8 +375,8 @@ def _store_metrics(path: Path, new: dict[str, Any], settings: CollationSettings)
         )
     write_atomically(stored_path, [_pretty_json(new)])
     conflict_path.unlink(missing_ok=True)
-    if stored is None and settings.mode == "example_validation":
-        raise ConfigError(f"{stored_path} was missing: it is written now; review and commit it, then rerun")
+    if stored is None:
+        print(f"Wrote {stored_path} (it was missing); commit it with the data.")
 
 
 def _still_matches(stored: Any, new: Any) -> bool:
@@ -383,3 +393,39 @@ def _still_matches(stored: Any, new: Any) -> bool:
 def _pretty_json(value: dict[str, Any]) -> bytes:
     """Indented like the metrics files shipped with the example data, so diffs against them stay small."""
     return (json.dumps(value, indent=4) + "\n").encode()
+
+
+def collate_split(dataset_type: str, datasets: list[AgentDataset], output_dirpath: Path) -> Path:
+    """`<output_dirpath>/<type>.jsonl` from `datasets`, as `gym dataset collate` writes it (what `gym eval
+    run` runs when no input file is given), without touching the metrics files beside the data."""
+    settings = CollationSettings(output_dirpath=output_dirpath)
+    output_dirpath.mkdir(parents=True, exist_ok=True)
+    _collate_type(dataset_type, datasets, settings, check_metrics=False)
+    return output_dirpath / f"{dataset_type}.jsonl"
+
+
+class PrepareSettings(BaseNeMoGymCLIConfig):
+    """Prepare every benchmark dataset of the selected configs (`--benchmark NAME`, `--config FILE`): import
+    its prepare_script and run prepare(), which must write the dataset's jsonl_fpath."""
+
+    use_cached_prepared_benchmarks: bool = Field(
+        default=False, description="keep a benchmark file that already exists instead of preparing it again"
+    )
+
+
+def prepare_benchmarks(overrides: list[str]) -> int:
+    """Entry point of `gym eval prepare` / `ng_prepare_benchmark`."""
+    cfg = parse_global_config_dict(overrides)
+    settings = command_settings(PrepareSettings, cfg)
+    benchmarks = [
+        entry.dataset for entry in agent_datasets(cfg) if isinstance(entry.dataset, BenchmarkDatasetConfig)
+    ]
+    if not benchmarks:
+        raise ConfigError("no benchmark dataset in the selected configs; choose one with --benchmark NAME")
+    for dataset in benchmarks:
+        target = Path(str(dataset.jsonl_fpath)).expanduser()
+        if settings.use_cached_prepared_benchmarks and target.is_file():
+            print(f"Benchmark '{dataset.name}' is already prepared in {target}.")
+            continue
+        _run_prepare_script(dataset, target)
+    return 0

@@ -26,6 +26,7 @@ from nemo_gym.config_types import AGENT_REF_KEY, BaseNeMoGymCLIConfig, ConfigErr
 from nemo_gym.global_config import command_settings, locate_data_file, parse_global_config_dict
 from nemo_gym.jsonl import TASK_INDEX_KEY, iter_jsonl, rollout_key, row_at, write_atomically
 from nemo_gym.reward_profile import (
+    SAMPLE_KEY,
     column_statistics,
     completion_pct,
     default_key_metrics,
@@ -172,7 +173,7 @@ def check_complete(
 def task_group(task: TaskProfile, sample: dict[str, Any]) -> dict[str, Any]:
     """The `/aggregate_metrics` group of a task, with its agent and its real input row."""
     group = group_metrics(task.task_index, task.infos, task.expected, sum(task.failures.values()))
-    return {AGENT_REF_KEY: {"name": task.agent}, TASK_INDEX_KEY: task.task_index, "sample": sample, **group}
+    return {AGENT_REF_KEY: {"name": task.agent}, TASK_INDEX_KEY: task.task_index, SAMPLE_KEY: sample, **group}
 
 
 def group_lines(tasks: Sequence[TaskProfile], inputs_path: Path) -> Iterator[bytes]:

@@ -6,9 +6,11 @@ env.yaml < programmatic dict < command line):
 1. parse the Hydra overrides (`+k=v` adds, `++k=v` adds or replaces) onto an empty config and merge
    them over `initial_global_config_dict`;
 2. read `env.yaml` (current directory, else install root) and take `config_paths` from env.yaml merged
-   with step 1; load every listed file (current directory first, then install root), each file's own
-   `config_paths` included before it, so that a file overrides what it includes;
-3. merge files, env.yaml and step 1; write the expanded `config_paths` back;
+   with step 1; load the listed files as a work list (current directory first, then install root): a
+   file's own `config_paths` are appended to the end of the list, a file already loaded is skipped with
+   a warning, so an included file loads after its includer and the rest of the top-level list;
+3. merge files in load order (later wins, so an included file overrides its includer, as in NeMo Gym),
+   then env.yaml and step 1; write the expanded `config_paths` back, in load order;
 4. apply the structural directives `_inherit_from`, `_copy` and `_delete_key` (and their string forms
    `${inherit_from:a.b}` / `${copy:a.b}`);
 5. fail if a `???` is left, listing every unset path;
@@ -125,6 +127,7 @@ _SECRET_KEY_PARTS = ("key", "token", "secret", "password", "authorization")
 _COUNT_KEY_SUFFIXES = ("tokens", "_count", "_size")
 _PURE_INTERPOLATION = re.compile(r"^\$\{[^${}]*\}$")
 _DIRECTIVE_STRING = re.compile(r"^\$\{(inherit_from|copy):\s*([^}]*?)\s*\}$")
+_INTERPOLATED_KEY = re.compile(r"\$\{(?:[\w.]+:)?([^${}:,]+)[^${}]*\}")  # `${a.b}`, `${oc.env:NAME,x}`
 
 _cached_global_config_dict: DictConfig | None = None
 
@@ -348,28 +351,27 @@ def _config_paths_in(config: DictConfig, where: str = "the command line or env.y
 def _load_config_files(
     config_paths: list[str], cwd: Path, root: Path
 ) -> tuple[list[tuple[str, DictConfig]], list[str]]:
-    """Every config file reachable from `config_paths`, lowest precedence first, and their paths as given.
+    """Every config file reachable from `config_paths`, in load order (lowest precedence first), and their
+    paths as given.
 
-    A file's own `config_paths` are loaded just before it, so the including file overrides what it
-    includes; a file reached a second time is skipped with a warning.
+    NeMo Gym's order: a work list seeded with `config_paths`, to whose end each loaded file's own
+    `config_paths` are appended; a file reached a second time is skipped with a warning. An included
+    file therefore loads after, and wins over, its includer.
     """
     loaded: list[tuple[str, DictConfig]] = []
     loaded_entries: list[str] = []
     seen: set[Path] = set()
-
-    def load(entries: list[str], listed_in: Path | None) -> None:
-        for entry in entries:
-            path = _locate_config_file(entry, cwd, root, listed_in)
-            if path in seen:
-                logger.warning("Config file %s is listed more than once in config_paths; loaded once", entry)
-                continue
-            seen.add(path)
-            config = load_yaml_file(path)
-            load(_config_paths_in(config, str(path)), path)
-            loaded.append((str(path), config))
-            loaded_entries.append(entry)
-
-    load(config_paths, None)
+    work_list: list[tuple[str, Path | None]] = [(entry, None) for entry in config_paths]
+    for entry, listed_in in work_list:  # grows while it is walked
+        path = _locate_config_file(entry, cwd, root, listed_in)
+        if path in seen:
+            logger.warning("Config file %s is listed more than once in config_paths; loaded once", entry)
+            continue
+        seen.add(path)
+        config = load_yaml_file(path)
+        work_list.extend((included, path) for included in _config_paths_in(config, str(path)))
+        loaded.append((str(path), config))
+        loaded_entries.append(entry)
     return loaded, loaded_entries
 
 
@@ -980,3 +982,39 @@ def _is_secret_key(key: Any) -> bool:
 def to_yaml(cfg: Any, mask: bool) -> str:
     """YAML text of a config (interpolations kept as written), with secrets masked when `mask`."""
     return OmegaConf.to_yaml(mask_secrets(cfg) if mask else cfg)
+
+
+def to_resolved_yaml(cfg: Any) -> str:
+    """YAML text of a config as the servers will see it: interpolations resolved, then secrets masked.
+
+    Masking by key runs on the resolved values, so `openai_api_key: ${policy_api_key}` shows "****";
+    a value interpolating a secret key (`Bearer ${policy_api_key}` under `headers.X`) is masked as
+    well. An interpolation that cannot be resolved is shown as written, so a half-finished config can
+    still be inspected.
+    """
+    config = cfg if OmegaConf.is_config(cfg) else OmegaConf.create(cfg)
+    return OmegaConf.to_yaml(mask_secrets(_resolved_leniently(config)))
+
+
+def _resolved_leniently(node: DictConfig | ListConfig) -> dict | list:
+    """`node` as plain data, each value resolved on its own; one that fails to resolve stays as written."""
+    raw = OmegaConf.to_container(node, resolve=False)
+    keys = list(node.keys()) if isinstance(node, DictConfig) else list(range(len(node)))
+    values = [_resolved_value(node, key, raw[key]) for key in keys]
+    return dict(zip(keys, values, strict=True)) if isinstance(node, DictConfig) else values
+
+
+def _resolved_value(node: DictConfig | ListConfig, key: Any, raw: Any) -> Any:
+    """`node[key]` resolved; a value that interpolates a secret-named key is masked here already, since
+    the key it ends up under (`X-Auth`, say) need not look secret to `mask_secrets`."""
+    try:
+        value = node[key]
+    except OmegaConfBaseException:
+        return raw
+    if OmegaConf.is_config(value):
+        return _resolved_leniently(value)
+    secret_reference = next(
+        (name for name in _INTERPOLATED_KEY.findall(str(raw)) if _is_secret_key(name.rsplit(".", 1)[-1])),
+        None,
+    )
+    return _masked(value, under_secret_key=True, key=secret_reference) if secret_reference else value

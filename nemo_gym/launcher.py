@@ -566,7 +566,6 @@ class Deployment:
             await self._wait_until_ready()
         finally:
             self._reserver.close_all()
-        self._head_server.server_instances = [server.describe() for server in self.servers]
         self._print_table()
 
     def _reserve_sockets(self) -> None:
@@ -610,6 +609,7 @@ class Deployment:
         server.sock.close()
         server.sock = None
         self._watchers.append(asyncio.create_task(self._watch_exit(server.process)))
+        self._publish_spawned_servers()
 
     async def _spawn_colocated(self, secret: str, num_workers: int) -> None:
         """One child hosting every server instance (see `nemo_gym.colocation`)."""
@@ -645,6 +645,15 @@ class Deployment:
             server.sock.close()
             server.sock = None
         self._watchers.append(asyncio.create_task(self._watch_exit(process)))
+        self._publish_spawned_servers()
+
+    def _publish_spawned_servers(self) -> None:
+        """List every spawned server on the head server's `/server_instances` at once: a server that
+        already answers may be looked up while the others are still starting. The list is replaced, not
+        changed in place, so the head server's thread never sees a half-built one."""
+        self._head_server.server_instances = [
+            server.describe() for server in self.servers if server.process is not None
+        ]
 
     def _copy_colocated_line(self, text: str) -> None:
         """A co-hosting child speaks for all its servers: every one keeps the line for error reports."""

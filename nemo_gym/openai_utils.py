@@ -27,7 +27,7 @@ Conventions every caller should know:
 
 from typing import Annotated, Any, ClassVar, Literal, NotRequired, Required
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, with_config
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator, with_config
 from typing_extensions import TypedDict  # pydantic needs this TypedDict on Python < 3.12
 
 from nemo_gym.http_client import (
@@ -221,7 +221,8 @@ class NeMoGymFunctionCallOutput(_WireModel):
 
 
 class NeMoGymResponseReasoningItem(_WireModel):
-    """Reasoning summary. Deliberately without ``status``: OpenAI rejects it when the item is re-submitted."""
+    """Reasoning summary. Deliberately without ``status``: OpenAI rejects it when the item is re-submitted,
+    so an upstream's ``status`` is dropped on validation instead of being kept as an extra key."""
 
     _wire_constants = ("type",)
 
@@ -229,6 +230,13 @@ class NeMoGymResponseReasoningItem(_WireModel):
     summary: list[NeMoGymSummary]
     type: Literal["reasoning"] = "reasoning"
     encrypted_content: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _without_status(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "status" in value:
+            return {key: item for key, item in value.items() if key != "status"}
+        return value
 
 
 class NeMoGymEasyInputMessageForTraining(TokenIDLogProbMixin, NeMoGymEasyInputMessage):

@@ -4,6 +4,8 @@ Statistic keys are `<stat>/<field>` (`mean/reward`, `std/output_tokens`, ...), a
 expect; they keep the scale of their field, so a 0-1 reward stays 0-1. The pass@k family is in percent
 (0-100), the scale benchmark reports quote.
 
+Each group carries `sample`, a small stub of its task's row as NeMo Gym's groups do (see `task_sample`).
+
 A rollout carrying a truthy `_ng_failure_class` (`http_500`, `timeout`, ...) never enters a statistic or
 `compute_metrics`: it is only counted (`num_failed_rollouts`, `num_failed_rollouts/<class>`), so a crash is
 not mistaken for a reward of 0.
@@ -21,11 +23,13 @@ from typing import Any
 
 from fastapi import HTTPException
 
-from nemo_gym.config_types import AggregateMetrics, AggregateMetricsRequest
+from nemo_gym.config_types import AGENT_REF_KEY, AggregateMetrics, AggregateMetricsRequest
 from nemo_gym.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 
 INDEX_KEYS = (TASK_INDEX_KEY, ROLLOUT_INDEX_KEY)
 ROLLOUT_ID_KEY = "rollout_id"
+SAMPLE_KEY = "sample"
+GYM_KEY_PREFIX = "_ng_"
 NUM_FAILED_KEY = "num_failed_rollouts"
 # Keys of a rollout info that locate the rollout rather than measure it.
 LOCATION_KEYS = (ROLLOUT_ID_KEY, *INDEX_KEYS)
@@ -132,6 +136,22 @@ def group_metrics(
     }
 
 
+def task_sample(rollouts: Sequence[Rollout]) -> dict[str, Any]:
+    """The `sample` of a task's group: which agent ran the task and what identifies it, kept small.
+
+    Taken from the task's first successful rollout (else its first failure record): `agent_ref` and the
+    top-level text fields (ids, categories, expected answers). Numbers are statistics columns already,
+    `_ng_*` keys describe one rollout, and nested values (request params, the response, judge transcripts)
+    would make every group as large as a rollout.
+    """
+    first = next((rollout for rollout in rollouts if failure_class(rollout) is None), rollouts[0])
+    return {
+        key: value
+        for key, value in first.items()
+        if key == AGENT_REF_KEY or (isinstance(value, str) and not key.startswith(GYM_KEY_PREFIX))
+    }
+
+
 def default_key_metrics(agent_metrics: Mapping[str, Any]) -> dict[str, Any]:
     """The means: the few numbers a person reads first."""
     return {key: value for key, value in agent_metrics.items() if key.startswith("mean/")}
@@ -229,12 +249,15 @@ class MetricsAggregationMixin:
             for task_index, rollouts in successes.items()
         }
         group_level_metrics = [
-            group_metrics(
-                task_index,
-                infos[task_index],
-                expected,
-                num_failed_rollouts=len(tasks[task_index]) - len(successes[task_index]),
-            )
+            {
+                **group_metrics(
+                    task_index,
+                    infos[task_index],
+                    expected,
+                    num_failed_rollouts=len(tasks[task_index]) - len(successes[task_index]),
+                ),
+                SAMPLE_KEY: task_sample(tasks[task_index]),
+            }
             for task_index in tasks
         ]
         agent_metrics: dict[str, Any] = {

@@ -106,6 +106,24 @@ def test_metrics_match_statistics_computed_independently(project):
     assert type_metrics["Number of tools"] == pytest.approx(expected_metrics(all_rows)["Number of tools"])
 
 
+def test_a_missing_metrics_file_is_written_and_then_guards_the_data(project):
+    stored = {env: data_path(project, env, "example_metrics.json") for env in ENVIRONMENTS.values()}
+    for path in stored.values():
+        path.unlink()
+    result = collate(project)
+    assert result.returncode == 0, result.stderr
+    for env, path in stored.items():
+        shipped = json.loads((REPO / "resources_servers" / env / "data" / "example_metrics.json").read_text())
+        written = json.loads(path.read_text())
+        assert {key: written.get(key) for key in shipped} == shipped, env  # the shipped file, plus new keys
+        assert f"Wrote {path} (it was missing)" in result.stdout
+
+    data = data_path(project, "example_session_state_mgmt")
+    data.write_text(data.read_text().replace('"initial_count": 3', '"initial_count": 4', 1))
+    result = collate(project)
+    assert result.returncode == 1 and "example_metrics.json differs" in result.stderr
+
+
 def test_changed_data_is_a_conflict_unless_overwrite_is_set(project):
     assert collate(project).returncode == 0
     data = data_path(project, "example_single_tool_call")

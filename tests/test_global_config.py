@@ -22,6 +22,7 @@ from nemo_gym.config_types import (
 )
 from nemo_gym.global_config import (
     DEFAULT_HEAD_SERVER_PORT,
+    DEFAULT_HOST,
     NEMO_GYM_CONFIG_DICT_ENV_VAR_NAME,
     NEMO_GYM_CONFIG_FILE_ENV_VAR_NAME,
     RESERVED_TOP_LEVEL_KEYS,
@@ -35,6 +36,7 @@ from nemo_gym.global_config import (
     require_server_instances,
     reset_global_config_dict_cache,
     resolve_instance_config,
+    to_resolved_yaml,
     to_yaml,
 )
 
@@ -148,13 +150,34 @@ def test_later_files_override_earlier_ones(workdir: Path) -> None:
     assert (cfg.x, cfg.only_one) == (2, True)
 
 
-def test_config_paths_are_followed_recursively_and_written_back(workdir: Path) -> None:
-    write(workdir / "top.yaml", {"config_paths": ["sub/base.yaml"], "x": "top"})
+def test_an_included_file_loads_after_its_includer_and_wins(workdir: Path) -> None:
+    write(workdir / "top.yaml", {"config_paths": ["sub/base.yaml"], "x": "top", "top_only": 0})
     write(workdir / "sub/base.yaml", {"config_paths": ["sub/deep.yaml"], "x": "base", "base_only": 1})
     write(workdir / "sub/deep.yaml", {"deep_only": 2, "config_paths": ["top.yaml"]})  # a cycle, loaded once
     cfg = parse(workdir, "+config_paths=[top.yaml]")
-    assert (cfg.x, cfg.base_only, cfg.deep_only) == ("top", 1, 2)  # the including file wins
-    assert list(cfg.config_paths) == ["sub/deep.yaml", "sub/base.yaml", "top.yaml"]
+    assert (cfg.x, cfg.top_only, cfg.base_only, cfg.deep_only) == ("base", 0, 1, 2)
+    assert list(cfg.config_paths) == ["top.yaml", "sub/base.yaml", "sub/deep.yaml"]
+
+
+def test_included_files_are_appended_after_the_whole_top_level_list(workdir: Path) -> None:
+    write(workdir / "a.yaml", {"config_paths": ["included.yaml"], "x": "a"})
+    write(workdir / "b.yaml", {"x": "b"})
+    write(workdir / "included.yaml", {"x": "included"})
+    cfg = parse(workdir, "+config_paths=[a.yaml,b.yaml]")
+    assert cfg.x == "included"
+    assert list(cfg.config_paths) == ["a.yaml", "b.yaml", "included.yaml"]
+
+
+def test_a_diamond_include_is_loaded_once(workdir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    write(workdir / "top.yaml", {"config_paths": ["left.yaml", "right.yaml"], "x": "top"})
+    write(workdir / "left.yaml", {"config_paths": ["shared.yaml"], "x": "left"})
+    write(workdir / "right.yaml", {"config_paths": ["shared.yaml"], "x": "right"})
+    write(workdir / "shared.yaml", {"x": "shared"})
+    with caplog.at_level(logging.WARNING, logger="nemo_gym.global_config"):
+        cfg = parse(workdir, "+config_paths=[top.yaml]")
+    assert cfg.x == "shared"
+    assert list(cfg.config_paths) == ["top.yaml", "left.yaml", "right.yaml", "shared.yaml"]
+    assert "shared.yaml is listed more than once" in caplog.text
 
 
 def test_config_paths_are_tried_in_cwd_then_in_install_root(workdir: Path) -> None:
@@ -529,6 +552,50 @@ def test_to_yaml_masks_only_when_asked() -> None:
     assert "sk-1" not in to_yaml(config, mask=True) and "'****'" in to_yaml(config, mask=True)
     assert "policy_api_key: sk-1" in to_yaml(config, mask=False)
     assert "url: ${policy_base_url}" in to_yaml(config, mask=True)
+
+
+def test_resolved_yaml_shows_env_yaml_values_and_masks_secrets_that_came_through_interpolation(
+    workdir: Path,
+) -> None:
+    model = POLICY_MODEL["responses_api_models"]["openai_model"]
+    headers = {"X-Auth": "Bearer ${policy_api_key}", "max_tokens": "${limits.max_tokens}"}
+    write(
+        workdir / "env.yaml",
+        {"policy_base_url": "http://u/v1", "policy_api_key": "sk-9", "policy_model_name": "m-1"},
+    )
+    write(
+        workdir / "c.yaml",
+        {
+            "policy_model": {"responses_api_models": {"openai_model": {**model, "default_headers": headers}}},
+            "limits": {"max_tokens": 64},
+        },
+    )
+    resolved = yaml.safe_load(to_resolved_yaml(parse(workdir, "+config_paths=[c.yaml]")))
+    assert "sk-9" not in str(resolved) and resolved["policy_api_key"] == "****"
+    assert inner(OmegaConf.create(resolved), "policy_model") == {
+        "entrypoint": "app.py",
+        "openai_base_url": "http://u/v1",
+        "openai_api_key": "****",
+        "openai_model": "m-1",
+        "default_headers": {"X-Auth": "****", "max_tokens": 64},
+        "host": DEFAULT_HOST,
+        "port": resolved["policy_model"]["responses_api_models"]["openai_model"]["port"],
+    }
+
+
+def test_resolved_yaml_leaves_unresolvable_values_as_written() -> None:
+    config = OmegaConf.create(
+        {
+            "name": "m",
+            "model": {"name": "${name}", "url": "${nowhere}/v1", "api_key": "${missing_key}", "todo": "???"},
+        }
+    )
+    assert yaml.safe_load(to_resolved_yaml(config))["model"] == {
+        "name": "m",
+        "url": "${nowhere}/v1",
+        "api_key": "${missing_key}",
+        "todo": "???",
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------

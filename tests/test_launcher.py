@@ -32,6 +32,16 @@ SLOW_APP = (
     "import os\nimport time\n\n"
     "print(f'pid {os.getpid()} loading a very large model...', flush=True)\ntime.sleep(3600)\n"
 )
+PEEKING_APP = (
+    "import urllib.request\n\n"
+    "from nemo_gym.global_config import get_global_config_dict\n"
+    "from nemo_gym.server_utils import head_server_config_from\n"
+    "from tests.fixtures.counter_resources_server import CounterResourcesServer\n\n"
+    "head = head_server_config_from(get_global_config_dict())\n"
+    "with urllib.request.urlopen(f'http://{head.host}:{head.port}/server_instances', timeout=10) as answer:\n"
+    "    print('listed while starting:', answer.read().decode(), flush=True)\n"
+    "CounterResourcesServer.run_webserver()\n"
+)
 NEVER_PRINTED = "\0never printed\0"
 
 
@@ -48,6 +58,7 @@ def workdir(tmp_path: Path) -> Path:
         "noisy": NOISY_APP,
         "grandchild": GRANDCHILD_APP,
         "slow": SLOW_APP,
+        "peeking": PEEKING_APP,
     }
     for implementation, source in sources.items():
         folder = tmp_path / "resources_servers" / implementation
@@ -125,6 +136,21 @@ def test_run_starts_every_instance_and_prints_the_table(workdir):
             "first": "success",
             "second": "success",
         }
+
+
+def test_the_head_server_lists_each_instance_as_soon_as_it_is_spawned(workdir):
+    """`second` reads the list before it starts serving, so the deployment is still starting then; `first`,
+    spawned before it, must already be listed with its process and address."""
+    config = {"first": counter_instance(), "second": counter_instance("peeking")}
+    with running_deployment([write_config(workdir, config)], workdir) as deployment:
+        line = deployment.wait_for_output("listed while starting:")
+        listed = {
+            entry["process_name"]: entry for entry in json.loads(line.split("listed while starting:")[1])
+        }
+        first = deployment.instances["first"]
+        assert listed["first"] == first
+        assert first["pid"] > 0 and first["start_time"] > 0 and first["url"] == deployment.url("first")
+        assert set(deployment.instances) == {"first", "second"}
 
 
 def test_child_output_is_prefixed_with_its_instance_name(workdir):

@@ -1,13 +1,18 @@
 """The OpenAI-compatible types accept NeMo Gym's real data unchanged and keep training token data."""
 
 import json
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 from pydantic import TypeAdapter, ValidationError
 
 from nemo_gym import openai_utils
+from nemo_gym.global_config import install_root
 from nemo_gym.openai_utils import (
     RESPONSES_TO_TRAIN,
     RETRY_ERROR_CODES,
@@ -33,7 +38,10 @@ from nemo_gym.openai_utils import (
     NeMoGymSummary,
     TokenIDLogProbMixin,
 )
+from tests.helpers import instance_config, run_instance
+from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call, reasoning
 
+EXAMPLE_COUNTER_ROWS = "resources_servers/example_session_state_mgmt/data/example.jsonl"
 PUBLIC_NAMES = """
 TokenIDLogProbMixin TokenIDLogProbTypedDictMixin
 NeMoGymSummary NeMoGymResponseReasoningItem NeMoGymResponseOutputText NeMoGymResponseOutputRefusal
@@ -481,3 +489,88 @@ def test_chat_create_params_keep_assistant_token_fields_and_ignore_unknown_keys(
         NeMoGymChatCompletionCreateParamsNonStreaming.model_validate(
             {"messages": [{"role": "robot", "content": ""}]}
         )
+
+
+# ------------------------------------------------------------------------------------------------------
+# Reasoning items never carry `status` on the wire (real servers, the scripted upstream plays the model)
+# ------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ReasoningStack:
+    model_url: str
+    agent_url: str
+    model: str
+    upstream: ScriptedUpstream
+
+
+@pytest.fixture(scope="module")
+def reasoning_stack(
+    scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ReasoningStack]:
+    """openai_model in front of the scripted upstream, and a simple_agent over it and a counter environment."""
+    workdir = tmp_path_factory.mktemp("reasoning_status")
+    model = fresh_model("reasoning-status")
+    config = {
+        "counter_rs": instance_config("resources_servers", "example_session_state_mgmt", domain="agent"),
+        "policy_model": instance_config(
+            "responses_api_models",
+            "openai_model",
+            openai_base_url=scripted_upstream.base_url,
+            openai_api_key="sk-reasoning-test",
+            openai_model=model,
+        ),
+    }
+    with ExitStack() as servers:
+        counter = servers.enter_context(run_instance(config, "counter_rs", workdir))
+        model_server = servers.enter_context(run_instance(config, "policy_model", workdir))
+        config["counter_rs"]["resources_servers"]["example_session_state_mgmt"]["port"] = counter.port
+        config["policy_model"]["responses_api_models"]["openai_model"]["port"] = model_server.port
+        config["agent"] = instance_config(
+            "responses_api_agents",
+            "simple_agent",
+            resources_server={"type": "resources_servers", "name": "counter_rs"},
+            model_server={"type": "responses_api_models", "name": "policy_model"},
+        )
+        agent = servers.enter_context(run_instance(config, "agent", workdir))
+        yield ReasoningStack(model_server.url, agent.url, model, scripted_upstream)
+
+
+def reasoning_with_status(text: str) -> dict[str, Any]:
+    return {**reasoning(text), "status": "completed"}
+
+
+def reasoning_items(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [item for item in items if item.get("type") == "reasoning"]
+
+
+def test_reasoning_status_reaches_neither_the_caller_nor_the_upstream(
+    reasoning_stack: ReasoningStack,
+) -> None:
+    stack = reasoning_stack
+    stack.upstream.script(stack.model, [{"output": [reasoning_with_status("now"), assistant_message("ok")]}])
+    body = {"input": [{"role": "user", "content": "hi"}, reasoning_with_status("earlier")]}
+    answer = requests.post(f"{stack.model_url}/v1/responses", json=body, timeout=30)
+    assert answer.status_code == 200, answer.text
+    returned = reasoning_items(answer.json()["output"])
+    sent = reasoning_items(stack.upstream.requests(stack.model)[-1]["body"]["input"])
+    assert [item["summary"][0]["text"] for item in returned + sent] == ["now", "earlier"]
+    assert all("status" not in item for item in returned + sent)
+
+
+def test_a_rollout_keeps_no_reasoning_status(reasoning_stack: ReasoningStack) -> None:
+    stack = reasoning_stack
+    stack.upstream.script(
+        stack.model,
+        [
+            {"output": [reasoning_with_status("look"), function_call("get_counter_value", {})]},
+            {"output": [reasoning_with_status("answer"), assistant_message("3")]},
+        ],
+    )
+    row = json.loads((install_root() / EXAMPLE_COUNTER_ROWS).read_text().splitlines()[0])
+    answer = requests.post(f"{stack.agent_url}/run", json=row, timeout=30)
+    assert answer.status_code == 200, answer.text
+    output = reasoning_items(answer.json()["response"]["output"])
+    resent = reasoning_items(stack.upstream.requests(stack.model)[-1]["body"]["input"])
+    assert [item["summary"][0]["text"] for item in output + resent] == ["look", "answer", "look"]
+    assert all("status" not in item for item in output + resent)

@@ -76,7 +76,7 @@ async def test_aggregate_metrics_of_the_worked_example(counter_server):
         )
         assert group["reward_profile_completion_pct"] == 100.0
         assert group["num_failed_rollouts"] == 0
-        assert "sample" not in group
+        assert group["sample"] == {"agent_ref": {"name": "a"}}
     assert groups[0]["rollout_infos"] == [
         {"rollout_id": "0:0", "_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0, "input_tokens": 10},
         {"rollout_id": "0:1", "_ng_task_index": 0, "_ng_rollout_index": 1, "reward": 0.0, "input_tokens": 12},
@@ -136,6 +136,32 @@ async def test_failed_rollouts_are_counted_not_profiled(counter_server):
     assert groups[2]["num_rollouts"] == 0
     assert groups[2]["reward_profile_completion_pct"] == 0.0
     assert not any(key.startswith("mean/") for key in groups[2])
+
+
+async def test_each_group_samples_its_task_row_without_heavy_or_per_rollout_fields(counter_server):
+    row = {
+        "agent_ref": {"type": "responses_api_agents", "name": "math_agent"},
+        "id": "q-17",
+        "expected_answer": "42",
+        "responses_create_params": {"input": "What is 6 x 7?"},
+        "judge_evaluations": [{"verdict": "equal"}],
+        "initial_count": 3,
+    }
+    request_body = [
+        {**rollout(0, 1, 1.0, 10), **row, "extracted_answer": "42"},
+        {**failure(0, 0, "timeout"), **row, "_ng_failure_message": "read timed out"},
+        {**failure(1, 0, "http_500"), "agent_ref": {"name": "math_agent"}},
+    ]
+    status, metrics = await aggregate(counter_server, request_body)
+    assert status == 200
+    first, all_failed = metrics["group_level_metrics"]
+    assert first["sample"] == {
+        "agent_ref": {"type": "responses_api_agents", "name": "math_agent"},
+        "id": "q-17",
+        "expected_answer": "42",
+        "extracted_answer": "42",
+    }
+    assert all_failed["sample"] == {"agent_ref": {"name": "math_agent"}}
 
 
 async def test_empty_and_duplicate_inputs(counter_server):
