@@ -125,9 +125,12 @@ _INSTALL_ROOT = Path(__file__).resolve().parent.parent
 PortReserver = Callable[[str, int], bool]
 _SECRET_KEY_PARTS = ("key", "token", "secret", "password", "authorization")
 _COUNT_KEY_SUFFIXES = ("tokens", "_count", "_size")
+_INTERPOLATED_KEY = re.compile(r"\$\{(?:[\w.]+:)?([^${}:,]+)[^${}]*\}")  # `${a.b}`, `${oc.env:NAME,x}`
 _PURE_INTERPOLATION = re.compile(r"^\$\{[^${}]*\}$")
 _DIRECTIVE_STRING = re.compile(r"^\$\{(inherit_from|copy):\s*([^}]*?)\s*\}$")
-_INTERPOLATED_KEY = re.compile(r"\$\{(?:[\w.]+:)?([^${}:,]+)[^${}]*\}")  # `${a.b}`, `${oc.env:NAME,x}`
+
+# A secret shorter than this ("EMPTY" placeholders aside) is not cut out of other strings: it would garble them.
+MIN_SCRUBBED_SECRET_CHARS = 6
 
 _cached_global_config_dict: DictConfig | None = None
 
@@ -239,7 +242,7 @@ def parse_overrides(overrides: Sequence[str]) -> DictConfig:
     return config
 
 
-def _displayed_override(token: str) -> str:
+def displayed_override(token: str) -> str:
     """The override as it may appear in a message: the value is hidden when the key names a secret."""
     key, equals, _ = token.partition("=")
     return f"{key}={MASKED_VALUE}" if equals and _is_secret_key(key.rsplit(".", 1)[-1]) else token
@@ -249,9 +252,9 @@ def _parsed_override(parser: OverridesParser, token: str) -> Override:
     try:
         override = parser.parse_override(token)
     except HydraException as error:
-        message = _first_line(error) if _displayed_override(token) == token else "invalid syntax"
-        raise ConfigError(f"Cannot parse override '{_displayed_override(token)}': {message}") from error
-    token = _displayed_override(token)
+        message = _first_line(error) if displayed_override(token) == token else "invalid syntax"
+        raise ConfigError(f"Cannot parse override '{displayed_override(token)}': {message}") from error
+    token = displayed_override(token)
     if override.is_sweep_override():
         raise ConfigError(
             f"Override '{token}' has several comma-separated values; quote the value or write a list [a,b]"
@@ -268,14 +271,14 @@ def _apply_override(config: DictConfig, token: str, override: Override) -> None:
     key = override.key_or_group
     if override.is_add() and OmegaConf.select(config, key, throw_on_missing=False) is not None:
         raise ConfigError(
-            f"Override '{_displayed_override(token)}': '{key}' is already set by an earlier override; use ++{key}=... to replace it"
+            f"Override '{displayed_override(token)}': '{key}' is already set by an earlier override; use ++{key}=... to replace it"
         )
     parts = key.split(".")
     for depth in range(1, len(parts)):
         parent = ".".join(parts[:depth])
         if not isinstance(OmegaConf.select(config, parent, default={}), DictConfig | dict):
             raise ConfigError(
-                f"Override '{_displayed_override(token)}': '{parent}' is already set to a plain value, "
+                f"Override '{displayed_override(token)}': '{parent}' is already set to a plain value, "
                 f"so it cannot hold '{key}'; set {parent} as a mapping instead"
             )
     OmegaConf.update(config, key, override.value(), merge=True, force_add=True)
@@ -987,13 +990,18 @@ def to_yaml(cfg: Any, mask: bool) -> str:
 def to_resolved_yaml(cfg: Any) -> str:
     """YAML text of a config as the servers will see it: interpolations resolved, then secrets masked.
 
-    Masking by key runs on the resolved values, so `openai_api_key: ${policy_api_key}` shows "****";
-    a value interpolating a secret key (`Bearer ${policy_api_key}` under `headers.X`) is masked as
-    well. An interpolation that cannot be resolved is shown as written, so a half-finished config can
-    still be inspected.
+    Masking by key runs on the resolved values, so `openai_api_key: ${policy_api_key}` shows "****"; a
+    value interpolating a secret key (`Bearer ${policy_api_key}` under a header named `X-Auth`) is masked
+    whole; and every secret value is also cut out of any other string it reached through a chain of
+    interpolations (`X-Auth: ${bearer}` with `bearer: Bearer ${policy_api_key}`). An
+    interpolation that cannot be resolved is shown as written, so a half-finished config can still be
+    inspected.
     """
     config = cfg if OmegaConf.is_config(cfg) else OmegaConf.create(cfg)
-    return OmegaConf.to_yaml(mask_secrets(_resolved_leniently(config)))
+    resolved = _resolved_leniently(config)
+    masked = mask_secrets(resolved)
+    secrets = sorted(set(_masked_strings(resolved, masked)), key=len, reverse=True)
+    return OmegaConf.to_yaml(_without_secrets(masked, secrets))
 
 
 def _resolved_leniently(node: DictConfig | ListConfig) -> dict | list:
@@ -1005,16 +1013,39 @@ def _resolved_leniently(node: DictConfig | ListConfig) -> dict | list:
 
 
 def _resolved_value(node: DictConfig | ListConfig, key: Any, raw: Any) -> Any:
-    """`node[key]` resolved; a value that interpolates a secret-named key is masked here already, since
-    the key it ends up under (`X-Auth`, say) need not look secret to `mask_secrets`."""
+    """`node[key]` resolved; a value that interpolates a secret-named key is masked whole here already,
+    since the key it ends up under (`X-Auth`, say) need not look secret to `mask_secrets`."""
     try:
         value = node[key]
     except OmegaConfBaseException:
         return raw
     if OmegaConf.is_config(value):
         return _resolved_leniently(value)
-    secret_reference = next(
+    secret = next(
         (name for name in _INTERPOLATED_KEY.findall(str(raw)) if _is_secret_key(name.rsplit(".", 1)[-1])),
         None,
     )
-    return _masked(value, under_secret_key=True, key=secret_reference) if secret_reference else value
+    return value if secret is None else _masked(value, under_secret_key=True, key=secret)
+
+
+def _masked_strings(plain: Any, masked: Any) -> Iterator[str]:
+    """The strings of `plain` that masking replaced: the secret values themselves."""
+    if isinstance(plain, dict) and isinstance(masked, dict):
+        for key, value in plain.items():
+            yield from _masked_strings(value, masked.get(key))
+    elif isinstance(plain, list) and isinstance(masked, list):
+        for value, masked_value in zip(plain, masked, strict=False):
+            yield from _masked_strings(value, masked_value)
+    elif isinstance(plain, str) and masked == MASKED_VALUE and len(plain) >= MIN_SCRUBBED_SECRET_CHARS:
+        yield plain
+
+
+def _without_secrets(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, dict):
+        return {key: _without_secrets(child, secrets) for key, child in value.items()}
+    if isinstance(value, list):
+        return [_without_secrets(child, secrets) for child in value]
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, MASKED_VALUE)
+    return value

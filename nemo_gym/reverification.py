@@ -253,7 +253,7 @@ async def reverify_rollouts(overrides: list[str]) -> int:
         client = ServerClient.load_from_global_config(head_server_config_from(cfg))
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    refuse_to_replace(paths.output, config.overwrite)
+    refuse_to_replace(paths, config.overwrite, resumable=False)
     paths.output.parent.mkdir(parents=True, exist_ok=True)
     paths.output.unlink(missing_ok=True)
     paths.failures.unlink(missing_ok=True)

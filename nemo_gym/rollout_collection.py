@@ -542,16 +542,30 @@ async def _as_async_iterator(rows: Iterable[Any] | AsyncIterable[Any]) -> AsyncI
             yield row
 
 
-def refuse_to_replace(output: Path, overwrite: bool) -> None:
-    """Results of an earlier run are never dropped silently: say how to keep or replace them."""
-    if overwrite or not output.is_file() or output.stat().st_size == 0:
+def refuse_to_replace(paths: CollectionPaths, overwrite: bool, resumable: bool = True) -> None:
+    """Records of an earlier run (results or failures) are never dropped silently: say how to keep them
+    or replace them."""
+    if overwrite:
         return
-    with output.open("rb") as lines:
-        count = sum(1 for line in lines if line.strip())
+    earlier = [
+        f"{path} already holds {count} {what}"
+        for path, what in ((paths.output, "result(s)"), (paths.failures, "failure record(s)"))
+        if (count := _line_count(path))
+    ]
+    if not earlier:
+        return
+    resume = ", --resume (+resume_from_cache=true) to finish that run" if resumable else ""
     raise ConfigError(
-        f"{output} already holds {count} result(s) of an earlier run; pass --overwrite (+overwrite=true) "
-        "to replace them, --resume (+resume_from_cache=true) to finish that run, or choose another --output"
+        f"{' and '.join(earlier)} of an earlier run; pass --overwrite (+overwrite=true) to replace them"
+        f"{resume}, or choose another --output"
     )
+
+
+def _line_count(path: Path) -> int:
+    if not path.is_file():
+        return 0
+    with path.open("rb") as lines:
+        return sum(1 for line in lines if line.strip())
 
 
 # ---- the collector -----------------------------------------------------------------------------------------
@@ -754,7 +768,7 @@ class RolloutCollector:
             if resuming:
                 agents = self._load_earlier_run(ledger)
             else:
-                refuse_to_replace(self.paths.output, self.config.overwrite)
+                refuse_to_replace(self.paths, self.config.overwrite)
                 for path in (
                     self.paths.output,
                     self.paths.failures,

@@ -107,7 +107,10 @@ def test_legacy_plus_h_prints_the_same_help(empty_env):
         ),
         (["env", "start", "configs/demo.yaml"], "to load it as a config write --config configs/demo.yaml"),
         (["env", "resolve", "policy_model_name=x"], "write +policy_model_name=x (add)"),
+        (["eval", "run", "policy_api_key=sk-typo-secret"], "write +policy_api_key=****"),
         (["eval", "run", "--split", "tain"], "argument --split: invalid choice: 'tain'"),
+        (["eval", "run", "--no-serve", "--model-type", "openai_model"], "--model-type would have no effect"),
+        (["eval", "run", "-i", "tasks.jsonl", "--dataset", "example"], "give one or the other"),
         (["env", "start", "--resources-server", "mqca"], "no resources_servers/mqca in"),
     ],
 )
@@ -115,6 +118,7 @@ def test_command_line_mistakes_are_one_line_with_a_hint(args, expected, empty_en
     result = run(*args, cwd=empty_env)
     line = one_line_error(result)
     assert line.startswith("Error: ") and expected in line, line
+    assert "sk-typo-secret" not in line
     if "mqca" in args:
         assert "did you mean mcqa?" in line
         assert result.returncode == 1
@@ -210,6 +214,12 @@ def test_init_takes_the_name_in_each_nemo_gym_spelling(how, tmp_path):
     result = run(*args, cwd=tmp_path, executable=executable)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "resources_servers/my_env/configs/my_env.yaml").is_file()
+
+
+def test_init_refuses_two_different_names(tmp_path):
+    line = one_line_error(run("env", "init", "foo", "--resources-server", "bar", cwd=tmp_path))
+    assert "usage: gym env init <name>" in line
+    assert not (tmp_path / "resources_servers").exists()
 
 
 def test_validate_legacy_script_and_config_flag(empty_env):

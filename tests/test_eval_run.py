@@ -54,14 +54,24 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("command", [("gym", "eval", "run"), ("ng_e2e_collect_rollouts",)])
+SELECTORS = ("--resources-server", "mcqa", "--model-type", "replay_model")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("gym", "eval", "run", *SELECTORS),
+        ("ng_e2e_collect_rollouts", *SELECTORS),
+        ("gym", "eval", "run", "+config_paths=[configs/demo.yaml]"),
+    ],
+    ids=["selectors", "legacy-script", "config-paths"],
+)
 def test_eval_run_offline_starts_collects_aggregates_and_stops_in_under_10s(command, workdir):
     data_files = {path: path.read_bytes() for path in MCQA_DATA.iterdir()}
     started = time.monotonic()
     executable, *args = command
     result = subprocess.run(
-        [str(BIN / executable), *args, "--resources-server", "mcqa", "--model-type", "replay_model",
-         "--dataset", "example", "-o", "out/rollouts.jsonl"],
+        [str(BIN / executable), *args, "--dataset", "example", "-o", "out/rollouts.jsonl"],
         cwd=workdir, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     elapsed = time.monotonic() - started
@@ -121,6 +131,15 @@ def test_eval_run_against_an_openai_compatible_url(workdir, scripted_upstream: S
     assert {entry["headers"]["Authorization"] for entry in requests} == {"Bearer sk-eval-run-secret"}
 
 
+def test_eval_run_refuses_to_replace_results_before_starting_any_server(workdir):
+    (workdir / "out").mkdir()
+    (workdir / "out/r.jsonl").write_text('{"reward": 1.0}\n')
+    result = gym("eval", "run", *SELECTORS, "-o", "out/r.jsonl", cwd=workdir)
+    assert "out/r.jsonl already holds 1 result(s)" in one_line_error(result)
+    assert "INSTANCE" not in result.stdout, "no server should have been started"
+    assert (workdir / "out/r.jsonl").read_text() == '{"reward": 1.0}\n'
+
+
 def test_eval_run_without_a_model_says_how_to_choose_one(workdir):
     line = one_line_error(gym("eval", "run", "--resources-server", "mcqa", cwd=workdir))
     assert "policy_model" in line and "--model-type openai_model" in line and "--replay" in line
@@ -160,6 +179,8 @@ def test_no_serve_collects_from_the_running_deployment_and_reverify_rescores(wor
         )  # fmt: skip
         assert rescored.returncode == 0, rescored.stdout + rescored.stderr
         assert "1 reward(s) changed" in rescored.stdout
+        refused = gym("eval", "reverify", "-i", "stored.jsonl", "-o", "rescored.jsonl", *head, cwd=workdir)
+        assert "--overwrite" in one_line_error(refused) and "--resume" not in refused.stderr
         new = {
             (item["_ng_task_index"], item["_ng_rollout_index"]): item
             for item in read_jsonl(workdir / "rescored.jsonl")

@@ -583,6 +583,19 @@ def test_resolved_yaml_shows_env_yaml_values_and_masks_secrets_that_came_through
     }
 
 
+def test_resolved_yaml_masks_a_secret_that_reached_a_plain_key_through_a_chain() -> None:
+    config = OmegaConf.create(
+        {
+            "policy_api_key": "sk-chained-secret",
+            "bearer": "Bearer ${policy_api_key}",
+            "server": {"headers": {"X-Upstream": "${bearer}", "X-Note": "kept as is"}},
+        }
+    )
+    text = to_resolved_yaml(config)
+    assert "sk-chained-secret" not in text
+    assert yaml.safe_load(text)["server"]["headers"] == {"X-Upstream": "Bearer ****", "X-Note": "kept as is"}
+
+
 def test_resolved_yaml_leaves_unresolvable_values_as_written() -> None:
     config = OmegaConf.create(
         {

@@ -15,7 +15,6 @@ from nemo_gym.cli.flags import CONFIG, RESOURCES_SERVER, SEARCH_DIR, Invocation,
 from nemo_gym.config_types import BaseNeMoGymCLIConfig, ConfigError
 
 STORAGES = ("hf", "gitlab")
-SUBCOMMANDS = ("collate", "upload", "download", "rm")
 STORAGE = value("--storage", choices=STORAGES, help="hf (Hugging Face, the default) or gitlab")
 
 COLLATE_FLAGS = (

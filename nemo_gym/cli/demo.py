@@ -34,7 +34,7 @@ LIVE_MODEL_KEYS = ("policy_base_url", "policy_api_key", "policy_model_name")
 
 
 def chosen_config(overrides: Sequence[str]) -> str:
-    """The live quickstart when every policy_* key is set (e.g. in env.yaml), else the offline one."""
+    """The live demo when every policy_* key is set (e.g. in env.yaml), else the offline one."""
     settings = parse_global_config_dict(list(overrides))
     return LIVE_CONFIG if all(settings.get(key) for key in LIVE_MODEL_KEYS) else OFFLINE_CONFIG
 

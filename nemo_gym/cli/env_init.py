@@ -26,10 +26,11 @@ EXAMPLE_QUESTIONS = (
 EXAMPLE_ANSWERS = ("Paris", "8", "blue", "144", "Mars")
 
 
-def init_resources_server(name: str | None, overrides: list[str]) -> int:
-    """`name` is the positional argument or `--resources-server`; overrides may give it as
-    `+resources_server=<name>` or, as NeMo Gym's ng_init_resources_server, `+entrypoint=resources_servers/<name>`."""
-    name = _name_from(name, overrides)
+def init_resources_server(given: list[str], overrides: list[str]) -> int:
+    """`given`: the positional argument and `--resources-server`; overrides may name the folder as
+    `+resources_server=<name>` or, as NeMo Gym's ng_init_resources_server, `+entrypoint=resources_servers/<name>`.
+    Every spelling used must name the same folder."""
+    name = _name_from(given, overrides)
     folder = Path.cwd() / "resources_servers" / name
     if folder.exists():
         raise ConfigError(f"{folder} already exists; pick another name or remove it")
@@ -50,14 +51,14 @@ def init_resources_server(name: str | None, overrides: list[str]) -> int:
     return 0
 
 
-def _name_from(given: str | None, overrides: list[str]) -> str:
+def _name_from(given: list[str], overrides: list[str]) -> str:
     from nemo_gym.global_config import parse_overrides
 
     settings = parse_overrides(overrides)
     entrypoint = str(settings.get("entrypoint") or "")
     candidates = [
         str(name)
-        for name in (given, settings.get("resources_server"), entrypoint.removeprefix("resources_servers/"))
+        for name in (*given, settings.get("resources_server"), entrypoint.removeprefix("resources_servers/"))
         if name
     ]
     if entrypoint and not entrypoint.startswith("resources_servers/"):

@@ -19,12 +19,12 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from nemo_gym.cli.flags import Invocation, override_value, with_config_paths
+from nemo_gym.cli.flags import Invocation, UsageError, override_value, with_config_paths
 from nemo_gym.cli.selectors import selected_config
 from nemo_gym.config_types import ConfigError, ServerRefNotFoundError
 from nemo_gym.global_config import parse_global_config_dict
 from nemo_gym.launcher import Deployment, DeploymentError, run_until_stopped
-from nemo_gym.rollout_collection import collect_rollouts
+from nemo_gym.rollout_collection import CollectionPaths, collect_rollouts, refuse_to_replace
 from nemo_gym.server_utils import ServerClient, head_server_config_from
 
 SPLIT_PREFERENCE = ("benchmark", "validation", "example")
@@ -35,6 +35,31 @@ MODEL_HINT = (
     "Choose the policy model with --model-type openai_model (plus --model-url, --model, --model-api-key), "
     "--model-type vllm_model, or --replay FILE to play recorded turns."
 )
+
+
+# What picks servers or a model: meaningless with --no-serve, where the running deployment has both.
+SERVING_OPTIONS = (
+    "resources_server", "environment", "benchmark", "model_type", "replay", "model", "model_url", "model_api_key",
+)  # fmt: skip
+
+
+def check_no_serve(invocation: Invocation) -> None:
+    given = [name for name in SERVING_OPTIONS if invocation.options.get(name)]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise UsageError(
+            f"gym eval run: --no-serve uses the running deployment's servers and model, so {flags} would have "
+            "no effect; drop them (or drop --no-serve to start a deployment with them)"
+        )
+
+
+def check_dataset_choice(invocation: Invocation) -> None:
+    options = invocation.options
+    if options.get("input") and (options.get("split") or options.get("dataset")):
+        raise UsageError(
+            "gym eval run: --input names the tasks itself, while --split and --dataset choose among the "
+            "config's datasets; give one or the other"
+        )
 
 
 async def run_eval(invocation: Invocation) -> int:
@@ -50,6 +75,9 @@ async def run_eval(invocation: Invocation) -> int:
         print(f"Error: {error}", file=sys.stderr, flush=True)
         return 1
     cfg = deployment.global_config_dict
+    output = cfg.get("output_jsonl_fpath")
+    if output is not None and not cfg.get("resume_from_cache"):  # before minutes of starting servers
+        refuse_to_replace(CollectionPaths.for_output(str(output)), bool(cfg.get("overwrite")))
     overrides += collection_overrides(cfg, cfg, invocation.options)
 
     async def collect() -> int:

@@ -20,10 +20,11 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 
 from nemo_gym.config_types import ConfigError
+from nemo_gym.global_config import displayed_override
 
 PLAIN_VALUE = re.compile(r"[\w./:@+-]*")
 CONFIG_PATHS_OVERRIDE = re.compile(r"^\+{1,2}config_paths=")
-HELP_OVERRIDE = re.compile(r"^\+{1,2}(h|help)=(true|True)$")
+HELP_OVERRIDE = re.compile(r"^(\+{1,2}(h|help)=(true|True)|-h|--help)$")
 OVERRIDES_EPILOG = (
     "Any setting can also be given as an override after the flags: +key=value adds a key, ++key=value\n"
     "adds or replaces it (dotted keys reach into server blocks, e.g. ++policy_model.port=9000)."
@@ -143,10 +144,10 @@ class Command:
     details: Callable[[Sequence[str]], str] | None = None
     positional: tuple[str, str] | None = None  # (name, help) of one optional positional argument
 
-    def parser(self, args: Sequence[str] = ()) -> argparse.ArgumentParser:
-        epilog = "\n\n".join(
-            part for part in (self.details(args) if self.details else "", OVERRIDES_EPILOG) if part
-        )
+    def parser(self, args: Sequence[str] = (), detailed: bool = False) -> argparse.ArgumentParser:
+        """`detailed`: with the settings table of the command in the epilog (imports its settings model)."""
+        details = self.details(args) if detailed and self.details else ""
+        epilog = "\n\n".join(part for part in (details, OVERRIDES_EPILOG) if part)
         parser = _Parser(
             prog=f"gym {self.name}",
             description=self.summary,
@@ -161,7 +162,7 @@ class Command:
         return parser
 
     def help_text(self, args: Sequence[str] = ()) -> str:
-        return self.parser(args).format_help()
+        return self.parser(args, detailed=True).format_help()
 
     def parse(self, args: Sequence[str]) -> Invocation:
         """The flags turned into overrides (before the user's own, so those win), other options apart."""
@@ -194,8 +195,9 @@ class Command:
             hint = f"; did you mean {close[0]}?" if close else f"; see gym {self.name} -h"
             raise UsageError(f"gym {self.name}: unknown option {flag}{hint}")
         if "=" in arg:
+            shown = displayed_override(arg)  # a secret value is never echoed
             raise UsageError(
-                f"gym {self.name}: '{arg}' is not an override; write +{arg} (add) or ++{arg} (add or replace)"
+                f"gym {self.name}: '{shown}' is not an override; write +{shown} (add) or ++{shown} (add or replace)"
             )
         hint = f"; to load it as a config write --config {arg}" if arg.endswith((".yaml", ".yml")) else ""
         raise UsageError(f"gym {self.name}: unexpected argument '{arg}'{hint} (see gym {self.name} -h)")
@@ -247,5 +249,5 @@ def _user_config_paths(overrides: list[str]) -> list[str]:
 
 
 def help_requested(overrides: Sequence[str]) -> bool:
-    """NeMo Gym's legacy spelling of -h: `+h=true` or `+help=true`."""
+    """-h / --help, or NeMo Gym's legacy spelling of it: `+h=true` or `+help=true`."""
     return any(HELP_OVERRIDE.match(token) for token in overrides)

@@ -49,7 +49,10 @@ def _run_async(work: Coroutine[Any, Any, int]) -> int:
         finally:
             await close_global_aiohttp_client()
 
-    return asyncio.run(run_then_close())
+    try:
+        return asyncio.run(run_then_close())
+    except KeyboardInterrupt:
+        return _interrupted()
 
 
 def _interrupted() -> int:
@@ -70,8 +73,6 @@ def _start(invocation: Invocation) -> int:
     except DeploymentError as error:
         print(f"Error: {error}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        return _interrupted()
 
 
 def _status(invocation: Invocation) -> int:
@@ -83,27 +84,24 @@ def _status(invocation: Invocation) -> int:
 def _demo(invocation: Invocation) -> int:
     from nemo_gym.cli.demo import run_demo
 
-    try:
-        return _run_async(run_demo(invocation.overrides))
-    except KeyboardInterrupt:
-        return _interrupted()
+    return _run_async(run_demo(invocation.overrides))
 
 
 def _collect(invocation: Invocation) -> int:
-    from nemo_gym.cli.eval_run import run_without_serving
+    from nemo_gym.cli.eval_run import check_dataset_choice, run_without_serving
 
+    check_dataset_choice(invocation)
     return _run_async(run_without_serving(invocation))
 
 
 def _eval_run(invocation: Invocation) -> int:
-    from nemo_gym.cli.eval_run import run_eval
+    from nemo_gym.cli.eval_run import check_dataset_choice, check_no_serve, run_eval
 
+    check_dataset_choice(invocation)
     if invocation.options.get("no_serve"):
+        check_no_serve(invocation)
         return _collect(invocation)
-    try:
-        return _run_async(run_eval(invocation))
-    except KeyboardInterrupt:
-        return _interrupted()
+    return _run_async(run_eval(invocation))
 
 
 def _aggregate(invocation: Invocation) -> int:
@@ -184,8 +182,8 @@ def _env_test_help(_: Sequence[str]) -> str:
 def _env_init(invocation: Invocation) -> int:
     from nemo_gym.cli.env_init import init_resources_server
 
-    name = invocation.options.get("name") or invocation.options.get("resources_server")
-    return init_resources_server(name, invocation.overrides)
+    names = [invocation.options.get(key) for key in ("name", "resources_server")]
+    return init_resources_server([name for name in names if name], invocation.overrides)
 
 
 def _lister(what: str) -> Callable[[Invocation], int]:
@@ -208,7 +206,7 @@ def _lister(what: str) -> Callable[[Invocation], int]:
 
 
 def _settings_help(model_path: str) -> Callable[[Sequence[str]], str]:
-    """The field table of a command's settings model, imported only when help is asked for."""
+    """The field table of a command's settings model, imported only when help is shown."""
 
     def details(_: Sequence[str]) -> str:
         module, _, name = model_path.rpartition(".")
@@ -310,7 +308,9 @@ REVERIFY = Command(
         value("--resources-server-instance", key="resources_server_name", metavar="NAME",
               help="resources server instance (default: the one each rollout's agent uses)"),
         value("--concurrency", key="num_samples_in_parallel", metavar="N", help="rollouts rescored at once"),
+        value("--rollout-timeout", key="rollout_timeout_s", metavar="SECONDS", help="deadline of one rescoring"),
         switch("--no-tool-replay", key="skip_tool_replay", help="do not replay the recorded tool calls first"),
+        switch("--overwrite", key="overwrite", help="replace the rollouts already in the output file"),
     ),
     _settings_help("nemo_gym.reverification.ReverifyConfig"),
 )  # fmt: skip
@@ -405,7 +405,7 @@ def _group_help(path: list[str], node: Tree) -> str:
     if not path:
         lines += [
             "",
-            "short forms: gym run = gym env start, gym collect = gym eval run --no-serve, and gym status|resolve|",
+            "short forms: gym run = gym env start, gym collect ~ gym eval run --no-serve, and gym status|resolve|",
             "validate|init|test = gym env <same>.",
             "options: -h/--help, --version [--json], -v/--verbose (before or after the command).",
         ]
