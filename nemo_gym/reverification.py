@@ -57,6 +57,7 @@ from nemo_gym.rollout_collection import (
 from nemo_gym.server_utils import ServerClient, configure_http_client_from, head_server_config_from
 
 PREVIOUS_REWARD_KEY = "_ng_previous_reward"
+STAMPED_KEYS = (TASK_INDEX_KEY, ROLLOUT_INDEX_KEY, AGENT_REF_KEY)
 DEFAULT_IN_FLIGHT = 64
 # What collection added to the agent's answer, or verify wrote: not part of the row sent back to /verify.
 NOT_SENT_TO_VERIFY = ("reward", PREVIOUS_REWARD_KEY)
@@ -143,50 +144,39 @@ class Rescorer:
             return failure_record(record, "timeout", f"no verify answer within {self.timeout_s:g}s", 1)
         except (RequestFailedError, aiohttp.ClientError, OSError, ConfigError) as error:
             return failure_record(record, "connection", str(error), 1)
-        kept = {key: record[key] for key in (*STAMPED_KEYS, "reward") if key in record}
-        previous = kept.pop("reward", None)
-        return {**answer, **kept, PREVIOUS_REWARD_KEY: previous}
+        stamped = {key: record[key] for key in STAMPED_KEYS if key in record}
+        return {**answer, **stamped, PREVIOUS_REWARD_KEY: record.get("reward")}
 
     async def _rescore(self, record: dict[str, Any]) -> dict[str, Any]:
         server = self.resources_server_of(record)
         url = self.client.server_base_url(server)
         row = self.rows.row_for(record)
-        cookies = await self._call(url, "/seed_session", row, {})
+        _, cookies = await self._post(url, "/seed_session", row, {})
         if not self.config.skip_tool_replay:
             for name, arguments in recorded_tool_calls(record.get("response")):
-                cookies = await self._call(url, f"/{name}", arguments, cookies, check=False)
-        answer = await self._post(url, "/verify", {**row, "response": record.get("response")}, cookies)
+                _, cookies = await self._post(url, f"/{name}", arguments, cookies, check=False)
+        content, _ = await self._post(url, "/verify", {**row, "response": record.get("response")}, cookies)
+        try:
+            answer = orjson.loads(content)
+        except orjson.JSONDecodeError as error:
+            raise RescoreFailed("invalid_response", f"{server} /verify answered non-JSON ({error})") from None
         reward = answer.get("reward") if isinstance(answer, dict) else None
         if isinstance(reward, bool) or not isinstance(reward, int | float):
             raise RescoreFailed("invalid_response", f"{server} /verify answered without a numeric reward")
         return answer
 
-    async def _call(
+    async def _post(
         self, url: str, path: str, body: Any, cookies: dict[str, str], check: bool = True
-    ) -> dict[str, str]:
-        """POST and return the cookies to send next; a tool's error answer is part of the replay."""
+    ) -> tuple[bytes, dict[str, str]]:
+        """The answer's body and the cookies to send next; with `check` off (a replayed tool call) an error
+        answer is part of the replay, as the agent fed it to the model."""
         response = await request("POST", url + path, json=body, cookies=cookies, retry_policy=self.policy)
         content = await response.read()
         if check and not 200 <= response.status < 300:
             raise RescoreFailed(
                 status_failure_class(response.status), error_message(content), response.status
             )
-        return {**cookies, **response_cookies(response)}
-
-    async def _post(self, url: str, path: str, body: Any, cookies: dict[str, str]) -> Any:
-        response = await request("POST", url + path, json=body, cookies=cookies, retry_policy=self.policy)
-        content = await response.read()
-        if not 200 <= response.status < 300:
-            raise RescoreFailed(
-                status_failure_class(response.status), error_message(content), response.status
-            )
-        try:
-            return orjson.loads(content)
-        except orjson.JSONDecodeError as error:
-            raise RescoreFailed("invalid_response", f"{path} answered non-JSON ({error})") from None
-
-
-STAMPED_KEYS = (TASK_INDEX_KEY, ROLLOUT_INDEX_KEY, AGENT_REF_KEY)
+        return content, {**cookies, **response_cookies(response)}
 
 
 class TaskRows:

@@ -443,7 +443,8 @@ class SimpleServer(BaseServer):
             if global_config_dict.get("verbose"):  # `gym ... -v`: debug logging in every server
                 logging.getLogger().setLevel(logging.DEBUG)
             config = cls.load_config(global_config_dict, instance_name)
-            logger.debug("%s: settings %s", instance_name, mask_secrets(config.model_dump(mode="json")))
+            if logger.isEnabledFor(logging.DEBUG):  # the masked dump is not made for nothing
+                logger.debug("%s: settings %s", instance_name, mask_secrets(config.model_dump(mode="json")))
             configure_http_client_from(global_config_dict, config.num_workers)
             server = cls(
                 config=config,

@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 from nemo_gym.cli.flags import Invocation, UsageError, override_value, with_config_paths
 from nemo_gym.cli.selectors import selected_config
 from nemo_gym.config_types import ConfigError, ServerRefNotFoundError
+from nemo_gym.dataset_collation import agent_datasets, collate_split
 from nemo_gym.global_config import parse_global_config_dict
 from nemo_gym.launcher import Deployment, DeploymentError, run_until_stopped
 from nemo_gym.rollout_collection import CollectionPaths, collect_rollouts, refuse_to_replace
@@ -95,16 +96,15 @@ async def run_without_serving(invocation: Invocation) -> int:
     """`gym collect` / `gym eval run --no-serve`: datasets from the command line's configs, else from the
     running deployment's."""
     overrides = list(invocation.overrides)
-    cfg = parse_global_config_dict(overrides)
-    if cfg.get("input_jsonl_fpath") is None and not _agent_datasets(cfg):
+    cfg = datasets_from = parse_global_config_dict(overrides)
+    if cfg.get("input_jsonl_fpath") is None and not agent_datasets(cfg):
         try:
-            running = ServerClient.load_from_global_config(head_server_config_from(cfg)).global_config_dict
+            datasets_from = ServerClient.load_from_global_config(
+                head_server_config_from(cfg)
+            ).global_config_dict
         except ValueError as error:
             raise ConfigError(f"{error} (or give the tasks with --input FILE)") from None
-        overrides += collection_overrides(cfg, running, invocation.options)
-    else:
-        overrides += collection_overrides(cfg, cfg, invocation.options)
-    return await collect_rollouts(overrides)
+    return await collect_rollouts(overrides + collection_overrides(cfg, datasets_from, invocation.options))
 
 
 def deployment_overrides(invocation: Invocation) -> list[str]:
@@ -156,17 +156,10 @@ def collection_overrides(cfg: DictConfig, datasets_from: DictConfig, options: di
     return added
 
 
-def _agent_datasets(cfg: DictConfig) -> list[Any]:
-    from nemo_gym.dataset_collation import agent_datasets
-
-    return agent_datasets(cfg)
-
-
 def chosen_dataset(cfg: DictConfig, options: dict[str, Any], agent: str | None, output_dir: Path) -> Path:
     """Collate the datasets chosen by `--split`, `--dataset` and `--agent` into one input file."""
-    from nemo_gym.dataset_collation import collate_split
-
-    available = [entry for entry in _agent_datasets(cfg) if agent is None or entry.agent_name == agent]
+    configured = agent_datasets(cfg)
+    available = [entry for entry in configured if agent is None or entry.agent_name == agent]
     names = options.get("dataset") or []
     if names:
         available = [entry for entry in available if entry.dataset.name in names]
@@ -175,9 +168,7 @@ def chosen_dataset(cfg: DictConfig, options: dict[str, Any], agent: str | None, 
     )
     chosen = [entry for entry in available if entry.dataset.type == split]
     if not chosen:
-        listed = ", ".join(
-            f"{e.agent_name}/{e.dataset.name} ({e.dataset.type})" for e in _agent_datasets(cfg)
-        )
+        listed = ", ".join(f"{e.agent_name}/{e.dataset.name} ({e.dataset.type})" for e in configured)
         raise ConfigError(
             f"no dataset of the config matches --split {split or '(any)'}"
             + (f" --dataset {','.join(names)}" if names else "")

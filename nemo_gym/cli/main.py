@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import importlib
 import json
 import platform
 import sys
@@ -210,7 +211,7 @@ def _settings_help(model_path: str) -> Callable[[Sequence[str]], str]:
 
     def details(_: Sequence[str]) -> str:
         module, _, name = model_path.rpartition(".")
-        return getattr(__import__(module, fromlist=[name]), name).help_text()
+        return getattr(importlib.import_module(module), name).help_text()
 
     return details
 
