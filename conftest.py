@@ -1,3 +1,78 @@
-"""Makes the shared fixtures (tests/shared_fixtures.py) available to the tests of every server folder."""
+"""Makes the shared fixtures (tests/shared_fixtures.py) available to the tests of every server folder, and
+fails a test session that leaves a process behind.
+
+Every process a test starts inherits a session marker in its environment, however deep it sits in the
+process tree (a server's pool workers, a launcher's servers); once every fixture is torn down, a process
+still carrying the marker was leaked by some test.
+"""
+
+import multiprocessing.resource_tracker
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import process_alive
 
 pytest_plugins = ["tests.shared_fixtures"]
+
+SESSION_MARKER_ENV = "NEMO_GYM_TEST_SESSION"
+LEFTOVER_GRACE_S = 5.0
+"""How long processes stopped by the last teardowns get to finish exiting before they count as leaked."""
+LEFTOVER_POLL_S = 0.1
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    os.environ[SESSION_MARKER_ENV] = uuid.uuid4().hex
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own sessionfinish has torn the session fixtures down
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not Path("/proc/self/environ").exists():
+        return
+    marker = f"{SESSION_MARKER_ENV}={os.environ[SESSION_MARKER_ENV]}".encode()
+    deadline = time.monotonic() + LEFTOVER_GRACE_S
+    while (leftovers := leaked_processes(marker)) and time.monotonic() < deadline:
+        time.sleep(LEFTOVER_POLL_S)
+    if not leftovers:
+        return
+    lines = [f"  {pid}: {command}" for pid, command in sorted(leftovers.items())]
+    print(f"\nError: the test session left {len(leftovers)} process(es) running:", *lines, sep="\n")
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def leaked_processes(marker: bytes) -> dict[int, str]:
+    """pid -> command line of each live process started with `marker` in its environment, except this
+    process's own lineage and its multiprocessing resource tracker (a helper that ends with it)."""
+    spared = {os.getpid(), *ancestors(), multiprocessing.resource_tracker._resource_tracker._pid}
+    uid = os.getuid()
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in spared:
+            continue
+        try:
+            if entry.stat().st_uid != uid or marker not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # it exited meanwhile
+            continue
+        if process_alive(int(entry.name)):
+            found[int(entry.name)] = command.strip()
+    return found
+
+
+def ancestors() -> list[int]:
+    """The pids from this process's parent up to the first process (or the first that has exited)."""
+    lineage = []
+    pid = os.getppid()
+    while pid > 0:
+        lineage.append(pid)
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            break
+        pid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+    return lineage

@@ -22,6 +22,7 @@ import orjson
 from nemo_gym import server_utils
 from nemo_gym.config_types import ConfigError
 from nemo_gym.global_config import NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME, get_global_config_dict
+from nemo_gym.http_protocol import RequestLimits
 from nemo_gym.in_process import host_in_process
 
 COLOCATED_SERVERS_ENV_VAR_NAME = "NEMO_GYM_COLOCATED_SERVERS"
@@ -79,10 +80,11 @@ def main() -> None:
     num_workers = int(os.environ.get(COLOCATED_WORKERS_ENV_VAR_NAME, "1"))
     bound_apps = load_servers(specs)
     # Every instance configured the pooled client for itself; the pool is shared by the workers.
-    server_utils.configure_http_client_from(get_global_config_dict(), num_workers)
+    global_config_dict = get_global_config_dict()
+    server_utils.configure_http_client_from(global_config_dict, num_workers)
     for bound in bound_apps:
         host_in_process(bound.instance_name, bound.app, *bound.address)
-    server_utils.serve(bound_apps, num_workers)
+    server_utils.serve(bound_apps, RequestLimits.from_config(global_config_dict), num_workers)
 
 
 if __name__ == "__main__":

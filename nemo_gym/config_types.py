@@ -40,6 +40,7 @@ from nemo_gym.http_client import (
     DEFAULT_DEADLINE_S,
     MAX_NUM_TRIES,
 )
+from nemo_gym.redaction import MASKED_VALUE
 
 # ---------------------------------------------------------------------------------------------------------
 # Errors
@@ -346,9 +347,6 @@ class DownloadJsonlDatasetHuggingFaceConfig(BaseNeMoGymCLIConfig):
         if self.output_fpath is not None and self.artifact_fpath is None and self.split is None:
             raise ValueError("output_fpath without artifact_fpath needs a split (one file holds one split)")
         return self
-
-
-MASKED_VALUE = "****"
 
 
 class WANDBConfig(BaseModel):

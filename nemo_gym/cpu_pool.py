@@ -10,6 +10,9 @@ in any case, so a verifier never hangs.
 `fn` and its arguments cross a process boundary: `fn` must be a module-level function and the arguments
 picklable. Workers are spawned (fresh interpreters), not forked: forking a process that runs an event
 loop and client threads can copy a held lock into the child.
+
+No worker outlives its server: servers stop the pool when they shut down (`shutdown_pool`, which does not
+wait for busy workers), and a worker also dies when its server dies without shutting down (SIGKILL).
 """
 
 from __future__ import annotations
@@ -18,15 +21,21 @@ import asyncio
 import multiprocessing
 import os
 import signal
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
+
+from nemo_gym.parent_death import die_with_parent
 
 ResultT = TypeVar("ResultT")
 WORKERS_ENV = "NEMO_GYM_CPU_WORKERS"
 DEFAULT_TIMEOUT_S = 30.0
 CALLER_GRACE_S = 2.0
 """How much longer than the deadline the caller waits for a worker that did not stop itself in time."""
+ORPHAN_CHECK_INTERVAL_S = 0.5
+WORKER_EXIT_WAIT_S = 5.0
 
 _pool: ProcessPoolExecutor | None = None
 
@@ -69,9 +78,33 @@ def _shared_pool() -> ProcessPoolExecutor:
     global _pool
     if _pool is None:
         _pool = ProcessPoolExecutor(
-            max_workers=worker_count(), mp_context=multiprocessing.get_context("spawn")
+            max_workers=worker_count(),
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_end_with_the_server,
+            initargs=(os.getpid(),),
         )
     return _pool
+
+
+def _end_with_the_server(parent_pid: int) -> None:
+    """Pool initializer: the worker ends when the server that started it ends, even by SIGKILL (when the
+    server's own cleanup never runs). Linux kills it at once; elsewhere a thread notices within a moment."""
+    if not die_with_parent(signal.SIGKILL):
+        _watch_parent(parent_pid)
+    elif os.getppid() != parent_pid:  # the server died before the kernel was asked
+        os._exit(1)
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """The portable fallback: a thread that exits this process once its parent is gone (the process is
+    then adopted, so its parent pid changes). It cannot run while C code holds the GIL; the Linux way can."""
+    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
+
+
+def _exit_when_orphaned(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(ORPHAN_CHECK_INTERVAL_S)
+    os._exit(1)
 
 
 async def run_cpu_bound(
@@ -94,8 +127,22 @@ def _queue_allowance(timeout_s: float) -> float:
 
 
 def shutdown_pool() -> None:
-    """Stop the workers (servers call this on shutdown; a later call starts a new pool)."""
+    """Kill the workers, busy or not, and release the pool's semaphores (servers call this on shutdown;
+    a later call starts a new pool).
+
+    A server stopped by a signal dies right after its shutdown hooks, before exit handlers would clean
+    up: the pool must be gone by then, or the workers live on and the resource tracker reports leaked
+    semaphores. Workers are killed first: a graceful pool shutdown would wait for every busy call.
+    """
     global _pool
-    if _pool is not None:
-        _pool.shutdown(wait=False, cancel_futures=True)
-        _pool = None
+    pool, _pool = _pool, None
+    if pool is None:
+        return
+    # No public way to reach the workers before Python 3.14 (ProcessPoolExecutor.kill_workers).
+    workers = list(pool._processes.values())
+    for worker in workers:
+        worker.kill()
+    for worker in workers:
+        worker.join(WORKER_EXIT_WAIT_S)
+    # With every worker dead, the pool's manager thread sees the pool broken and closes its queues at once.
+    pool.shutdown(wait=True, cancel_futures=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from nemo_gym.config_types import ConfigError
 from nemo_gym.jsonl import iter_jsonl
@@ -41,12 +41,13 @@ def checked_upload_file(path_text: str, key: str, require_run_requests: bool) ->
     return path
 
 
-def checked_artifact_name(artifact: str) -> PurePosixPath:
-    """A file name inside a remote dataset, refused if it could point outside a local output folder."""
+def checked_artifact_name(artifact: str, label: str = "artifact") -> PurePosixPath:
+    """A file name inside a remote dataset (named by the user, or listed by the store: `label` says which),
+    refused if it could point outside a local output folder, on this system or on Windows."""
     name = PurePosixPath(artifact.replace("\\", "/"))
-    if not artifact or name.is_absolute() or ".." in name.parts or Path(artifact).is_absolute():
+    if not artifact or ".." in name.parts or any(PureWindowsPath(part).anchor for part in name.parts):
         raise ConfigError(
-            f"artifact '{artifact}': must be a relative path inside the dataset, without '..' "
+            f"{label} '{artifact}': must be a relative path inside the dataset, without '..' or a drive "
             "(files are written under the output folder)"
         )
     return name

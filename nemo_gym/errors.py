@@ -15,16 +15,19 @@ import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nemo_gym.http_client import HTTPStatusError, RequestFailedError
+from nemo_gym.redaction import without_url_passwords
 
 logger = logging.getLogger("nemo_gym.errors")
 
 MAX_CAUSE_TEXT_CHARS = 4000
-_STATUS_FOR_FAILED_REQUEST = {"connection": 502, "timeout": 504}
+_STATUS_FOR_FAILED_REQUEST = {"connection": 502, "timeout": 504, "bad_upstream_response": 502}
 
 
 def error_body(error_type: str, status: int, message: str, server: str, cause: Any = None) -> dict[str, Any]:
+    """The error object every Gym server answers and logs; a URL in the message never shows its password."""
+    shown = without_url_passwords(message)
     return {
-        "error": {"type": error_type, "status": status, "message": message, "server": server, "cause": cause}
+        "error": {"type": error_type, "status": status, "message": shown, "server": server, "cause": cause}
     }
 
 
@@ -65,7 +68,19 @@ def exception_to_error_body(error: BaseException, server: str) -> dict[str, Any]
         return error_body(error.kind, status, str(error), server)
     if isinstance(error, GymError):
         return error_body(error.error_type, error.status, error.message, server, error.cause)
+    if _nested_too_deeply(error):
+        return error_body(
+            "nested_too_deeply", 422, "the request body nests arrays or objects too deeply", server
+        )
     return error_body("internal_error", 500, f"{type(error).__name__}: {error}", server)
+
+
+def _nested_too_deeply(error: BaseException) -> bool:
+    """A body within the parser's depth limit can still be too deep for what handles it: validation and
+    the JSON writer recurse (orjson writes at most 255 levels)."""
+    if isinstance(error, RecursionError):
+        return True
+    return isinstance(error, orjson.JSONEncodeError) and "Recursion limit" in str(error)
 
 
 class ErrorEnvelopeMiddleware:
@@ -97,7 +112,8 @@ class ErrorEnvelopeMiddleware:
             if status >= 500 and not isinstance(error, HTTPStatusError | RequestFailedError | GymError):
                 logger.exception("%s: unhandled error on %s", self.server_label, scope.get("path"))
             else:
-                logger.warning("%s: %s", self.server_label, body["error"]["message"])
+                # One line, classified, with the status answered: the failure is the peer's, not a bug here.
+                logger.warning("%s: %s (%d)", self.server_label, body["error"]["message"], status)
             payload = orjson.dumps(body)
             await send(
                 {

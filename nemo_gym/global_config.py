@@ -52,7 +52,6 @@ from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
 
 from nemo_gym.config_types import (
-    MASKED_VALUE,
     SERVER_TYPES,
     AlmostServerError,
     ConfigError,
@@ -70,6 +69,7 @@ from nemo_gym.config_types import (
     looks_like_server,
     validate_server_instance_config,
 )
+from nemo_gym.redaction import MASKED_VALUE, without_url_passwords
 
 logger = logging.getLogger(__name__)
 SettingsT = TypeVar("SettingsT", bound=BaseModel)
@@ -123,7 +123,13 @@ RESERVED_TOP_LEVEL_KEYS: frozenset[str] = frozenset(
 _INSTALL_ROOT = Path(__file__).resolve().parent.parent
 
 PortReserver = Callable[[str, int], bool]
-_SECRET_KEY_PARTS = ("key", "token", "secret", "password", "authorization")
+_SECRET_NAME_WORDS = frozenset(
+    {"key", "keys", "tokens", "secrets", "passwords", "pwd", "passphrase", "auth", "authorization"}
+    | {"cookie", "cookies", "credential", "credentials"}
+)
+_SECRET_WORD_ENDINGS = ("token", "secret", "password", "passwd", "apikey", "accesskey", "privatekey")
+_SECRET_HEADER_PARTS = ("auth", "key", "token", "secret", "cookie", "session", "passw", "credential")
+_NAME_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")  # `X-Api-Key`, `apiKey`, `HF_TOKEN`
 _COUNT_KEY_SUFFIXES = ("tokens", "_count", "_size")
 _INTERPOLATED_KEY = re.compile(r"\$\{(?:[\w.]+:)?([^${}:,]+)[^${}]*\}")  # `${a.b}`, `${oc.env:NAME,x}`
 _PURE_INTERPOLATION = re.compile(r"^\$\{[^${}]*\}$")
@@ -243,9 +249,13 @@ def parse_overrides(overrides: Sequence[str]) -> DictConfig:
 
 
 def displayed_override(token: str) -> str:
-    """The override as it may appear in a message: the value is hidden when the key names a secret."""
+    """The override as it may appear in a message: the value is hidden when the key names a secret, and
+    so is a password in a URL."""
     key, equals, _ = token.partition("=")
-    return f"{key}={MASKED_VALUE}" if equals and _is_secret_key(key.rsplit(".", 1)[-1]) else token
+    *parents, name = key.split(".")
+    if equals and _is_secret_key(name, header=bool(parents) and _is_header_map(parents[-1])):
+        return f"{key}={MASKED_VALUE}"
+    return without_url_passwords(token)
 
 
 def _parsed_override(parser: OverridesParser, token: str) -> Override:
@@ -926,12 +936,13 @@ def resolve_instance_config(cfg: DictConfig, instance_name: str) -> dict[str, An
 def mask_secrets(value: Any) -> Any:
     """A plain deep copy in which secret values read "****", for any display of a config.
 
-    A key is secret when it contains "key", "token", "secret", "password" or "authorization"; every
-    string below it is masked, in nested mappings and lists too. Left visible: None, booleans, numbers
-    under a count-like key (`max_tokens`), a value that is only an interpolation such as
-    `${policy_api_key}` (the key it refers to is masked where it is defined), and the structure of server
-    instances: an instance, server-type or implementation name like `tokenizer_rs` never hides its host
-    and port, which clients need to find it.
+    A key is secret when `_is_secret_key` says so; every string below it is masked, in nested mappings
+    and lists too, and so is the value of a credential header in a header map (`default_headers`,
+    `openai_default_headers`, ...). A password in a URL (`https://user:pass@host`) is masked in any
+    string. Left visible: None, booleans, numbers under a count-like key (`max_tokens`), a value that is
+    only an interpolation such as `${policy_api_key}` (the key it refers to is masked where it is
+    defined), and the structure of server instances: an instance, server-type or implementation name like
+    `token_counter` never hides its host and port, which clients need to find it.
     """
     return _masked(value, under_secret_key=False, names_level=3)
 
@@ -942,10 +953,12 @@ def _masked(value: Any, under_secret_key: bool, names_level: int = 0, key: Any =
     if OmegaConf.is_config(value):
         value = OmegaConf.to_container(value, resolve=False)
     if isinstance(value, Mapping):
+        headers = _is_header_map(key)
         return {
             child_key: _masked(
                 child,
-                under_secret_key or (_names_a_setting(names_level, child) and _is_secret_key(child_key)),
+                under_secret_key
+                or (_names_a_setting(names_level, child) and _is_secret_key(child_key, header=headers)),
                 _child_names_level(names_level, child_key),
                 child_key,
             )
@@ -953,7 +966,9 @@ def _masked(value: Any, under_secret_key: bool, names_level: int = 0, key: Any =
         }
     if isinstance(value, list | tuple):
         return [_masked(child, under_secret_key, 0, key) for child in value]
-    if not under_secret_key or value is None or isinstance(value, bool):
+    if not under_secret_key:
+        return without_url_passwords(value) if isinstance(value, str) else value
+    if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int | float) and str(key).lower().endswith(_COUNT_KEY_SUFFIXES):
         return value
@@ -977,9 +992,27 @@ def _child_names_level(names_level: int, child_key: Any) -> int:
     return 0
 
 
-def _is_secret_key(key: Any) -> bool:
-    lowered = str(key).lower()
-    return any(part in lowered for part in _SECRET_KEY_PARTS)
+def _is_secret_key(key: Any, header: bool = False) -> bool:
+    """Whether the value of a setting named `key` (an HTTP header name, with `header`) is a credential.
+
+    A setting name is cut into words (`X-Api-Key`, `apiKey`, `HF_TOKEN`, `db_passwd`), so that `tokenizer`,
+    `keyword` or `author` stay visible: it is secret when a word is a credential word (key, token, secret,
+    password, passwd, pwd, auth, cookie, credentials, ...) or runs one on at its end (`hftoken`,
+    `apikey`). A header name is secret when it merely contains auth, key, token, secret, cookie, session,
+    passw or credential, since headers of those names carry little else (`X-Upstream-Auth`, `Set-Cookie`).
+    """
+    if header:
+        return any(part in str(key).lower() for part in _SECRET_HEADER_PARTS)
+    return any(word in _SECRET_NAME_WORDS or word.endswith(_SECRET_WORD_ENDINGS) for word in _name_words(key))
+
+
+def _is_header_map(key: Any) -> bool:
+    """A mapping under `headers`, `extra_headers`, `openai_default_headers`... maps header names to values."""
+    return _name_words(key)[-1:] == ["headers"]
+
+
+def _name_words(key: Any) -> list[str]:
+    return [word.lower() for word in _NAME_WORD.findall(str(key))]
 
 
 def to_yaml(cfg: Any, mask: bool) -> str:

@@ -204,6 +204,8 @@ def _jsonl_files_of_split(listed: list[str], split: str) -> list[str]:
 
 
 def _split_files(listed: list[str], repo_id: str, split: str) -> list[str]:
+    """The split's files, each name checked before any is fetched: a hostile or broken hub can list
+    `../x.jsonl`."""
     files = _jsonl_files_of_split(listed, split)
     if not files:
         other = [name for name in listed if _split_of(name) == split]
@@ -211,6 +213,8 @@ def _split_files(listed: list[str], repo_id: str, split: str) -> list[str]:
         raise StorageError(
             f"{repo_id}: no JSONL files for split '{split}'{stored}; download a raw file with --artifact"
         )
+    for name in files:
+        checked_artifact_name(name, f"{repo_id}: listed file")
     return files
 
 

@@ -24,6 +24,8 @@ import aiohttp
 import orjson
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from nemo_gym.redaction import without_url_passwords
+
 logger = logging.getLogger("nemo_gym.http")
 
 MAX_NUM_TRIES = 3
@@ -33,6 +35,9 @@ DEFAULT_CONNECTOR_LIMIT = 102400
 DEFAULT_CONNECTOR_LIMIT_PER_HOST = 1024
 # Below the servers' 30 s keep-alive, so the client never reuses a socket the server is about to close.
 CLIENT_KEEPALIVE_S = 15.0
+MAX_REASON_CHARS = 200
+# How aiohttp words a body that ended before its Content-Length or last chunk: the connection closed.
+PAYLOAD_CUT_SHORT = "Response payload is not completed"
 
 
 @dataclass(frozen=True)
@@ -64,20 +69,35 @@ class RetryPolicy:
 
 
 class RequestFailedError(aiohttp.ClientError):
-    """A call that produced no HTTP response: the last failure after all permitted attempts."""
+    """A call that produced no usable HTTP response: the last failure after all permitted attempts.
+
+    `reason` says what went wrong in one line a log reader can act on ("connection closed mid-body"),
+    where aiohttp's own messages name parser internals.
+    """
 
     kind = "connection"
 
-    def __init__(self, method: str, url: str, attempts: int, elapsed_s: float, cause: BaseException | None):
+    def __init__(
+        self,
+        method: str,
+        url: str,
+        attempts: int | None,
+        elapsed_s: float | None,
+        cause: BaseException | None,
+        reason: str | None = None,
+    ):
         self.method = method
-        self.url = url
+        self.url = without_url_passwords(url)
         self.attempts = attempts
         self.elapsed_s = elapsed_s
         self.cause = cause
-        detail = f"{type(cause).__name__}: {cause}" if cause is not None else "no attempt was possible"
-        super().__init__(
-            f"{method} {url} failed ({self.kind}) after {attempts} attempt(s) in {elapsed_s:.1f}s: {detail}"
+        self.reason = reason or (
+            _failure_reason(cause, answered=False) if cause is not None else "no attempt was possible"
         )
+        counted = (
+            f" after {attempts} attempt(s) in {elapsed_s:.1f}s" if attempts and elapsed_s is not None else ""
+        )
+        super().__init__(without_url_passwords(f"{method} {url}: {self.reason}{counted}"))
 
 
 class ConnectionFailedError(RequestFailedError, ConnectionError):
@@ -87,9 +107,57 @@ class ConnectionFailedError(RequestFailedError, ConnectionError):
 
 
 class DeadlineExceededError(RequestFailedError, TimeoutError):
-    """The call's deadline passed before a response arrived."""
+    """The call's deadline passed before the whole response (headers and body) arrived."""
 
     kind = "timeout"
+
+
+class BadResponseError(RequestFailedError, ValueError):
+    """The peer answered, but with something its caller cannot use: bytes that are not HTTP, broken
+    framing, or a body that is not JSON. The peer's fault, so the caller's own answer is a 502."""
+
+    kind = "bad_upstream_response"
+
+
+def _failure_reason(error: BaseException, answered: bool) -> str:
+    """One line on what broke; `answered` tells whether the headers had arrived (the body had not)."""
+    if isinstance(error, aiohttp.ConnectionTimeoutError):
+        return "timed out connecting"
+    if isinstance(error, asyncio.TimeoutError):
+        return "body not complete within the deadline" if answered else "no answer within the deadline"
+    if isinstance(error, aiohttp.ClientPayloadError):
+        if _closed_mid_body(error):
+            return "connection closed mid-body"
+        return f"broken body ({_one_line(str(error.__cause__ or error))})"
+    if isinstance(error, aiohttp.ServerDisconnectedError):
+        return "connection closed mid-body" if answered else "connection closed before an answer"
+    if isinstance(error, aiohttp.ClientConnectorError):
+        return f"cannot connect ({error.os_error.strerror or error.os_error})"
+    if isinstance(error, aiohttp.ClientResponseError):
+        return f"not a valid HTTP answer ({_one_line(error.message)})"
+    return f"{type(error).__name__}: {_one_line(str(error))}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:MAX_REASON_CHARS]
+
+
+def _closed_mid_body(error: aiohttp.ClientPayloadError) -> bool:
+    """Cut short (any framing) rather than malformed: aiohttp tells the two apart only by its message."""
+    return str(error).startswith(PAYLOAD_CUT_SHORT)
+
+
+def _failure_type(error: BaseException) -> type[RequestFailedError] | None:
+    """The Gym error for an aiohttp failure; None for errors that are bugs of the caller (bad URL, ...)."""
+    if isinstance(error, aiohttp.ClientPayloadError) and not _closed_mid_body(error):
+        return BadResponseError
+    if isinstance(error, asyncio.TimeoutError) and not isinstance(error, aiohttp.ConnectionTimeoutError):
+        return DeadlineExceededError
+    if isinstance(error, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError):
+        return ConnectionFailedError
+    if isinstance(error, aiohttp.ClientResponseError):
+        return BadResponseError
+    return None
 
 
 class HTTPStatusError(aiohttp.ClientResponseError):
@@ -106,7 +174,7 @@ class HTTPStatusError(aiohttp.ClientResponseError):
             headers=response.headers,
         )
         self.response_content = body
-        self.url = str(response.url)
+        self.url = without_url_passwords(str(response.url))
 
     def __str__(self) -> str:
         snippet = self.response_content[:500].decode("utf-8", errors="replace")
@@ -184,7 +252,9 @@ def _retryable_failure(error: BaseException, idempotent: bool) -> bool:
         return True
     if isinstance(error, asyncio.TimeoutError):
         return False
-    return idempotent and isinstance(error, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)
+    return idempotent and isinstance(
+        error, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError | aiohttp.ClientPayloadError
+    )
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -211,11 +281,12 @@ async def request(
     _internal: bool = False,
     **aiohttp_kwargs: Any,
 ) -> aiohttp.ClientResponse:
-    """Send one HTTP request with a deadline and bounded retries; return the unread response.
+    """Send one HTTP request with a deadline and bounded retries; return the response, its body read.
 
-    The status is not checked here (see `raise_for_status`) except for statuses the policy retries; when
-    those persist, the last response is returned with its body intact. Raises `ConnectionFailedError`
-    or `DeadlineExceededError` (both name the URL) when no response could be had. `idempotent` defaults
+    The deadline covers the body too. The status is not checked here (see `raise_for_status`) except for
+    statuses the policy retries; when those persist, the last response is returned with its body intact.
+    Raises `ConnectionFailedError`, `DeadlineExceededError` or `BadResponseError` (all name the URL)
+    when no whole, well-formed response could be had. `idempotent` defaults
     to the method's semantics (GET, HEAD, OPTIONS, PUT, DELETE); pass True for a POST that is safe to
     repeat after a dropped connection.
     `_internal` is accepted for compatibility with callers written for the reference client.
@@ -243,27 +314,38 @@ async def request(
     while True:
         remaining = deadline - loop.time()
         if remaining <= 0:
-            raise DeadlineExceededError(method, url, attempt, loop.time() - started, last_error)
+            reason = "the deadline passed" + (
+                f" while retrying; last failure: {_failure_reason(last_error, answered=False)}"
+                if last_error
+                else ""
+            )
+            raise DeadlineExceededError(method, url, attempt, loop.time() - started, last_error, reason)
         attempt += 1
         timeout = aiohttp.ClientTimeout(
             total=remaining, sock_connect=min(policy.connect_timeout_s, remaining)
         )
+        response: aiohttp.ClientResponse | None = None
         try:
             response = await session.request(method, url, timeout=timeout, **aiohttp_kwargs)
+            # Read here, under the same deadline (aiohttp's total timeout runs until the body is in) and
+            # the same error mapping: a body that breaks or stalls is this call's failure, not the caller's.
+            await response.read()
         except Exception as error:
-            if not _retryable_failure(error, idempotent):
-                if isinstance(error, asyncio.TimeoutError):
-                    raise DeadlineExceededError(method, url, attempt, loop.time() - started, error) from error
-                if isinstance(error, aiohttp.ClientConnectionError):
-                    raise ConnectionFailedError(method, url, attempt, loop.time() - started, error) from error
+            failure = _failure_type(error)
+            if failure is None:
                 raise
-            last_error = error
+            reason = _failure_reason(error, answered=response is not None)
             delay = policy.backoff_delay(attempt)
-            if attempt >= policy.max_attempts or loop.time() + delay >= deadline:
-                raise ConnectionFailedError(method, url, attempt, loop.time() - started, error) from error
+            if (
+                not _retryable_failure(error, idempotent)
+                or attempt >= policy.max_attempts
+                or loop.time() + delay >= deadline
+            ):
+                raise failure(method, url, attempt, loop.time() - started, error, reason) from error
+            last_error = error
             logger.warning(
-                "HTTP retry: %s %s failed with %s: %s (attempt %d/%d, next in %.2fs)",
-                method, url, type(error).__name__, error, attempt, policy.max_attempts, delay,
+                "HTTP retry: %s %s: %s (attempt %d/%d, next in %.2fs)",
+                method, without_url_passwords(url), reason, attempt, policy.max_attempts, delay,
             )  # fmt: skip
             await asyncio.sleep(delay)
             continue
@@ -278,7 +360,7 @@ async def request(
             return response
         logger.warning(
             "HTTP retry: %s %s returned status %d (attempt %d/%d, next in %.2fs)",
-            method, url, response.status, attempt, policy.max_attempts, delay,
+            method, without_url_passwords(url), response.status, attempt, policy.max_attempts, delay,
         )  # fmt: skip
         response.release()
         await asyncio.sleep(delay)
@@ -326,4 +408,10 @@ async def raise_for_status(response: aiohttp.ClientResponse) -> None:
 
 
 async def get_response_json(response: aiohttp.ClientResponse) -> Any:
-    return orjson.loads(await response.read())
+    """The parsed body; a body that is not JSON is the peer's fault (`BadResponseError`, a 502)."""
+    body = await response.read()
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        reason = f"HTTP {response.status} answer is invalid JSON ({error})"
+        raise BadResponseError(response.method, str(response.url), None, None, error, reason) from error

@@ -48,6 +48,7 @@ from nemo_gym.global_config import (
     to_yaml,
 )
 from nemo_gym.http_client import RequestFailedError, RetryPolicy, request
+from nemo_gym.http_protocol import RequestLimits
 from nemo_gym.server_utils import (
     BOUND_ADDRESS_FILE_ENV_VAR_NAME,
     CHECK_CONFIG_ONLY_ENV_VAR_NAME,
@@ -586,7 +587,9 @@ class Deployment:
             head.port = sock.getsockname()[1]
             self.global_config_dict.head_server.port = head.port
         self._head_server = HeadServer(config=head, global_config_dict=self.global_config_dict)
-        self._head = RunningServer(self._head_server.setup_webserver(), sock)
+        self._head = RunningServer(
+            self._head_server.setup_webserver(), sock, RequestLimits.from_config(self.global_config_dict)
+        )
 
     async def _spawn(self, server: ServerProcess, secret: str) -> None:
         assert server.sock is not None and self._config is not None

@@ -29,6 +29,7 @@ from typing import Annotated, Any, ClassVar, Literal, NotRequired, Required
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator, with_config
 from typing_extensions import TypedDict  # pydantic needs this TypedDict on Python < 3.12
+from yarl import URL
 
 from nemo_gym.http_client import (
     DEFAULT_DEADLINE_S,
@@ -483,15 +484,24 @@ class NeMoGymResponse(_WireModel):
 
     @property
     def output_text(self) -> str:
-        """The text of every `output_text` part of every message, in order, joined without a separator
-        (as the OpenAI SDK's property of the same name); reasoning and tool calls are left out."""
-        return "".join(
-            part.text
-            for item in self.output
-            if item.type == "message"
-            for part in item.content
-            if part.type == "output_text"
-        )
+        """The text of every `output_text` part of every assistant message, in order, joined without a
+        separator (as the OpenAI SDK's property of the same name); reasoning and tool calls are left out.
+        An assistant message whose content is a plain string contributes that string."""
+        return "".join(text for item in self.output for text in assistant_texts(item))
+
+
+def assistant_texts(item: NeMoGymResponseOutputItem) -> list[str]:
+    """The texts an output item says as the assistant: its `output_text` parts, or its whole content when
+    that is a plain string (which the Responses input side allows); none for any other item."""
+    if isinstance(item, NeMoGymResponseOutputMessage):
+        return [part.text for part in item.content if part.type == "output_text"]
+    if (
+        isinstance(item, NeMoGymEasyInputMessage)
+        and item.role == "assistant"
+        and isinstance(item.content, str)
+    ):
+        return [item.content]
+    return []
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -755,7 +765,9 @@ class NeMoGymAsyncOpenAI(BaseModel):
 
     Statuses in RETRY_ERROR_CODES are retried with exponential backoff and jitter, honouring
     `Retry-After`, for at most `max_retries` attempts within `timeout` seconds in all; any other non-2xx
-    status raises `HTTPStatusError` at once, carrying the upstream's body.
+    status raises `HTTPStatusError` at once, carrying the upstream's body. A reply that breaks off, is
+    not HTTP or not JSON, or is not whole by `timeout` raises the `RequestFailedError` saying so (a 502
+    or 504 in a Gym server's answer).
     """
 
     base_url: str
@@ -771,8 +783,10 @@ class NeMoGymAsyncOpenAI(BaseModel):
         )
 
     def _headers(self) -> dict[str, str]:
+        """The key goes as a bearer token, unless the base URL carries a user and password: then, as with
+        the OpenAI client, those are sent (Basic) instead, since a request has one Authorization."""
         headers = dict(self.default_headers)
-        if self.api_key:
+        if self.api_key and not URL(self.base_url).raw_user:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
 

@@ -8,7 +8,8 @@ Each group carries `sample`, a small stub of its task's row as NeMo Gym's groups
 
 A rollout carrying a truthy `_ng_failure_class` (`http_500`, `timeout`, ...) never enters a statistic or
 `compute_metrics`: it is only counted (`num_failed_rollouts`, `num_failed_rollouts/<class>`), so a crash is
-not mistaken for a reward of 0.
+not mistaken for a reward of 0. Every other element of the request must carry a numeric `reward`: the body
+is validated (`AggregateMetricsBody`) so a malformed one is a 422 naming the field, never a crash.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ import re
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import HTTPException
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from nemo_gym.config_types import AGENT_REF_KEY, AggregateMetrics, AggregateMetricsRequest
+from nemo_gym.config_types import AGENT_REF_KEY, AggregateMetrics
 from nemo_gym.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 
 INDEX_KEYS = (TASK_INDEX_KEY, ROLLOUT_INDEX_KEY)
@@ -38,16 +41,26 @@ Number = int | float
 Rollout = Mapping[str, Any]
 ScoreFn = Callable[[Rollout], Mapping[str, Number]]
 Vote = tuple[Any, float]  # (extracted answer, score) of one rollout
+# Larger magnitudes are not metrics: a sum or spread of a few of them overflows a float.
+MAX_METRIC_MAGNITUDE = 1e300
 
 # ---------------------------------------------------------------------------------------------------------
 # Per-rollout numbers
 
 
+def is_metric(value: Any) -> bool:
+    """Whether a statistic can use `value`: a bool, or a number of magnitude at most MAX_METRIC_MAGNITUDE.
+
+    NaN and infinities (JSON cannot carry them back) and larger numbers (their sums overflow) are not.
+    """
+    return isinstance(value, int | float) and abs(value) <= MAX_METRIC_MAGNITUDE
+
+
 def numeric_record(verify_response: Rollout) -> dict[str, Number]:
     """`reward`, then the top-level numbers of `response.usage`, then every other top-level number.
 
-    Bools count as 0/1 so pass/fail flags get a mean; NaN and infinities count as missing (JSON cannot carry
-    them); text and nested objects are not metrics. A top-level field wins over a usage field of that name.
+    Bools count as 0/1 so pass/fail flags get a mean; numbers that are not `is_metric` count as missing;
+    text and nested objects are not metrics. A top-level field wins over a usage field of that name.
     """
     top_level = _numbers_of(verify_response)
     record = {key: top_level[key] for key in ("reward",) if key in top_level}
@@ -60,7 +73,7 @@ def _numbers_of(mapping: Mapping[str, Any]) -> dict[str, Number]:
     return {
         key: int(value) if isinstance(value, bool) else value
         for key, value in mapping.items()
-        if isinstance(value, int | float) and math.isfinite(value)
+        if is_metric(value)
     }
 
 
@@ -185,6 +198,51 @@ def failure_counts(records: Iterable[Rollout]) -> dict[str, int]:
 # `/aggregate_metrics`
 
 
+def _usable_reward(reward: float) -> float:
+    if abs(reward) > MAX_METRIC_MAGNITUDE:
+        raise PydanticCustomError(
+            "number_too_large",
+            "Input should be of magnitude at most {limit}",
+            {"limit": MAX_METRIC_MAGNITUDE},
+        )
+    return reward
+
+
+Reward = Annotated[float, Field(strict=True, allow_inf_nan=False), AfterValidator(_usable_reward)]
+
+
+class AggregatedVerifyResponse(BaseModel):
+    """One element of `verify_responses`: a verify response, any other fields kept as sent.
+
+    `reward` must be a number (not text or a bool) that statistics can use; only a failure record may leave
+    it out. Checked here so a malformed element is a 422 naming the field, not a crash in a statistic.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    reward: Reward | None = None
+
+    @model_validator(mode="after")
+    def _reward_unless_failed(self) -> AggregatedVerifyResponse:
+        if self.reward is None and failure_class(self.model_extra or {}) is None:
+            message = f"Field required: a verify response without {FAILURE_CLASS_KEY} needs a numeric reward"
+            missing = InitErrorDetails(
+                type=PydanticCustomError("missing", message), loc=("reward",), input=self.model_extra
+            )
+            raise ValidationError.from_exception_data(type(self).__name__, [missing])
+        return self
+
+
+class AggregateMetricsBody(BaseModel):
+    """The body `/aggregate_metrics` accepts: `AggregateMetricsRequest` with each element checked."""
+
+    verify_responses: list[AggregatedVerifyResponse]
+
+    def records(self) -> list[dict[str, Any]]:
+        """The elements as plain dicts, with the keys they were sent with."""
+        return [element.model_dump(exclude_unset=True) for element in self.verify_responses]
+
+
 def group_by_task(verify_responses: Iterable[Rollout]) -> dict[int, list[Rollout]]:
     """Rollouts, failed ones included, keyed by task index; tasks and rollouts sorted by index.
 
@@ -230,15 +288,16 @@ def _index_pair(rollout: Rollout) -> tuple[int, int]:
 class MetricsAggregationMixin:
     """`/aggregate_metrics` with two hooks an environment may override."""
 
-    async def aggregate_metrics(self, body: AggregateMetricsRequest) -> AggregateMetrics:
+    async def aggregate_metrics(self, body: AggregateMetricsBody) -> AggregateMetrics:
         """Per-task groups and pooled statistics of the successful rollouts; failed ones are only counted.
 
         A task's `expected_num_rollouts` is the largest number of distinct rollout indices (results and
         failures) of any task in the request: the request does not say how many were meant to run.
         """
-        if not body.verify_responses:
+        verify_responses = body.records()
+        if not verify_responses:
             return AggregateMetrics()
-        tasks = group_by_task(body.verify_responses)
+        tasks = group_by_task(verify_responses)
         expected = max(len({_index_pair(rollout) for rollout in rollouts}) for rollouts in tasks.values())
         successes = {
             task_index: [rollout for rollout in rollouts if failure_class(rollout) is None]
@@ -262,7 +321,7 @@ class MetricsAggregationMixin:
         ]
         agent_metrics: dict[str, Any] = {
             **column_statistics([info for task_infos in infos.values() for info in task_infos]),
-            **failure_counts(body.verify_responses),
+            **failure_counts(verify_responses),
         }
         extra = dict(self.compute_metrics([rollouts for rollouts in successes.values() if rollouts]))
         groups_by_task = {group[TASK_INDEX_KEY]: group for group in group_level_metrics}

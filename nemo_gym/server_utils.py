@@ -8,7 +8,6 @@ FastAPI app with liveness, signed sessions and the one error format of `nemo_gym
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import logging
 import os
@@ -19,7 +18,6 @@ import sys
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -28,15 +26,15 @@ import aiohttp
 import orjson
 import uvicorn
 import yaml
-from fastapi import FastAPI, Request
-from fastapi.routing import APIRoute
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
 from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from starlette.middleware import Middleware
-from starlette.responses import Response as StarletteResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from nemo_gym.config_types import BaseRunServerInstanceConfig, BaseServerConfig, ConfigError
+from nemo_gym.cpu_pool import shutdown_pool
 from nemo_gym.errors import ErrorEnvelopeMiddleware
 from nemo_gym.global_config import (
     DEFAULT_HEAD_SERVER_PORT,
@@ -58,7 +56,10 @@ from nemo_gym.http_client import (
     raise_for_status,
     request,
 )
+from nemo_gym.http_protocol import RequestLimits, StartGate, gym_protocol
 from nemo_gym.in_process import LocalResponse, call_in_process, is_hosted_here
+from nemo_gym.parent_death import die_with_parent
+from nemo_gym.request_bodies import OrjsonBodyRoute, validation_error_response
 from nemo_gym.sessions import deployment_session_secret, install_session_middleware, session_cookie_name
 
 __all__ = [
@@ -80,7 +81,6 @@ LAUNCHER_PID_ENV_VAR_NAME = "NEMO_GYM_LAUNCHER_PID"
 # Set by `gym validate`: build the server from its config (validating it and the files setup loads), then
 # exit 0 without binding or serving.
 CHECK_CONFIG_ONLY_ENV_VAR_NAME = "NEMO_GYM_CHECK_CONFIG_ONLY"
-PR_SET_PDEATHSIG = 1
 SERVER_KEEPALIVE_S = 30
 HEAD_CONFIG_FETCH_TIMEOUT_S = 10.0
 TARGET_NOFILE_LIMIT = 65535
@@ -209,8 +209,7 @@ def _exit_with_the_launcher() -> None:
     launcher_pid = os.environ.get(LAUNCHER_PID_ENV_VAR_NAME)
     if not launcher_pid or not sys.platform.startswith("linux"):
         return
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    die_with_parent(signal.SIGTERM)
     if os.getppid() != int(launcher_pid):
         sys.exit("Error: the launcher exited before this server started.")
 
@@ -236,35 +235,9 @@ def _raise_open_file_limit() -> None:
             logger.warning("could not raise the open-file limit from %d to %d: %s", soft, wanted, error)
 
 
-class OrjsonBodyRequest(Request):
-    """A request whose JSON body is parsed by orjson rather than Starlette's stdlib `json.loads`, which is
-    several times slower on a trajectory-sized body."""
-
-    async def json(self) -> Any:
-        if not hasattr(self, "_json"):
-            body = await self.body()
-            try:
-                self._json = orjson.loads(body)
-            except orjson.JSONDecodeError:
-                # What orjson refuses but Python's json writes and reads (NaN, -Infinity: a -inf logprob)
-                # is still accepted; malformed JSON raises here too, and gets FastAPI's 422.
-                self._json = json.loads(body)
-        return self._json
-
-
-class OrjsonBodyRoute(APIRoute):
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, StarletteResponse]]:
-        handler = super().get_route_handler()
-
-        async def handle(request: Request) -> StarletteResponse:
-            return await handler(OrjsonBodyRequest(request.scope, request.receive))
-
-        return handle
-
-
 def new_app() -> FastAPI:
     """The FastAPI app every Gym server starts from (routes added to it parse bodies with orjson)."""
-    app = FastAPI()
+    app = FastAPI(exception_handlers={RequestValidationError: validation_error_response})
     app.router.route_class = OrjsonBodyRoute
     return app
 
@@ -275,12 +248,20 @@ def finalize_app(app: FastAPI, server_label: str) -> FastAPI:
     if not any(getattr(route, "path", None) == "/" for route in app.router.routes):
         app.add_api_route("/", _liveness, methods=["GET"])
     app.router.on_shutdown.append(close_global_aiohttp_client)
+    app.router.on_shutdown.append(shutdown_pool)
     app.user_middleware.append(Middleware(ErrorEnvelopeMiddleware, server_label=server_label))
     return app
 
 
 async def _liveness() -> dict[str, str]:
     return {"status": "ok"}
+
+
+def answers_liveness(app: FastAPI) -> bool:
+    """Whether the app's `GET /` is `_liveness` (the protocol may then answer it without the app)."""
+    return any(
+        getattr(route, "path", None) == "/" and route.endpoint is _liveness for route in app.router.routes
+    )
 
 
 @dataclass
@@ -328,14 +309,14 @@ class PortDispatcher:
         await send({"type": "lifespan.shutdown.complete"})
 
 
-def serve(bound_apps: list[BoundApp], num_workers: int = 1) -> None:
+def serve(bound_apps: list[BoundApp], limits: RequestLimits, num_workers: int = 1) -> None:
     """Serve the apps on their sockets with uvloop and httptools (blocks).
 
     With `num_workers` > 1 the process forks that many copies in all, each serving every port on a socket
     of its own (see `_sockets_per_worker`); a copy that dies takes the others down with it, so the
     launcher sees the failure instead of a server quietly running at reduced strength.
     """
-    app: ASGIApp = bound_apps[0].app if len(bound_apps) == 1 else PortDispatcher(bound_apps)
+    app: ASGIApp = StartGate(bound_apps[0].app if len(bound_apps) == 1 else PortDispatcher(bound_apps))
     sockets = [bound.sock for bound in bound_apps]
     if num_workers > 1:
         per_worker = _sockets_per_worker(sockets, num_workers)
@@ -347,7 +328,11 @@ def serve(bound_apps: list[BoundApp], num_workers: int = 1) -> None:
     config = uvicorn.Config(
         app,
         loop="uvloop",
-        http="httptools",
+        http=gym_protocol(
+            limits,
+            "+".join(bound.instance_name for bound in bound_apps),
+            all(answers_liveness(bound.app) for bound in bound_apps),
+        ),
         proxy_headers=False,
         timeout_keep_alive=SERVER_KEEPALIVE_S,
         timeout_graceful_shutdown=5,
@@ -388,8 +373,7 @@ def _fork_workers(count: int) -> int:
     for number in range(1, count + 1):
         pid = os.fork()
         if pid == 0:
-            if sys.platform.startswith("linux"):
-                ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+            die_with_parent(signal.SIGTERM)
             if os.getppid() != parent:
                 os._exit(1)
             return number
@@ -446,6 +430,7 @@ class SimpleServer(BaseServer):
             if logger.isEnabledFor(logging.DEBUG):  # the masked dump is not made for nothing
                 logger.debug("%s: settings %s", instance_name, mask_secrets(config.model_dump(mode="json")))
             configure_http_client_from(global_config_dict, config.num_workers)
+            limits = RequestLimits.from_config(global_config_dict)
             server = cls(
                 config=config,
                 server_client=ServerClient(
@@ -470,18 +455,19 @@ class SimpleServer(BaseServer):
         if _colocation_collector is not None:
             _colocation_collector.append(bound)
             return
-        serve([bound], config.num_workers or 1)
+        serve([bound], limits, config.num_workers or 1)
 
 
 class RunningServer:
     """A uvicorn server serving in a daemon thread of this process (the head server's way to run)."""
 
-    def __init__(self, app: FastAPI, sock: socket.socket) -> None:
+    def __init__(self, app: FastAPI, sock: socket.socket, limits: RequestLimits) -> None:
         self.host, self.port = sock.getsockname()[:2]
         self._server = uvicorn.Server(
             uvicorn.Config(
                 app,
                 loop="asyncio",
+                http=gym_protocol(limits, HeadServer.SERVER_LABEL, answers_liveness(app)),
                 access_log=False,
                 log_level="warning",
                 timeout_keep_alive=SERVER_KEEPALIVE_S,
@@ -523,5 +509,7 @@ class HeadServer(BaseModel):
 
     def start_in_thread(self) -> RunningServer:
         return RunningServer(
-            self.setup_webserver(), bind_listening_socket(self.config.host, self.config.port)
+            self.setup_webserver(),
+            bind_listening_socket(self.config.host, self.config.port),
+            RequestLimits.from_config(self.global_config_dict),
         )

@@ -34,6 +34,9 @@ Control routes (JSON, no auth):
     GET  /_state                       {"repos": {repo_id: {"private", "refs": {ref: {path: {"size",
                                        "sha256"}}}}}, "collections": {slug: [{"item_id", "item_type"}]}}
     GET  /_files/{repo_id}?ref=&path=  raw bytes of a stored file (ref defaults to main); 404 if absent
+    PUT  /_files/{repo_id}?ref=&path=  stores the body as that file under any name (`../x.jsonl` too,
+                                       which the real client refuses to upload), creating the private
+                                       repo and the ref if needed, as one new commit
     GET  /_requests                    [{"method", "path", "query", "authorization_ok", "body_size"}] for
                                        every Hub request, in order (path is the raw, still-quoted path)
     POST /_faults                      arms faults, e.g. {"drop_commit": true}; a value is true or a count
@@ -392,6 +395,14 @@ def make_control_routes(hub: Hub) -> list[web.RouteDef]:
             return json_response({"error": "no such repo, ref or file"}, 404)
         return web.Response(body=content, content_type="application/octet-stream")
 
+    async def store_file(request: web.Request) -> web.Response:
+        repo_id, revision = request.match_info["repo_id"], request.query.get("ref", "main")
+        repo = hub.repos.setdefault(repo_id, Repo(private=True, refs={}))
+        files = dict(repo.refs[revision].files) if revision in repo.refs else {}
+        files[request.query["path"]] = await request.read()
+        repo.refs[revision] = Ref(hub.new_commit(repo_id, revision, request.query["path"]), files)
+        return json_response({"stored": request.query["path"]})
+
     async def recorded(request: web.Request) -> web.Response:
         return json_response(hub.requests)
 
@@ -410,6 +421,7 @@ def make_control_routes(hub: Hub) -> list[web.RouteDef]:
     return [
         web.get("/_state", state),
         web.get("/_files/{repo_id:.+}", stored_file),
+        web.put("/_files/{repo_id:.+}", store_file),
         web.get("/_requests", recorded),
         web.post("/_faults", arm_faults),
         web.post("/_reset", reset),

@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 import requests
+import yaml
 
 from nemo_gym.testing import (  # noqa: F401  (re-exported: the tests import them from here)
     STARTUP_DEADLINE_S,
@@ -29,6 +30,7 @@ from nemo_gym.testing import (  # noqa: F401  (re-exported: the tests import the
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+NEVER_PRINTED = "\0never printed\0"
 
 
 class OutputReader:
@@ -171,3 +173,31 @@ def established_connections(
         and (local_ports is None or int(row[1].split(":")[1], 16) in local_ports)
         and (remote_ports is None or int(row[2].split(":")[1], 16) in remote_ports)
     )
+
+
+def all_output(output: OutputReader) -> list[str]:
+    """Every line printed by a process that has exited (reads its output to the end)."""
+    with contextlib.suppress(AssertionError):
+        output.wait_for(NEVER_PRINTED, timeout_s=10)
+    return output.lines
+
+
+def write_config(workdir: Path, config: dict) -> str:
+    (workdir / "deployment.yaml").write_text(yaml.safe_dump(config))
+    return "+config_paths=[deployment.yaml]"
+
+
+def wait_until_gone(pids: list[int], timeout_s: float) -> list[int]:
+    """The pids still alive after `timeout_s` (checked until then; returns early when all are gone)."""
+    deadline = time.monotonic() + timeout_s
+    alive = list(pids)
+    while alive and time.monotonic() < deadline:
+        alive = [pid for pid in alive if process_alive(pid)]
+        if alive:
+            time.sleep(0.05)
+    return alive
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

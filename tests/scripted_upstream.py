@@ -197,6 +197,12 @@ def chat_usage(step: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def given_or(body: dict[str, Any], key: str, default: Any) -> Any:
+    """The request's setting echoed in the answer; an explicit null gets the default, as OpenAI does."""
+    value = body.get(key)
+    return default if value is None else value
+
+
 def build_response(state: Upstream, body: dict[str, Any], step: dict[str, Any]) -> dict[str, Any]:
     """A complete Responses API response around the step's output items (or the default message)."""
     output = step.get("output")
@@ -222,11 +228,11 @@ def build_response(state: Upstream, body: dict[str, Any], step: dict[str, Any]) 
         "instructions": body.get("instructions"),
         "metadata": body.get("metadata") or {},
         "output": output,
-        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "parallel_tool_calls": given_or(body, "parallel_tool_calls", True),
         "temperature": body.get("temperature"),
         "top_p": body.get("top_p"),
         "max_output_tokens": body.get("max_output_tokens"),
-        "tool_choice": body.get("tool_choice", "auto"),
+        "tool_choice": given_or(body, "tool_choice", "auto"),
         "tools": body.get("tools") or [],
         "usage": responses_usage(step),
     }

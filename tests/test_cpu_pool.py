@@ -1,11 +1,18 @@
-"""nemo_gym.cpu_pool: work runs in other processes, errors come back, and a runaway call is stopped."""
+"""nemo_gym.cpu_pool: work runs in other processes, errors come back, a runaway call is stopped, and no
+worker outlives the pool or its parent."""
 
+import asyncio
 import os
+import subprocess
+import sys
+import time
+from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 
 from nemo_gym import cpu_pool
 from tests.cpu_workloads import fail, spin_forever, spin_inside_a_catch_all, square
+from tests.helpers import REPO_ROOT, cpu_seconds, process_alive, wait_until_gone
 
 
 @pytest.fixture(autouse=True)
@@ -42,3 +49,51 @@ def test_worker_count_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv(cpu_pool.WORKERS_ENV, "zero")
     with pytest.raises(ValueError, match="NEMO_GYM_CPU_WORKERS='zero'"):
         cpu_pool.worker_count()
+
+
+async def test_shutting_the_pool_down_kills_a_busy_worker_at_once(monkeypatch):
+    monkeypatch.setenv(cpu_pool.WORKERS_ENV, "1")
+    _, worker = await cpu_pool.run_cpu_bound(square, 2, timeout_s=30)
+    idle_cpu = cpu_seconds(worker)
+    busy = asyncio.ensure_future(cpu_pool.run_cpu_bound(spin_forever, timeout_s=60))
+    deadline = time.monotonic() + 30
+    while cpu_seconds(worker) - idle_cpu < 0.5:
+        assert time.monotonic() < deadline, "the worker never got busy"
+        await asyncio.sleep(0.05)
+    started = time.monotonic()
+    cpu_pool.shutdown_pool()
+    assert time.monotonic() - started < cpu_pool.WORKER_EXIT_WAIT_S
+    assert not process_alive(worker)
+    with pytest.raises(BrokenProcessPool):
+        await busy
+
+
+WATCHED_CHILD = (
+    "import sys, time\n"
+    "from nemo_gym.cpu_pool import _watch_parent\n"
+    "print('watching', flush=True)\n"
+    "_watch_parent(int(sys.argv[1]))\n"
+    "time.sleep(60)\n"
+)
+PARENT_THAT_DIES = (
+    "import os, subprocess, sys\n"
+    "child = subprocess.Popen([sys.executable, '-c', sys.argv[1], str(os.getpid())])\n"
+    "print(child.pid, flush=True)\n"
+    "os._exit(0)\n"
+)
+
+
+def test_where_linux_cannot_kill_a_worker_with_its_server_a_watchdog_thread_does():
+    """The fallback off Linux, run here directly. The parent exits at once (maybe even before the child
+    watches it); the output pipe, which the child shares, ends only when the child exits (the child
+    sleeps for longer than `run` waits)."""
+    parent = subprocess.run(
+        [sys.executable, "-c", PARENT_THAT_DIES, WATCHED_CHILD],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    child, watching = parent.stdout.split()
+    assert watching == "watching", parent.stderr
+    assert wait_until_gone([int(child)], 10) == []

@@ -181,6 +181,22 @@ def test_artifact_names_cannot_leave_the_output_folder(hub, project, artifact):
     assert files_under(project) == before and not list(outside.iterdir())
 
 
+@pytest.mark.parametrize(
+    "listed", ["../../evil.jsonl", "data/../../../evil.jsonl", "data/../x.jsonl", "C:evil.jsonl"]
+)
+def test_a_listed_file_named_to_leave_the_output_folder_is_refused_in_one_line(hub, project, listed):
+    for name in ("data.jsonl", listed):
+        response = requests.put(f"{hub.url}/_files/{REPO_ID}", params={"path": name}, data=ROWS, timeout=10)
+        response.raise_for_status()
+    (project / "out").mkdir()
+    before = files_under(project)
+    result = gym(hub, project, "dataset", "download", "--repo-id", REPO_ID, "--output-dir", "out")
+    message = one_line_error(result)
+    assert f"{REPO_ID}: listed file '{listed}': must be a relative path inside the dataset" in message
+    assert {name for name in files_under(project) - before if not name.startswith(".hf-home")} == set()
+    assert not any(call["path"].startswith("/datasets/") for call in hub_requests(hub))
+
+
 def test_interrupted_upload_stores_nothing_and_leaves_no_local_file(hub, project):
     service_control(hub, "POST", "/_faults", {"drop_commit": True})
     before = files_under(project)

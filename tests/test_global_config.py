@@ -611,6 +611,86 @@ def test_resolved_yaml_leaves_unresolvable_values_as_written() -> None:
     }
 
 
+def test_mask_secrets_knows_the_common_secret_spellings() -> None:
+    names = [
+        "db_passwd", "passwd", "pwd", "credential", "credentials", "private_key", "access_key",
+        "client_secret", "api_key", "apikey", "apiKey", "auth", "upstream_auth", "cookie", "session_secret",
+        "SMTP_PASSWORD", "hftoken", "passphrase",
+    ]  # fmt: skip
+    masked = mask_secrets({"settings": {name: "s3cr3t-value" for name in names}})
+    assert masked == {"settings": {name: "****" for name in names}}
+
+
+def test_mask_secrets_leaves_names_that_only_contain_the_letters_visible() -> None:
+    config = {"tokenizer": "gpt2", "keyword": "paris", "author": "me", "monkey": "george", "use_auth": True}
+    assert mask_secrets({"settings": config}) == {"settings": config}
+    assert mask_secrets({"limits": {"max_tokens": 64, "db_passwd": 1234}}) == {
+        "limits": {"max_tokens": 64, "db_passwd": "****"}
+    }
+
+
+def test_mask_secrets_hides_a_password_in_any_url() -> None:
+    config = {
+        "policy_base_url": "https://user:url-pass-1@host/v1",
+        "mirrors": ["http://127.0.0.1:9/v1", {"url": "https://bot:url-pass-2@git.example/repo.git"}],
+        "notes": "fetched from https://u:p@ss-3@h/x?a=b@c and ftp://token-4@h/",
+    }
+    assert mask_secrets(config) == {
+        "policy_base_url": "https://user:****@host/v1",
+        "mirrors": ["http://127.0.0.1:9/v1", {"url": "https://bot:****@git.example/repo.git"}],
+        "notes": "fetched from https://u:****@h/x?a=b@c and ftp://****@h/",
+    }
+
+
+def test_mask_secrets_hides_credential_headers_in_header_maps() -> None:
+    headers = {
+        "X-Upstream-Auth": "h-1",
+        "Cookie": "h-2",
+        "Proxy-Authorization": "h-3",
+        "X-Api-Key": "h-4",
+        "X-Session-Id": "h-5",
+        "Accept": "application/json",
+    }
+    masked = mask_secrets(
+        {"model": {"headers": headers, "extra_headers": headers, "openai_default_headers": headers}}
+    )
+    expected = {name: "****" for name in headers} | {"Accept": "application/json"}
+    assert masked == {
+        "model": {"headers": expected, "extra_headers": expected, "openai_default_headers": expected}
+    }
+
+
+def test_resolved_yaml_hides_url_passwords_and_credential_headers_that_came_through_interpolation() -> None:
+    config = OmegaConf.create(
+        {
+            "policy_base_url": "https://user:url-pass-5@host/v1",
+            "upstream_header": "hdr-secret-6",
+            "model": {
+                "url": "${policy_base_url}",
+                "default_headers": {"X-Upstream-Auth": "${upstream_header}"},
+            },
+        }
+    )
+    text = to_resolved_yaml(config)
+    assert "url-pass-5" not in text and "hdr-secret-6" not in text
+    assert yaml.safe_load(text)["model"] == {
+        "url": "https://user:****@host/v1",
+        "default_headers": {"X-Upstream-Auth": "****"},
+    }
+
+
+def test_override_errors_hide_url_passwords_and_credential_headers() -> None:
+    for tokens in (
+        ["+policy_base_url=x", "+policy_base_url=https://u:url-pass-7@h/v1"],
+        ["+m.headers.X-Session=x", "+m.headers.X-Session=hdr-secret-8"],
+        ["+db_passwd=x", "+db_passwd=db-secret-9"],
+    ):
+        with pytest.raises(ConfigError) as raised:
+            parse_overrides(tokens)
+        assert "****" in str(raised.value)
+        assert "pass-7" not in str(raised.value) and "secret-" not in str(raised.value)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The process-wide config
 

@@ -1,10 +1,12 @@
 import asyncio
 import logging
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from nemo_gym.http_client import (
+    BadResponseError,
     ConnectionFailedError,
     DeadlineExceededError,
     HTTPStatusError,
@@ -15,12 +17,20 @@ from nemo_gym.http_client import (
     request,
 )
 from nemo_gym.openai_utils import RETRY_ERROR_CODES, NeMoGymAsyncOpenAI
+from tests.helpers import StartedServer, run_server
+from tests.reliability import faulty_upstream as faulty_upstream_server
 from tests.shared_fixtures import closed_port, unique_key
 from tests.upstream_script import fresh_model
 
 FAST = RetryPolicy(
     max_attempts=5, deadline_s=20, backoff_base_s=0.01, retry_statuses=frozenset(RETRY_ERROR_CODES)
 )
+
+
+@pytest.fixture(scope="module")
+def faulty_upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartedServer]:
+    with run_server([faulty_upstream_server.__file__], tmp_path_factory.mktemp("faulty_upstream")) as server:
+        yield server
 
 
 async def attempts_seen(server, key: str) -> dict:
@@ -200,3 +210,47 @@ async def test_status_errors_do_not_keep_the_request_headers(flaky_server):
         await raise_for_status(response)
     assert "sk-secret-value" not in repr(raised.value) + str(raised.value)
     assert not raised.value.request_info.headers
+
+
+async def test_a_body_cut_short_is_a_connection_failure_and_a_post_is_not_repeated(faulty_upstream):
+    for fault in ("closed_mid_body", "chunked_cut_short"):
+        url = f"{faulty_upstream.url}/fault:{fault}"
+        with pytest.raises(ConnectionFailedError) as raised:
+            await request("POST", url, json={"n": 1}, retry_policy=FAST)
+        assert str(raised.value).startswith(f"POST {url}: connection closed mid-body after 1 attempt(s)")
+
+
+async def test_an_idempotent_call_cut_short_is_retried(faulty_upstream):
+    with pytest.raises(ConnectionFailedError) as raised:
+        await request("GET", f"{faulty_upstream.url}/fault:closed_mid_body", retry_policy=FAST)
+    assert raised.value.attempts == FAST.max_attempts
+
+
+async def test_an_answer_that_is_not_http_is_a_bad_response(faulty_upstream):
+    for fault in ("not_http", "bad_chunked"):
+        url = f"{faulty_upstream.url}/fault:{fault}"
+        with pytest.raises(BadResponseError) as raised:
+            await request("POST", url, json={}, retry_policy=FAST)
+        assert raised.value.kind == "bad_upstream_response"
+        assert str(raised.value).startswith(f"POST {url}: not a valid HTTP answer (")
+        assert "\n" not in str(raised.value)
+
+
+async def test_a_body_that_stalls_or_drips_fails_at_the_call_deadline(faulty_upstream):
+    for fault in ("stall", "drip"):
+        url = f"{faulty_upstream.url}/fault:{fault}"
+        started = time.monotonic()
+        with pytest.raises(DeadlineExceededError) as raised:
+            await request("GET", url, retry_policy=FAST.with_overrides(deadline_s=1.0))
+        assert 1.0 <= time.monotonic() - started < 3.0
+        assert str(raised.value).startswith(f"GET {url}: body not complete within the deadline")
+
+
+async def test_a_2xx_body_that_is_not_json_is_a_bad_response(faulty_upstream):
+    url = f"{faulty_upstream.url}/fault:not_json"
+    response = await request("GET", url)
+    assert response.status == 200
+    with pytest.raises(BadResponseError) as raised:
+        await get_response_json(response)
+    assert isinstance(raised.value, ValueError), "callers that caught the JSON error still catch this"
+    assert str(raised.value).startswith(f"GET {url}: HTTP 200 answer is invalid JSON (")

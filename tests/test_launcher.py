@@ -11,15 +11,17 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.helpers import (
     OutputReader,
+    all_output,
     established_connections,
     gym_command,
     process_alive,
     running_deployment,
+    wait_until_gone,
     worker_pids,
+    write_config,
 )
 
 COUNTER_APP = "from tests.fixtures.counter_resources_server import CounterResourcesServer\n\n" + (
@@ -42,7 +44,6 @@ PEEKING_APP = (
     "    print('listed while starting:', answer.read().decode(), flush=True)\n"
     "CounterResourcesServer.run_webserver()\n"
 )
-NEVER_PRINTED = "\0never printed\0"
 
 
 def counter_instance(implementation: str = "counter", **inner) -> dict:
@@ -77,29 +78,6 @@ def private_tmp(tmp_path: Path) -> Path:
 
 def run_dirs(temporary_folder: Path) -> list[Path]:
     return sorted(temporary_folder.glob("gym-run-*"))
-
-
-def all_output(output: OutputReader) -> list[str]:
-    """Every line printed by a process that has exited (reads its output to the end)."""
-    with contextlib.suppress(AssertionError):
-        output.wait_for(NEVER_PRINTED, timeout_s=10)
-    return output.lines
-
-
-def write_config(workdir: Path, config: dict) -> str:
-    (workdir / "deployment.yaml").write_text(yaml.safe_dump(config))
-    return "+config_paths=[deployment.yaml]"
-
-
-def wait_until_gone(pids: list[int], timeout_s: float) -> list[int]:
-    """The pids still alive after `timeout_s` (checked until then; returns early when all are gone)."""
-    deadline = time.monotonic() + timeout_s
-    alive = list(pids)
-    while alive and time.monotonic() < deadline:
-        alive = [pid for pid in alive if process_alive(pid)]
-        if alive:
-            time.sleep(0.05)
-    return alive
 
 
 def run_gym(*args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess:

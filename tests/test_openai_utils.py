@@ -37,6 +37,7 @@ from nemo_gym.openai_utils import (
     NeMoGymResponseReasoningItemForTraining,
     NeMoGymSummary,
     TokenIDLogProbMixin,
+    assistant_texts,
 )
 from tests.helpers import instance_config, run_instance
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call, reasoning
@@ -59,7 +60,7 @@ NeMoGymChatCompletionDeveloperMessageParam NeMoGymChatCompletionMessageToolCallF
 NeMoGymChatCompletionMessageToolCallParam NeMoGymChatCompletionAssistantMessageParam
 NeMoGymChatCompletionAssistantMessageForTrainingParam NeMoGymChatCompletionToolMessageParam
 NeMoGymFunctionToolParam NeMoGymChatCompletionMessageParam NeMoGymChatCompletionCreateParamsNonStreaming
-RATE_LIMIT_ERROR_CODES RETRY_ERROR_CODES
+RATE_LIMIT_ERROR_CODES RETRY_ERROR_CODES assistant_texts
 """.split()
 
 
@@ -381,6 +382,28 @@ def test_assistant_input_message_shape_depends_on_content() -> None:
     )
     assert type(easy) is NeMoGymEasyInputMessage
     assert type(output) is NeMoGymResponseOutputMessage
+
+
+def test_output_text_reads_assistant_string_content_and_only_the_assistant() -> None:
+    output = [
+        {"type": "message", "role": "assistant", "content": "Plain "},
+        {"type": "message", "role": "user", "content": "not the model's"},
+        {"role": "assistant", "content": [{"type": "input_text", "text": "not output text"}]},
+        reasoning("thinking"),
+        function_call("f", {"x": 1}),
+        {
+            "type": "message",
+            "role": "assistant",
+            "id": "msg_2",
+            "content": [
+                {"type": "refusal", "refusal": "no"},
+                {"type": "output_text", "text": "parts", "annotations": []},
+            ],
+        },
+    ]
+    response = NeMoGymResponse.model_validate(response_row(output))
+    assert response.output_text == "Plain parts"
+    assert [assistant_texts(item) for item in response.output] == [["Plain "], [], [], [], [], ["parts"]]
 
 
 def test_identifying_constants_are_dumped_even_when_defaulted() -> None:

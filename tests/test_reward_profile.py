@@ -3,9 +3,9 @@ from typing import Any
 
 import pytest
 
-from nemo_gym.config_types import AggregateMetricsRequest
 from nemo_gym.http_client import get_response_json, request
 from nemo_gym.reward_profile import (
+    AggregateMetricsBody,
     MetricsAggregationMixin,
     column_statistics,
     compute_pass_majority_metrics,
@@ -182,6 +182,39 @@ async def test_empty_and_duplicate_inputs(counter_server):
     assert "verify_responses[0]._ng_rollout_index must be an integer" in body["detail"]
 
 
+async def post_raw(server, body: bytes):
+    """POST JSON text as is: the client's encoder cannot write NaN or integers beyond 64 bits."""
+    response = await request(
+        "POST", server.url + "/aggregate_metrics", data=body, headers={"Content-Type": "application/json"}
+    )
+    return response.status, await get_response_json(response)
+
+
+@pytest.mark.parametrize(
+    "reward, error_type",
+    [("NaN", "finite_number"), ("1e308", "number_too_large"), ("true", "float_type"), ("null", "missing")],
+)
+async def test_a_reward_statistics_cannot_use_is_a_422_naming_it(counter_server, reward, error_type):
+    status, body = await post_raw(counter_server, b'{"verify_responses":[{"reward":%s}]}' % reward.encode())
+    assert status == 422
+    [problem] = body["detail"]
+    assert (problem["loc"], problem["type"]) == (["body", "verify_responses", 0, "reward"], error_type)
+
+
+async def test_numbers_too_large_to_sum_are_left_out_and_failure_records_need_no_reward(counter_server):
+    huge = b'"huge":1e308,"huger":1' + b"0" * 305  # orjson reads an integer this long as a float
+    body = b'{"verify_responses":[{"reward":1,%s},{"reward":0,"_ng_rollout_index":1,%s},%s]}' % (
+        huge,
+        huge,
+        b'{"_ng_failure_class":"timeout","_ng_rollout_index":2}',
+    )
+    status, metrics = await post_raw(counter_server, body)
+    assert status == 200
+    assert metrics["agent_metrics"]["mean/reward"] == 0.5
+    assert metrics["agent_metrics"]["num_failed_rollouts"] == 1
+    assert not any("huge" in key for key in metrics["agent_metrics"])
+
+
 class RecordingAggregator(MetricsAggregationMixin):
     """Keeps what `compute_metrics` was given and answers with pass@k plus one per-task entry."""
 
@@ -196,7 +229,7 @@ class RecordingAggregator(MetricsAggregationMixin):
 
 async def test_compute_metrics_gets_only_successful_rollouts_and_merges_per_task_entries():
     aggregator = RecordingAggregator()
-    body = AggregateMetricsRequest(
+    body = AggregateMetricsBody(
         verify_responses=[
             rollout(0, 1, 0.0),
             failure(0, 0, "timeout"),
@@ -234,6 +267,10 @@ def test_numeric_record_orders_reward_usage_then_others_and_drops_non_finite():
     )
     assert list(record.items()) == [("reward", 0.5), ("output_tokens", 7), ("turns", 2)]
     assert numeric_record({"reward": 1.0, "response": "not an object"}) == {"reward": 1.0}
+    assert numeric_record({"reward": 1.0, "huge": 1e301, "huger": -(10**400), "fits": 1e300}) == {
+        "reward": 1.0,
+        "fits": 1e300,
+    }
 
 
 @pytest.mark.parametrize("rewards, expected_std", [([1.0], 0.0), ([1.0, 0.0], math.sqrt(0.5))])

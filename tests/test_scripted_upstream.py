@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from nemo_gym.http_client import (
+    BadResponseError,
     ConnectionFailedError,
     DeadlineExceededError,
     RetryPolicy,
@@ -219,7 +220,7 @@ async def test_malformed_step_answers_200_json_that_does_not_parse(scripted_upst
         "POST", f"{scripted_upstream.base_url}/responses", json={"model": model}, retry_policy=ONE_SHOT
     )
     assert response.status == 200 and response.content_type == "application/json"
-    with pytest.raises(orjson.JSONDecodeError):
+    with pytest.raises(BadResponseError):
         await get_response_json(response)
 
 

@@ -25,8 +25,8 @@ from nemo_gym.base_resources_server import (
 from nemo_gym.config_types import ModelServerRef
 from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
 from nemo_gym.http_client import get_response_json, raise_for_status
-from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.reward_profile import compute_pass_majority_metrics, highest_k_metrics
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming, assistant_texts
+from nemo_gym.reward_profile import compute_pass_majority_metrics, highest_k_metrics, is_metric
 
 logger = logging.getLogger("math_with_judge")
 
@@ -98,9 +98,7 @@ class MathVerifyResponse(BaseVerifyResponse):
 
 def judge_says_equal(response: NeMoGymResponse) -> bool:
     """The label that comes first in the last text of the final message; no message or no label: not equal."""
-    if not response.output or response.output[-1].type != "message":
-        return False
-    texts = [part.text for part in response.output[-1].content if part.type == "output_text"]
+    texts = assistant_texts(response.output[-1]) if response.output else []
     if not texts:
         return False
     verdict = texts[-1]
@@ -188,8 +186,10 @@ class MathWithJudgeResourcesServer(SimpleResourcesServer):
 
 
 def _scores(rollout: dict[str, Any]) -> dict[str, float]:
-    """Symbolic accuracy always; judge accuracy only for rollouts the judge actually looked at."""
-    scores = {"symbolic_accuracy": float(rollout.get("library_reward", 0.0))}
+    """Symbolic accuracy always (0 when `library_reward` is not a usable number); judge accuracy only for
+    rollouts the judge actually looked at."""
+    library_reward = rollout.get("library_reward")
+    scores = {"symbolic_accuracy": float(library_reward) if is_metric(library_reward) else 0.0}
     if rollout.get("judge_evaluations") is not None:
         scores["judge_accuracy"] = float(rollout["reward"])
     return scores

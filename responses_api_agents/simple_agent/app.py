@@ -218,10 +218,13 @@ class SimpleAgent(SimpleResponsesAPIAgent):
         """Run `work` once a rollout slot is free (`max_concurrent_rollouts`), all within the rollout's
         deadline: waiting for the slot counts too, so nothing waits forever."""
         deadline_s = self.config.rollout_deadline_s or default_retry_policy().deadline_s
+        rollout_deadline = asyncio.timeout(deadline_s)
         try:
-            async with asyncio.timeout(deadline_s), self._rollout_slots:
+            async with rollout_deadline, self._rollout_slots:
                 return await work
         except TimeoutError as error:
+            if not rollout_deadline.expired():
+                raise  # a peer's call ran out of its own deadline: its error names the peer
             raise GymError(
                 504, "timeout", f"the rollout did not finish within its {deadline_s:g}s deadline"
             ) from error

@@ -16,7 +16,6 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import orjson
 from fastapi import FastAPI, Request
 from pydantic import BaseModel, Field, PrivateAttr, SecretStr, ValidationError, field_validator
 
@@ -128,12 +127,6 @@ class OpenAIModel(SimpleResponsesAPIModel):
             # Re-raised as is: the error middleware answers the caller with the upstream's status and body.
             self._scrub(error)
             raise
-        except orjson.JSONDecodeError as error:
-            raise GymError(
-                502,
-                "bad_upstream_response",
-                f"upstream {self.config.openai_base_url} sent invalid JSON: {error}",
-            ) from None
 
     def _scrub(self, error: HTTPStatusError) -> None:
         """The upstream's error body goes to the caller and the logs: mask any echo of the key in it

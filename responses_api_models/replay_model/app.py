@@ -447,12 +447,13 @@ class ReplayModel(SimpleResponsesAPIModel):
 
     async def chat_completions(self, request: Request) -> Response:
         """Not replayed: recordings are Responses API trajectories, and a chat transcript loses the item
-        boundaries (reasoning, call ids) the matching relies on."""
+        boundaries (reasoning, call ids) the matching relies on. A 404, as for a path this server lacks:
+        the request is fine, it went to the wrong route (a 5xx would look like a server fault)."""
         message = (
             "replay_model only replays Responses API recordings: POST /v1/responses instead "
             "(SimpleAgent and the other Gym agents already do)"
         )
-        return self._error(501, "not_implemented", message)
+        return self._error(404, "not_replayed", message)
 
     def _error(self, status: int, error_type: str, message: str, cause: Any = None) -> Response:
         body = error_body(error_type, status, message, self.server_label, cause)

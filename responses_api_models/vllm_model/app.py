@@ -30,7 +30,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from fastapi import FastAPI, Request
 from pydantic import Field, PrivateAttr, SecretStr, ValidationError, field_validator
 
@@ -44,6 +43,7 @@ from nemo_gym.openai_utils import (
     NeMoGymResponse,
     NeMoGymResponseCreateParamsNonStreaming,
 )
+from nemo_gym.redaction import without_url_passwords
 from nemo_gym.sessions import get_session_id
 from responses_api_models.vllm_model import conversion, tokens
 
@@ -309,7 +309,7 @@ class VLLMModel(SimpleResponsesAPIModel):
 
     async def _upstream_call(self, client: VLLMClient, call: Any, body: dict[str, Any]) -> Any:
         """One bounded upstream call; None for vLLM's context-length 400, any other error as the
-        upstream sent it (key masked), invalid JSON as a 502."""
+        upstream sent it (key masked). A broken or non-JSON answer is already a 502 from the client."""
         try:
             async with self._limit():
                 return await call(**body)
@@ -319,10 +319,6 @@ class VLLMModel(SimpleResponsesAPIModel):
             # Re-raised as is: the error middleware answers with the upstream's status and body.
             self._mask_key(error)
             raise
-        except orjson.JSONDecodeError as error:
-            raise GymError(
-                502, "bad_upstream_response", f"upstream {client.base_url} sent invalid JSON: {error}"
-            ) from None
 
     def _limit(self) -> contextlib.AbstractAsyncContextManager[Any]:
         """The `max_concurrent_requests` bound shared by every upstream call (generation or not)."""
@@ -424,7 +420,8 @@ class VLLMModel(SimpleResponsesAPIModel):
             raise no_end_of_turn(client.base_url, f"its /tokenize answered HTTP {error.status}") from None
         except (GymError, tokens.NoEndOfTurn) as error:
             raise no_end_of_turn(client.base_url, str(error)) from None
-        logger.info("end-of-turn token id %d, found from the chat template of %s", eos, client.base_url)
+        shown_url = without_url_passwords(client.base_url)
+        logger.info("end-of-turn token id %d, found from the chat template of %s", eos, shown_url)
         return eos
 
     def _completion_to_chat(
@@ -461,12 +458,9 @@ class VLLMModel(SimpleResponsesAPIModel):
         for key in ("tools", "chat_template_kwargs"):
             if payload.get(key) is not None:
                 tokenize_body[key] = payload[key]
-        try:
-            with self._masked_key():
-                async with self._limit():
-                    answer = await client.create_tokenize(**tokenize_body)
-        except orjson.JSONDecodeError:
-            answer = {}  # reported below, like an answer without tokens
+        with self._masked_key():
+            async with self._limit():
+                answer = await client.create_tokenize(**tokenize_body)
         fields = answer if isinstance(answer, dict) else {}
         ids, max_model_len = fields.get("tokens"), fields.get("max_model_len")
         if not isinstance(ids, list) or not isinstance(max_model_len, int):

@@ -297,6 +297,7 @@ async def test_an_equal_verdict_overturned_when_swapped_earns_0(judge):
         (({"output": [reasoning(f"thinking... {EQUAL}")]},), 0.0),
         (({"output": [assistant_message(EQUAL), reasoning("done")]},), 0.0),
         (({"output": [reasoning("hmm"), assistant_message(EQUAL)]}, EQUAL), 1.0),
+        (({"output": [{"type": "message", "role": "assistant", "content": EQUAL}]}, EQUAL), 1.0),
     ],
     ids=[
         "not_equal_first",
@@ -305,6 +306,7 @@ async def test_an_equal_verdict_overturned_when_swapped_earns_0(judge):
         "no_message",
         "last_not_a_message",
         "reasoning_then_message",
+        "plain_string_content",
     ],
 )
 async def test_the_verdict_is_the_first_label_of_the_final_message(judge, verdicts, reward):
@@ -443,6 +445,16 @@ async def test_aggregate_metrics_scores_symbolic_and_judge_accuracy(server):
     ]
     assert not [name for name in key if name.startswith("pass@1/") or name.startswith("pass@1[avg-of-1]")]
     assert {"mean/input_tokens", "mean/output_tokens"} <= set(key)
+
+
+async def test_aggregate_metrics_scores_a_library_reward_that_is_not_a_number_as_0(server):
+    rollouts = [
+        {**scored(0, 0, 1.0, 1.0, "1", judged=False), "library_reward": library} for library in ("n/a", None)
+    ]
+    rollouts[1]["_ng_rollout_index"] = 1
+    status, result = await post_json(server.url + "/aggregate_metrics", {"verify_responses": rollouts})
+    assert status == 200, result
+    assert result["agent_metrics"]["pass@1[avg-of-2]/symbolic_accuracy"] == 0.0
 
 
 async def test_aggregate_metrics_of_nothing_is_empty(server):

@@ -265,12 +265,12 @@ async def test_the_official_openai_client_parses_the_answer(server: StartedServe
     assert call.arguments == row["response"]["output"][0]["arguments"]
 
 
-async def test_chat_completions_answer_501(server: StartedServer) -> None:
+async def test_chat_completions_answer_404(server: StartedServer) -> None:
     status, answer = await post(
         server, {"model": "any", "messages": [{"role": "user", "content": "hi"}]}, "/v1/chat/completions"
     )
-    assert status == 501
-    assert answer["error"]["type"] == "not_implemented"
+    assert status == 404
+    assert answer["error"]["type"] == "not_replayed"
     assert "/v1/responses" in answer["error"]["message"]
 
 

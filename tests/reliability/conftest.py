@@ -1,0 +1,26 @@
+"""One deployment of every shipped server, shared by the reliability tests of this folder, and the tally
+of what each test file sent."""
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.reliability.deployment import Server, Tally, every_shipped_server
+from tests.upstream_script import ScriptedUpstream
+
+
+@pytest.fixture(scope="session")
+def every_server(
+    scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Server]]:
+    """Session-scoped, so both test files pay for one `gym run` start."""
+    with every_shipped_server(scripted_upstream, tmp_path_factory.mktemp("every_shipped_server")) as servers:
+        yield servers
+
+
+@pytest.fixture(scope="module")
+def tally(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tally]:
+    """Counts the module's answers; printed and written as JSON (named after the module) at its end."""
+    collected = Tally(request.module.__name__.rsplit(".", 1)[-1])
+    yield collected
+    collected.publish(tmp_path_factory.mktemp("reliability_stats"))

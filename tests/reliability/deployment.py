@@ -1,0 +1,229 @@
+"""Every shipped server, started once by `gym run` from the shipped configs, for the reliability tests;
+the routes each one publishes in its OpenAPI document, and a tally of the answers the tests got.
+
+The deployment holds each resources server of `resources_servers/*/configs/*.yaml`, one simple agent, the
+three model servers (openai_model, vllm_model, replay_model, each from its own shipped config) and the head
+server. The models that call an LLM are pointed at the scripted upstream on 127.0.0.1, which answers every
+unscripted request with a plain assistant message.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import requests
+import yaml
+
+from nemo_gym.testing import read_jsonl
+from tests.helpers import REPO_ROOT, running_deployment
+from tests.upstream_script import ScriptedUpstream, fresh_model
+
+HEAD = "head_server"
+# One agent is enough: every environment ships the same simple_agent, only its resources server differs.
+AGENT = "example_single_tool_call_simple_agent"
+MODEL_CONFIGS = {
+    "policy_model": "responses_api_models/openai_model/configs/openai_model.yaml",
+    "vllm_policy_model": "responses_api_models/vllm_model/configs/vllm_model.yaml",
+    "replay_policy_model": "responses_api_models/replay_model/configs/replay_model.yaml",
+}
+# Short enough that a request stuck on a peer or the upstream ends well inside a test's budget.
+HTTP_DEADLINE_S = 10
+# How long a test waits for any answer: above HTTP_DEADLINE_S, so a server waiting on a peer answers first.
+ANSWER_TIMEOUT_S = 15
+OPENAPI_TIMEOUT_S = 10
+# Values for path parameters that reach a handler's real work: a tool that exists on that server.
+PATH_PARAMETER_VALUES = {"math_advanced_calculations": "add", "workplace_assistant": "email_search_emails"}
+MAX_EXAMPLE_DEPTH = 12
+
+
+@dataclass(frozen=True)
+class Route:
+    """One operation of a server's OpenAPI document, with its path parameters filled in."""
+
+    method: str
+    template: str
+    path: str
+    body_schema: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class ShippedData:
+    """The first task row and the first recorded rollout an environment ships (data/example*.jsonl)."""
+
+    row: dict[str, Any]
+    rollout: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Server:
+    """One running server: its instance name, address, the OpenAPI document it serves and the shipped
+    data of the environment it serves (see `shipped_data`)."""
+
+    name: str
+    url: str
+    openapi: dict[str, Any]
+    data: ShippedData | None
+
+    def seed(self, session: requests.Session) -> None:
+        """Seed the session of a resources server with its first task row, as an agent starts a rollout,
+        so /verify and the tools then run on state that looks like a rollout's."""
+        if self.data is None or "/seed_session" not in self.openapi["paths"]:
+            return
+        answer = session.post(f"{self.url}/seed_session", json=self.data.row, timeout=ANSWER_TIMEOUT_S)
+        assert answer.status_code == 200, f"{self.name} refused its own example row: {answer.text}"
+
+    def baseline(self, route: Route) -> Any:
+        """A body meant to pass: the environment's shipped data for the routes that take it, else a small
+        instance of the route's schema."""
+        if self.data is not None:
+            shipped = {
+                "/seed_session": self.data.row,
+                "/run": self.data.row,
+                "/v1/responses": self.data.rollout["responses_create_params"],
+                "/verify": {**self.data.row, "response": self.data.rollout["response"]},
+                "/aggregate_metrics": {"verify_responses": [self.data.rollout]},
+            }
+            if route.template in shipped:
+                return shipped[route.template]
+        return {} if route.body_schema is None else self.example(route.body_schema)
+
+    def routes(self) -> list[Route]:
+        value = PATH_PARAMETER_VALUES.get(self.name, "x")
+        return [
+            Route(method.upper(), template, template.replace("{path}", value), body_schema(operation))
+            for template, operations in self.openapi["paths"].items()
+            for method, operation in operations.items()
+        ]
+
+    def resolve(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """`schema` itself, or the component its `$ref` names."""
+        while "$ref" in schema:
+            schema = self.openapi["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
+        return schema
+
+    def example(self, schema: dict[str, Any], depth: int = 0) -> Any:
+        """A small instance of `schema`: required fields only, first alternative of a union, one item per
+        array. It aims at passing validation, so mutations of it reach the handler's own code."""
+        schema = self.resolve(schema)
+        if "const" in schema or "enum" in schema:
+            return schema.get("const", (schema.get("enum") or [None])[0])
+        alternatives = schema.get("anyOf") or schema.get("oneOf") or schema.get("allOf")
+        if alternatives and depth < MAX_EXAMPLE_DEPTH:
+            return self.example(alternatives[0], depth + 1)
+        kind = schema.get("type")
+        if (kind == "object" or "properties" in schema) and depth < MAX_EXAMPLE_DEPTH:
+            properties = schema.get("properties", {})
+            return {
+                name: self.example(properties.get(name, {}), depth + 1) for name in schema.get("required", [])
+            }
+        if kind == "array" and depth < MAX_EXAMPLE_DEPTH:
+            return [self.example(schema.get("items", {}), depth + 1)]
+        return {"integer": 0, "number": 0.5, "boolean": False, "null": None}.get(kind, "x")
+
+
+def body_schema(operation: dict[str, Any]) -> dict[str, Any] | None:
+    content = operation.get("requestBody", {}).get("content", {})
+    return content.get("application/json", {}).get("schema")
+
+
+def shipped_instances() -> dict[str, Any]:
+    """The shipped instance blocks of every server, as one config; the models renamed apart."""
+    config: dict[str, Any] = {}
+    for path in sorted(REPO_ROOT.glob("resources_servers/*/configs/*.yaml")):
+        for name, block in yaml.safe_load(path.read_text()).items():
+            if "resources_servers" in block or name == AGENT:
+                config[name] = block
+    for name, path in MODEL_CONFIGS.items():
+        config[name] = yaml.safe_load((REPO_ROOT / path).read_text())["policy_model"]
+    return config
+
+
+SERVER_NAMES = [HEAD, *sorted(shipped_instances())]
+
+
+def shipped_data(instance: str) -> ShippedData | None:
+    """The data of the environment a resources server instance (or an agent, through its resources
+    server) belongs to; None for the head server."""
+    block = shipped_instances().get(instance, {})
+    if "responses_api_models" in block:
+        # The replay model's shipped recordings are of this agent's environment; the other models take
+        # the same requests.
+        block = shipped_instances()[AGENT]
+    for agent in block.get("responses_api_agents", {}).values():
+        block = shipped_instances()[agent["resources_server"]["name"]]
+    implementations = block.get("resources_servers")
+    if implementations is None:
+        return None
+    folder = REPO_ROOT / "resources_servers" / next(iter(implementations)) / "data"
+    return ShippedData(
+        read_jsonl(folder / "example.jsonl")[0], read_jsonl(folder / "example_rollouts.jsonl")[0]
+    )
+
+
+def fetch_openapi(url: str) -> dict[str, Any]:
+    answer = requests.get(f"{url}/openapi.json", timeout=OPENAPI_TIMEOUT_S)
+    answer.raise_for_status()
+    return answer.json()
+
+
+@contextmanager
+def every_shipped_server(upstream: ScriptedUpstream, workdir: Path) -> Iterator[dict[str, Server]]:
+    """Run the whole deployment until the caller is done; servers by instance name (and `head_server`)."""
+    config = {
+        **shipped_instances(),
+        "policy_base_url": upstream.base_url,
+        "policy_api_key": "sk-reliability",
+        "policy_model_name": fresh_model("reliability"),
+        "global_http_deadline_s": HTTP_DEADLINE_S,
+    }
+    config_file = workdir / "every_shipped_server.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    with running_deployment(["--config", str(config_file)], REPO_ROOT) as running:
+        urls = {HEAD: running.head_url} | {name: running.url(name) for name in running.instances}
+        yield {name: Server(name, url, fetch_openapi(url), shipped_data(name)) for name, url in urls.items()}
+
+
+def by_name(counters: dict[str, Counter[str]]) -> dict[str, dict[str, int]]:
+    return {name: dict(sorted(counts.items())) for name, counts in sorted(counters.items())}
+
+
+def status_class(status: int | None) -> str:
+    return "no_answer" if status is None else f"{status // 100}xx"
+
+
+@dataclass
+class Tally:
+    """How many inputs were tried and what came back, overall and per server, for the issue's note."""
+
+    title: str
+    by_server: dict[str, Counter[str]] = field(default_factory=dict)
+    by_input: dict[str, Counter[str]] = field(default_factory=dict)
+
+    def add(self, server: str, input_kind: str, status: int | None) -> None:
+        """Count one answer; `input_kind` groups inputs across servers (e.g. `top_level_nan`)."""
+        self.by_server.setdefault(server, Counter())[status_class(status)] += 1
+        self.by_input.setdefault(input_kind, Counter())[status_class(status)] += 1
+
+    def summary(self) -> dict[str, Any]:
+        total = sum(self.by_server.values(), Counter())
+        return {
+            "title": self.title,
+            "inputs_tried": total.total(),
+            "by_status_class": dict(sorted(total.items())),
+            "by_server": by_name(self.by_server),
+            "by_input": by_name(self.by_input),
+        }
+
+    def publish(self, folder: Path) -> Path:
+        """Write the summary as JSON and print it with the file's path (seen with `pytest -s`)."""
+        path = folder / f"{self.title}.json"
+        summary = self.summary()
+        path.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+        print(f"\n{self.title}: {summary['inputs_tried']} inputs, {summary['by_status_class']} -> {path}")
+        return path
