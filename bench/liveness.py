@@ -6,7 +6,7 @@ connection every PROBE_INTERVAL_S from a thread of this process, first while the
 baseline), then during BURSTS bursts of N concurrent `/run` sent by the harness's load generator in a
 process of its own. Prints and writes `bench/results/<time>/liveness.json`: p50/p99/max per phase.
 
-    .venv/bin/python bench/liveness.py --harness-python .venv-bench/bin/python   # make bench-liveness
+    .venv/bin/python bench/liveness.py --harness-python .venv-bench/bin/python [--baseline <other checkout>]
 """
 
 from __future__ import annotations
@@ -87,29 +87,23 @@ def run_burst(harness_python: str, size: int, out: Path) -> dict:
     return {key: result.get(key) for key in ("ok", "errors", "rollouts_per_s", "wall_s")}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--harness-python", required=True)
-    parser.add_argument("-n", type=int, default=2000, help="concurrent /run per burst (default 2000)")
-    parser.add_argument("--bursts", type=int, default=3)
-    parser.add_argument("--latency-ms", type=float, default=200.0, help="fake upstream latency (default 200)")
-    args = parser.parse_args()
-    out = HERE / "results" / time.strftime("%Y%m%d-%H%M%S")
-    out.mkdir(parents=True)
+def measure(args: argparse.Namespace, root: Path, out: Path) -> dict:
+    """One fresh stack from the checkout at `root` (its bench/run_gym.sh and its nemo_gym): idle, then bursts."""
     state = SCRATCH / "state" / "gym_liveness"
     state.mkdir(parents=True, exist_ok=True)
     upstream = subprocess.Popen(
         [args.harness_python, str(HARNESS / "fake_upstream.py"), "--port", str(UPSTREAM_PORT),
          "--latency-ms", str(args.latency_ms), "--max-seconds", "900"],
-        stdout=open(out / "liveness_upstream.log", "w"), stderr=subprocess.STDOUT, start_new_session=True,
+        stdout=open(out / "liveness_upstream.log", "a"), stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
-    env = {**os.environ, "STATE_DIR": str(state), "BENCH_PY": args.harness_python,
-           "UPSTREAM_URL": f"http://127.0.0.1:{UPSTREAM_PORT}/v1", "AGENT_PORT": str(AGENT_PORT),
-           "RESOURCES_PORT": str(RESOURCES_PORT)}  # fmt: skip
-    report: dict = {"n": args.n, "bursts": args.bursts, "upstream_latency_ms": args.latency_ms}
+    env = {**os.environ, "STATE_DIR": str(state), "BENCH_PY": args.harness_python, "GYM_VENV": str(HERE.parent / ".venv"),
+           "PYTHONPATH": str(root), "UPSTREAM_URL": f"http://127.0.0.1:{UPSTREAM_PORT}/v1",
+           "AGENT_PORT": str(AGENT_PORT), "RESOURCES_PORT": str(RESOURCES_PORT)}  # fmt: skip
+    launcher = root / "bench" / ("run_gym_separate.sh" if args.separate else "run_gym.sh")
+    report: dict = {"checkout": str(root)}
     try:
         wait_for_http(f"http://127.0.0.1:{UPSTREAM_PORT}/v1/models", 30)
-        subprocess.run(["bash", str(HERE / "run_gym.sh"), "start", "--wait"], env=env, check=True)
+        subprocess.run(["bash", str(launcher), "start", "--wait"], env=env, check=True)
         prober = Prober([AGENT_PORT, RESOURCES_PORT])
         prober.start()
         time.sleep(BASELINE_S)  # the idle baseline is a span of time, not a synchronisation
@@ -124,9 +118,32 @@ def main() -> None:
             for name, port in (("agent", AGENT_PORT), ("resources_server", RESOURCES_PORT))
         }
     finally:
-        subprocess.run(["bash", str(HERE / "run_gym.sh"), "stop"], env=env, check=False)
+        subprocess.run(["bash", str(launcher), "stop"], env=env, check=False)
         upstream.terminate()
         upstream.wait(timeout=30)
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--harness-python", required=True)
+    parser.add_argument("-n", type=int, default=2000, help="concurrent /run per burst (default 2000)")
+    parser.add_argument("--bursts", type=int, default=3)
+    parser.add_argument("--latency-ms", type=float, default=200.0, help="fake upstream latency (default 200)")
+    parser.add_argument("--baseline", type=Path, help="another checkout (e.g. a git worktree) measured alike")
+    parser.add_argument("--separate", action="store_true", help="one process per server (gym run's default)")
+    args = parser.parse_args()
+    out = HERE / "results" / time.strftime("%Y%m%d-%H%M%S")
+    out.mkdir(parents=True)
+    report = {
+        "n": args.n,
+        "bursts": args.bursts,
+        "upstream_latency_ms": args.latency_ms,
+        "separate": args.separate,
+    }
+    report["gym"] = measure(args, HERE.parent, out)
+    if args.baseline:
+        report["baseline"] = measure(args, args.baseline.resolve(), out)
     (out / "liveness.json").write_text(json.dumps(report, indent=2))
     log(json.dumps(report, indent=2))
 

@@ -33,7 +33,8 @@ from nemo_gym.global_config import command_settings
 
 BYTES_PER_MB = 1024 * 1024
 LIVENESS_BODY = b'{"status":"ok"}'
-STARTS_PER_LOOP_PASS = 64
+STARTS_PER_LOOP_PASS = 4
+SLOW_LOOP_PASS_S = 0.010
 
 
 class RequestLimitSettings(BaseModel):
@@ -201,20 +202,30 @@ _REASONS = {408: b"Request Timeout", 413: b"Content Too Large"}
 
 
 class StartGate:
-    """ASGI middleware letting at most `per_pass` new requests begin per event-loop pass; the others wait,
-    in arrival order, for the next passes. A request that has begun is never held back again."""
+    """ASGI middleware pacing how many new requests begin per event-loop pass.
 
-    def __init__(self, app: ASGIApp, per_pass: int = STARTS_PER_LOOP_PASS) -> None:
+    While passes are quick, up to `per_pass` begin in each; once a pass takes longer than `slow_pass_s`,
+    the loop holds more work in flight than the CPU keeps up with, and only one begins per pass until
+    passes are quick again. Work in flight then shrinks to what the CPU can carry: throughput is the same
+    (the CPU was the limit), requests wait here instead of in the loop's queue, and everything the loop
+    does between passes (accepting connections, answering `GET /`) happens within about `slow_pass_s`.
+    Waiting requests begin in arrival order; a request that has begun is never held back again.
+    """
+
+    def __init__(
+        self, app: ASGIApp, per_pass: int = STARTS_PER_LOOP_PASS, slow_pass_s: float = SLOW_LOOP_PASS_S
+    ) -> None:
         self.app = app
         self.per_pass = per_pass
-        self._begun_this_pass = 0
+        self.slow_pass_s = slow_pass_s
+        self._allowance = per_pass
         self._waiting: deque[asyncio.Future[None]] = deque()
-        self._pass_end_scheduled = False
+        self._pass_end_scheduled_at: float | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            if self._begun_this_pass < self.per_pass and not self._waiting:
-                self._begun_this_pass += 1
+            if self._allowance > 0 and not self._waiting:
+                self._allowance -= 1
             else:
                 turn = asyncio.get_running_loop().create_future()
                 self._waiting.append(turn)
@@ -223,18 +234,22 @@ class StartGate:
         await self.app(scope, receive, send)
 
     def _schedule_pass_end(self) -> None:
-        if not self._pass_end_scheduled:
-            self._pass_end_scheduled = True
-            asyncio.get_running_loop().call_soon(self._end_pass)
+        if self._pass_end_scheduled_at is None:
+            loop = asyncio.get_running_loop()
+            self._pass_end_scheduled_at = loop.time()
+            loop.call_soon(self._end_pass)
 
     def _end_pass(self) -> None:
-        """Runs after the callbacks of the current pass: let the next `per_pass` waiting requests begin."""
-        self._pass_end_scheduled = False
-        self._begun_this_pass = 0
-        while self._waiting and self._begun_this_pass < self.per_pass:
+        """Runs in the pass after the one that scheduled it: how long that took says whether the loop is
+        saturated; then the next waiting requests begin."""
+        assert self._pass_end_scheduled_at is not None
+        slow = asyncio.get_running_loop().time() - self._pass_end_scheduled_at > self.slow_pass_s
+        self._pass_end_scheduled_at = None
+        self._allowance = 1 if slow else self.per_pass
+        while self._waiting and self._allowance > 0:
             turn = self._waiting.popleft()
             if not turn.done():  # a request whose client went away was cancelled while waiting
                 turn.set_result(None)
-                self._begun_this_pass += 1
+                self._allowance -= 1
         if self._waiting:
             self._schedule_pass_end()
