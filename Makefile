@@ -4,7 +4,7 @@ VENV := .venv
 PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test lint demo bench clean
+.PHONY: test lint demo bench bench-liveness clean
 
 # The benchmark harness (load generator, fake upstream) runs in a venv of its own, apart from what it measures.
 BENCH_VENV := .venv-bench
@@ -41,6 +41,10 @@ $(BENCH_VENV)/.installed:
 # BENCH_ARGS="--with-peer" interleaves the reference peer (see bench/README.md), "--repeats 1" is quicker.
 bench: $(INSTALLED) $(BENCH_VENV)/.installed
 	$(PYTHON) bench/run_bench.py --harness-python $(BENCH_PYTHON) $(BENCH_ARGS)
+
+# GET / latency during bursts of concurrent /run (bench/liveness.py); BENCH_ARGS="--baseline <checkout> --separate".
+bench-liveness: $(INSTALLED) $(BENCH_VENV)/.installed
+	$(PYTHON) bench/liveness.py --harness-python $(BENCH_PYTHON) $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .ruff_cache

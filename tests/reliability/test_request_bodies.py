@@ -11,18 +11,7 @@ import pytest
 import requests
 
 from nemo_gym.request_bodies import MAX_ECHOED_CHARS, displayable
-from nemo_gym.testing import StartedServer, run_resources_server
-
-VALID_RESPONSE = {
-    "id": "resp_1",
-    "created_at": 1,
-    "model": "m",
-    "object": "response",
-    "output": [],
-    "parallel_tool_calls": True,
-    "tool_choice": "auto",
-    "tools": [],
-}
+from nemo_gym.testing import StartedServer, response_with, run_resources_server
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +48,7 @@ def test_a_lone_surrogate_in_a_key_is_refused_too(server: StartedServer) -> None
 
 def test_a_surrogate_pair_is_ordinary_text(server: StartedServer) -> None:
     body = b'{"responses_create_params": {"input": "\\ud83d\\ude00"}, "response": %s}' % orjson.dumps(
-        VALID_RESPONSE
+        response_with()
     )
     assert post_raw(server, body).status_code == 200
 
