@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -26,10 +25,6 @@ from starlette.responses import Response
 MAX_ECHOED_CHARS = 200
 """The longest text of the input an error entry shows; longer strings and containers are shortened."""
 MAX_ERRORS_SHOWN = 50
-
-_LONE_SURROGATE_ESCAPE = re.compile(
-    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|\\u[dD][c-fC-F][0-9a-fA-F]{2}"
-)
 
 
 class OrjsonBodyRequest(Request):
@@ -53,33 +48,33 @@ def _parse_with_stdlib(body: bytes) -> Any:
         raise json.JSONDecodeError("the body is not valid UTF-8", "", error.start) from None
     except RecursionError:
         raise json.JSONDecodeError("the body nests arrays or objects too deeply", "", 0) from None
-    found = _first_unwritable(parsed, [])
+    found = _first_unwritable(parsed)
     if found is not None:
-        path, problem = found
-        where = "".join(f"[{step!r}]" for step in path) or "the body"
-        surrogate = _LONE_SURROGATE_ESCAPE.search(body)
-        raise json.JSONDecodeError(f"{where} holds {problem}", "", surrogate.start() if surrogate else 0)
+        steps_backwards, problem = found
+        where = "".join(f"[{step!r}]" for step in reversed(steps_backwards)) or "the body"
+        raise json.JSONDecodeError(f"{where} holds {problem}", "", 0)
     return parsed
 
 
-def _first_unwritable(value: Any, path: list[str | int]) -> tuple[list[str | int], str] | None:
-    """Where the first value no JSON writer can write back is, and what it is; None if there is none."""
+def _first_unwritable(value: Any) -> tuple[list[str | int], str] | None:
+    """The first value no JSON writer can write back, and what it is: the keys leading to it, innermost
+    first (added on the way back up, so the walk itself allocates nothing); None if there is none."""
     if isinstance(value, str):
-        return None if _encodable(value) else (path, _SURROGATE_PROBLEM)
+        return None if _encodable(value) else ([], _SURROGATE_PROBLEM)
     if isinstance(value, int) and not isinstance(value, bool):
-        return None if -(2**63) <= value < 2**64 else (path, "an integer beyond 64 bits")
+        return None if -(2**63) <= value < 2**64 else ([], "an integer beyond 64 bits")
     if isinstance(value, dict):
         for key, child in value.items():
-            if not _encodable(key):
-                return [*path, key], _SURROGATE_PROBLEM
-            below = _first_unwritable(child, [*path, key])
-            if below is not None:
-                return below
+            found = ([], _SURROGATE_PROBLEM) if not _encodable(key) else _first_unwritable(child)
+            if found is not None:
+                found[0].append(key)
+                return found
     elif isinstance(value, list):
         for index, child in enumerate(value):
-            below = _first_unwritable(child, [*path, index])
-            if below is not None:
-                return below
+            found = _first_unwritable(child)
+            if found is not None:
+                found[0].append(index)
+                return found
     return None
 
 
