@@ -54,3 +54,25 @@ def test_bad_names_and_unknown_folders_are_one_line_errors(tmp_path):
     assert "lowercase letters" in one_line_error(gym(tmp_path, "init", "My-Env"))
     assert "no such folder" in one_line_error(gym(tmp_path, "test", "+entrypoint=resources_servers/nowhere"))
     assert "expected <" in one_line_error(gym(tmp_path, "test", "+entrypoint=nowhere"))
+
+
+def test_folders_run_at_once_and_their_outputs_do_not_interleave(tmp_path):
+    """Each of two folders' tests waits until the other has started: only a parallel run can pass both."""
+    for name, other in (("first_env", "second_env"), ("second_env", "first_env")):
+        assert gym(tmp_path, "init", name).returncode == 0
+        (tmp_path / "resources_servers" / name / "tests" / "test_meet.py").write_text(
+            "import time\nfrom pathlib import Path\n\n"
+            "def test_meets_the_other_folder():\n"
+            f"    Path('{tmp_path}/{name}.started').touch()\n"
+            "    deadline = time.monotonic() + 60\n"
+            f"    while not Path('{tmp_path}/{other}.started').exists():\n"
+            "        assert time.monotonic() < deadline, 'the other folder never started'\n"
+            "        time.sleep(0.05)\n"
+        )
+    folders = "[resources_servers/first_env,resources_servers/second_env]"
+    result = gym(tmp_path, "test", f"+entrypoint={folders}", "--parallel", "2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 of 2 folder(s) passed." in result.stdout
+    for name in ("first_env", "second_env"):
+        section = result.stdout.split(f"== resources_servers/{name}\n", 1)[1].split("\n== ", 1)[0]
+        assert " passed in " in section, "a folder's whole pytest output follows its own header"

@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,18 +33,27 @@ TEST_FLAGS = (
     value("--resources-server", key="resources_server", metavar="NAME", help="test resources_servers/NAME"),
     value("--entrypoint", key="entrypoint", metavar="TYPE/FOLDER", help="test that server folder"),
     switch("--skip-data-checks", key="skip_data_checks", help="do not check the example data files"),
+    value("--parallel", key="parallel", metavar="N", help="test up to N folders at once"),
 )
 
 
 class EnvTestSettings(BaseNeMoGymCLIConfig):
     """Run the tests of one server folder (`+entrypoint=resources_servers/<name>`) or of all of them."""
 
-    entrypoint: str | None = Field(default=None, description="<server type>/<folder>; all folders if unset")
+    entrypoint: str | list[str] | None = Field(
+        default=None, description="<server type>/<folder>, or a list of them; all folders if unset"
+    )
     resources_server: str | None = Field(default=None, description="shorthand for resources_servers/<name>")
     skip_data_checks: bool = Field(default=False, description="do not check the example data files")
     num_shards: int = Field(default=1, ge=1, description="split the folders round-robin into this many")
     shard_index: int = Field(default=0, ge=0, description="which shard this run takes")
     timeout_s: float = Field(default=900.0, gt=0, description="longest one folder's tests may run")
+    parallel: int = Field(
+        default_factory=lambda: os.cpu_count() or 1,
+        ge=1,
+        description="folders tested at once (default: one per CPU); above 1, each folder's output is "
+        "printed whole when it finishes",
+    )
 
 
 @dataclass
@@ -60,7 +71,8 @@ class FolderResult:
 def run_env_tests(overrides: list[str]) -> int:
     settings = command_settings(EnvTestSettings, parse_global_config_dict(overrides))
     folders = selected_folders(settings)
-    results = [_test_folder(folder, settings) for folder in folders]
+    with ThreadPoolExecutor(max_workers=min(settings.parallel, len(folders) or 1)) as pool:
+        results = list(pool.map(lambda folder: _test_folder(folder, settings), folders))
     print(summary_table(results))
     failed = [result for result in results if not result.ok]
     print(f"{len(results) - len(failed)} of {len(results)} folder(s) passed.")
@@ -76,7 +88,7 @@ def selected_folders(settings: EnvTestSettings) -> list[Path]:
         f"resources_servers/{settings.resources_server}" if settings.resources_server else None
     )
     if entrypoint is not None:
-        return [_one_folder(entrypoint)]
+        return [_one_folder(one) for one in ([entrypoint] if isinstance(entrypoint, str) else entrypoint)]
     found: dict[Path, Path] = {}
     for root in dict.fromkeys([Path.cwd(), install_root()]):
         for server_type in SERVER_TYPES:
@@ -135,19 +147,39 @@ def _test_folder(folder: Path, settings: EnvTestSettings) -> FolderResult:
     project_root = folder.parent.parent
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(folder), str(project_root), env.get("PYTHONPATH")]))
-    print(f"== {folder.parent.name}/{folder.name}", flush=True)
+    header = f"== {folder.parent.name}/{folder.name}"
+    streamed = settings.parallel == 1
+    if streamed:
+        print(header, flush=True)
     started = time.monotonic()
     try:
-        code = subprocess.run(
+        finished = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", str(folder)],
             cwd=project_root,
             env=env,
             timeout=settings.timeout_s,
-        ).returncode
-        outcome = PYTEST_OUTCOMES.get(code, f"pytest exit {code}")
-    except subprocess.TimeoutExpired:
+            stdout=None if streamed else subprocess.PIPE,
+            stderr=None if streamed else subprocess.STDOUT,
+        )
+        outcome = PYTEST_OUTCOMES.get(finished.returncode, f"pytest exit {finished.returncode}")
+        output = finished.stdout
+    except subprocess.TimeoutExpired as timeout:
         outcome = f"timed out after {settings.timeout_s:.0f} s"
+        output = timeout.output
+    if not streamed:
+        _print_whole(header, output or b"")
     return FolderResult(folder, outcome, problems, time.monotonic() - started)
+
+
+_PRINT_LOCK = threading.Lock()
+
+
+def _print_whole(header: str, output: bytes) -> None:
+    """One folder's header and pytest output together, never interleaved with another folder's."""
+    with _PRINT_LOCK:
+        print(header, flush=True)
+        sys.stdout.write(output.decode(errors="replace"))
+        sys.stdout.flush()
 
 
 def summary_table(results: list[FolderResult]) -> str:
