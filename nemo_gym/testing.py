@@ -198,12 +198,14 @@ def check_environment_config(
     *,
     agent_instance: str | None = None,
     config_name: str | None = None,
+    agent_implementation: str = "simple_agent",
 ) -> tuple[dict, Any, dict]:
     """Check what every environment's shipped config must hold, and answer (config, resources, agent).
 
     `configs/<config_name>.yaml` (default: the folder's name) must validate; the resources instance must
-    start from app.py in `domain`; the simple agent (`agent_instance`, default `<folder name>_simple_agent`)
-    must wire that instance to `policy_model` and list `data/example.jsonl` as its example dataset. The
+    start from app.py in `domain`; the agent (`agent_instance`, default `<folder name>_simple_agent`, of
+    `agent_implementation`, default simple_agent) must wire that instance to `policy_model` and list
+    `data/example.jsonl` as its example dataset. The
     caller asserts what is particular to its environment on the returned blocks.
     """
     config_name = config_name or folder.name
@@ -212,7 +214,7 @@ def check_environment_config(
     instances = {name: validate_server_instance_config(name, block) for name, block in config.items()}
     resources = instances[resources_instance].get_inner_run_server_config()
     assert resources.entrypoint == "app.py" and resources.domain == domain
-    agent = config[agent_instance]["responses_api_agents"]["simple_agent"]
+    agent = config[agent_instance]["responses_api_agents"][agent_implementation]
     assert agent["resources_server"] == {"type": "resources_servers", "name": resources_instance}
     assert agent["model_server"] == {"type": "responses_api_models", "name": "policy_model"}
     example = next(d for d in instances[agent_instance].datasets if d.type == "example")
