@@ -1,0 +1,95 @@
+"""mrcr: OpenAI's multi-round coreference resolution, rewarded by how closely the model reproduces a needle.
+
+The conversation holds several look-alike pieces (`n_needles` of them are about the asked subject); the
+last turn asks the model to reproduce one of them, starting with `random_string_to_prepend`. An answer
+that does not start with that string scores 0; otherwise the reward is the difflib similarity of answer
+and expected answer, both without the string. difflib is quadratic in the worst case, so it runs in
+the CPU pool with a deadline, past which the answer scores 0.0.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import Request
+from pydantic import Field
+
+from nemo_gym.base_resources_server import (
+    BaseResourcesServerConfig,
+    BaseVerifyRequest,
+    BaseVerifyResponse,
+    SimpleResourcesServer,
+)
+from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.reward_profile import compute_pass_majority_metrics, compute_subset_metrics, highest_k_metrics
+from resources_servers.mrcr.grading import similarity
+
+logger = logging.getLogger("mrcr")
+SUBSET_KEY = "n_needles"
+
+
+class MrcrConfig(BaseResourcesServerConfig):
+    grading_timeout_s: float = Field(
+        default=10.0, gt=0, description="deadline of one similarity computation; a slower one scores 0.0"
+    )
+
+
+class MrcrVerifyRequest(BaseVerifyRequest):
+    expected_answer: str
+    random_string_to_prepend: str
+    n_needles: int
+    n_tokens: int
+
+
+class MrcrVerifyResponse(MrcrVerifyRequest, BaseVerifyResponse):
+    prefix_matched: bool
+    seq_match_ratio: float
+
+
+class MrcrResourcesServer(SimpleResourcesServer):
+    config: MrcrConfig
+
+    async def verify(self, request: Request, body: MrcrVerifyRequest) -> MrcrVerifyResponse:
+        """reward = seq_match_ratio: 0 without the prefix, else the similarity of the prefix-less texts."""
+        answer = body.response.output_text.strip()
+        prefix_matched = answer.startswith(body.random_string_to_prepend)
+        ratio = await self._similarity(answer, body) if prefix_matched else 0.0
+        return MrcrVerifyResponse(
+            **body.model_dump(), reward=ratio, prefix_matched=prefix_matched, seq_match_ratio=ratio
+        )
+
+    async def _similarity(self, answer: str, body: MrcrVerifyRequest) -> float:
+        timeout_s = self.config.grading_timeout_s
+        try:
+            return await run_cpu_bound(
+                similarity, answer, body.expected_answer, body.random_string_to_prepend, timeout_s=timeout_s
+            )
+        except CPUCallTimeoutError:
+            logger.warning(
+                "comparing a %d-character answer exceeded %s s; reward 0.0", len(answer), timeout_s
+            )
+            return 0.0
+
+    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        """pass@k over all tasks and per needle count (`n_needles=4/pass@1/accuracy`, ...).
+
+        The ratio is continuous, so pass@k is the best of the first k unless every score is 0 or 1."""
+        per_count = compute_subset_metrics(tasks, SUBSET_KEY)
+        return {
+            **compute_pass_majority_metrics(tasks),
+            **{f"{SUBSET_KEY}={key}": value for key, value in per_count.items()},
+        }
+
+    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
+        key_metrics = {
+            name: agent_metrics[name]
+            for name in ("mean/input_tokens", "mean/output_tokens")
+            if name in agent_metrics
+        }
+        key_metrics.update(highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]", "pass@{k}"))
+        return key_metrics
+
+
+if __name__ == "__main__":
+    MrcrResourcesServer.run_webserver()

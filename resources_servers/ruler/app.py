@@ -1,0 +1,93 @@
+"""ruler: RULER long-context probes (needles in a haystack, variable tracking, word counts, QA).
+
+Each row lists the reference strings the answer should contain (`outputs`). For the QA subsets any one
+reference is enough (1.0 or 0.0); for the others the reward is the share of references the answer
+contains. Matching is case-insensitive substring search on the stripped output text; it runs in the
+CPU pool with a deadline because its cost is references × text length, both set by the caller.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import Request
+from pydantic import ConfigDict, Field
+
+from nemo_gym.base_resources_server import (
+    BaseResourcesServerConfig,
+    BaseVerifyRequest,
+    BaseVerifyResponse,
+    SimpleResourcesServer,
+)
+from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from resources_servers.ruler.grading import string_match
+
+logger = logging.getLogger("ruler")
+
+# RULER's 13 tasks. The answer also carries the reward under the name of its task, so /aggregate_metrics
+# reports a mean per task (`mean/niah_single_1`, ...); other subset names get no such field.
+KNOWN_SUBSETS = frozenset(
+    {
+        *(f"niah_single_{n}" for n in (1, 2, 3)),
+        *(f"niah_multikey_{n}" for n in (1, 2, 3)),
+        "niah_multiquery",
+        "niah_multivalue",
+        "vt",
+        "cwe",
+        "fwe",
+        "qa_1",
+        "qa_2",
+    }
+)
+
+
+class RulerConfig(BaseResourcesServerConfig):
+    grading_timeout_s: float = Field(
+        default=10.0, gt=0, description="deadline of one string-match grading; a slower one scores 0.0"
+    )
+
+
+class RulerVerifyRequest(BaseVerifyRequest):
+    outputs: list[str] = Field(min_length=1)
+    length: int
+    subset: str
+
+
+class RulerVerifyResponse(BaseVerifyResponse):
+    """Also one field named after the subset when it is one of KNOWN_SUBSETS."""
+
+    model_config = ConfigDict(extra="allow")
+
+    subset: str
+
+
+class RulerResourcesServer(SimpleResourcesServer):
+    config: RulerConfig
+
+    async def verify(self, request: Request, body: RulerVerifyRequest) -> RulerVerifyResponse:
+        reward = await self._score(body)
+        per_subset = {body.subset: reward} if body.subset in KNOWN_SUBSETS else {}
+        return RulerVerifyResponse(
+            **body.model_dump(include={"responses_create_params", "response", "subset"}),
+            reward=reward,
+            **per_subset,
+        )
+
+    async def _score(self, body: RulerVerifyRequest) -> float:
+        prediction, timeout_s = body.response.output_text, self.config.grading_timeout_s
+        try:
+            return await run_cpu_bound(
+                string_match, body.subset, prediction, body.outputs, timeout_s=timeout_s
+            )
+        except CPUCallTimeoutError:
+            logger.warning(
+                "matching %d references in %d characters exceeded %s s; reward 0.0",
+                len(body.outputs),
+                len(prediction),
+                timeout_s,
+            )
+            return 0.0
+
+
+if __name__ == "__main__":
+    RulerResourcesServer.run_webserver()
