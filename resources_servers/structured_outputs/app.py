@@ -1,0 +1,110 @@
+"""structured_outputs: reward an answer that is JSON valid against the JSON Schema the task row carries.
+
+The answer is the response's output text (or the last ```json block in it); the schema is the row's
+`schema_str`. Parsing and validation run in the CPU pool with a deadline: a schema `pattern` is a regex
+applied to model text, so a hostile answer could otherwise stall the server.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+from fastapi import Request
+from pydantic import AliasChoices, ConfigDict, Field
+
+from nemo_gym.base_resources_server import (
+    BaseResourcesServerConfig,
+    BaseVerifyRequest,
+    BaseVerifyResponse,
+    SimpleResourcesServer,
+)
+from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.errors import GymError
+from nemo_gym.reward_profile import compute_pass_majority_metrics, default_key_metrics, highest_k_metrics
+from resources_servers.structured_outputs.grading import Grade, grade
+
+logger = logging.getLogger("structured_outputs")
+
+
+class StructuredOutputsConfig(BaseResourcesServerConfig):
+    strictify_schema: bool = True
+    extract_from_code_fence: bool = True
+    max_answer_chars: int = Field(default=200_000, gt=0)
+    max_json_depth: int = Field(default=64, gt=0)
+    grading_timeout_s: float = Field(default=10.0, gt=0)
+
+
+class StructuredOutputsVerifyRequest(BaseVerifyRequest):
+    """Other row fields (ids, `schema_fields_count`, ...) are kept and echoed in the answer."""
+
+    model_config = ConfigDict(extra="allow")
+
+    # Older NeMo Gym rows call the field `schema`.
+    schema_str: str = Field(validation_alias=AliasChoices("schema_str", "schema"))
+    schema_type: Literal["json"] = "json"
+
+
+class StructuredOutputsVerifyResponse(BaseVerifyResponse):
+    model_config = ConfigDict(extra="allow")
+
+    schema_str: str
+    schema_type: str
+    parsed_ok: bool
+    schema_valid: bool
+    validation_error: str | None
+
+
+class StructuredOutputsResourcesServer(SimpleResourcesServer):
+    config: StructuredOutputsConfig
+
+    async def verify(
+        self, request: Request, body: StructuredOutputsVerifyRequest
+    ) -> StructuredOutputsVerifyResponse:
+        """reward 1.0 iff the answer parses as JSON and validates against the schema."""
+        result = await self._grade(body.schema_str, body.response.output_text)
+        if result.schema_problem is not None:
+            raise GymError(422, "invalid_row", f"schema_str: {result.schema_problem}")
+        row = body.model_dump(exclude={"reward", "parsed_ok", "schema_valid", "validation_error"})
+        return StructuredOutputsVerifyResponse(
+            **row,
+            reward=1.0 if result.schema_valid else 0.0,
+            parsed_ok=result.parsed_ok,
+            schema_valid=result.schema_valid,
+            validation_error=result.validation_error,
+        )
+
+    async def _grade(self, schema_str: str, answer: str) -> Grade:
+        config = self.config
+        try:
+            return await run_cpu_bound(
+                grade,
+                schema_str,
+                answer,
+                config.strictify_schema,
+                config.extract_from_code_fence,
+                config.max_answer_chars,
+                config.max_json_depth,
+                timeout_s=config.grading_timeout_s,
+            )
+        except CPUCallTimeoutError:
+            logger.warning(
+                "grading a %d-character answer exceeded %s s; reward 0.0",
+                len(answer),
+                config.grading_timeout_s,
+            )
+            return Grade(False, False, f"grading exceeded {config.grading_timeout_s} s")
+
+    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        """pass@k over the 0/1 reward: how often some of k rollouts gives schema-valid JSON."""
+        return compute_pass_majority_metrics(tasks)
+
+    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
+        return {
+            **default_key_metrics(agent_metrics),
+            **highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]", "pass@{k}"),
+        }
+
+
+if __name__ == "__main__":
+    StructuredOutputsResourcesServer.run_webserver()
