@@ -1,0 +1,117 @@
+"""gpqa_diamond: four-option graduate-level science questions, rewarded 1.0 when the chosen letter is the gold one.
+
+Rows are mcqa rows (options, expected_answer, template_metadata); the letter is read with GPQA's
+conventions: the row's template regex, else the last `\\boxed{X}`, else the last `Answer: X`. Extraction
+runs in the CPU worker pool because template regexes come from the data; past its deadline it scores 0.0.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+from fastapi import Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from nemo_gym.base_resources_server import (
+    BaseResourcesServerConfig,
+    BaseVerifyRequest,
+    BaseVerifyResponse,
+    SimpleResourcesServer,
+)
+from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.reward_profile import compute_pass_majority_metrics, highest_k_metrics
+from resources_servers.gpqa_diamond.grading import extract_letter
+
+logger = logging.getLogger("gpqa_diamond")
+
+
+class GPQADiamondConfig(BaseResourcesServerConfig):
+    grading_timeout_seconds: float = Field(
+        default=5.0, gt=0, description="deadline of one answer extraction; a slower one scores 0.0"
+    )
+
+
+class TemplateMetadata(BaseModel):
+    """Prompt-template details some rows carry; only `output_regex` matters for grading."""
+
+    model_config = ConfigDict(extra="allow")
+
+    output_regex: str | list[str] | None = None
+
+
+class GPQADiamondVerifyRequest(BaseVerifyRequest):
+    options: list[dict[str, str | None]] = Field(default_factory=list)
+    expected_answer: str
+    # Kept for mcqa-schema compatibility; GPQA's extraction rules apply whatever it says.
+    grading_mode: Literal["strict_single_letter_boxed", "lenient_boxed", "lenient_answer_colon"] | None = None
+    uuid: str | None = None
+    metadata: Any = None
+    template_metadata: TemplateMetadata | None = None
+
+
+class GPQADiamondVerifyResponse(BaseVerifyResponse):
+    expected_answer: str
+    extracted_answer: str | None
+
+
+def option_pairs(options: list[dict[str, str | None]]) -> tuple[tuple[str, str], ...]:
+    """(uppercased letter, text) of every option that has a text; an option written as null is no choice."""
+    return tuple(
+        (letter.strip().upper(), text)
+        for option in options
+        for letter, text in option.items()
+        if text is not None
+    )
+
+
+def template_patterns(template: TemplateMetadata | None) -> tuple[str, ...]:
+    if template is None or template.output_regex is None:
+        return ()
+    regex = template.output_regex
+    return (regex,) if isinstance(regex, str) else tuple(regex)
+
+
+class GPQADiamondResourcesServer(SimpleResourcesServer):
+    config: GPQADiamondConfig
+
+    async def verify(self, request: Request, body: GPQADiamondVerifyRequest) -> GPQADiamondVerifyResponse:
+        gold = body.expected_answer.strip().upper()
+        deadline_s = self.config.grading_timeout_seconds
+        try:
+            extracted = await run_cpu_bound(
+                extract_letter,
+                body.response.output_text,
+                option_pairs(body.options),
+                template_patterns(body.template_metadata),
+                timeout_s=deadline_s,
+            )
+        except CPUCallTimeoutError:
+            logger.warning("answer extraction exceeded %s s; scoring 0.0", deadline_s)
+            extracted = None
+        return GPQADiamondVerifyResponse(
+            responses_create_params=body.responses_create_params,
+            response=body.response,
+            reward=1.0 if gold and extracted == gold else 0.0,
+            expected_answer=gold,
+            extracted_answer=extracted,
+        )
+
+    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        """pass@k and pass@1[avg-of-k] of accuracy and no_answer, and majority@k over the extracted letters."""
+        return compute_pass_majority_metrics(tasks, answer_key="extracted_answer")
+
+    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
+        """Mean reward, the largest-k average accuracy and no-answer rate, pass@k and majority vote."""
+        keys = {"mean/reward": agent_metrics["mean/reward"]} if "mean/reward" in agent_metrics else {}
+        averages = highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]")
+        keys.update(
+            {key: value for key, value in averages.items() if key.endswith(("/accuracy", "/no_answer"))}
+        )
+        best_of = highest_k_metrics(agent_metrics, "pass@{k}", "majority@{k}")
+        keys.update({key: value for key, value in best_of.items() if key.endswith("/accuracy")})
+        return keys
+
+
+if __name__ == "__main__":
+    GPQADiamondResourcesServer.run_webserver()
