@@ -24,13 +24,25 @@ LEFTOVER_GRACE_S = 5.0
 LEFTOVER_POLL_S = 0.1
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`-n 2 --dist loadgroup`) each test file stays on one worker, so its module
+    fixtures start their servers once; the reliability suite shares one deployment, so it is one group."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            group = "reliability" if item.path.parent.name == "reliability" else str(item.path)
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
-    os.environ[SESSION_MARKER_ENV] = uuid.uuid4().hex
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # xdist workers keep the marker of the session they serve
+        os.environ[SESSION_MARKER_ENV] = uuid.uuid4().hex
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own sessionfinish has torn the session fixtures down
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    if not Path("/proc/self/environ").exists():
+    if not Path("/proc/self/environ").exists() or "PYTEST_XDIST_WORKER" in os.environ:
         return
     marker = f"{SESSION_MARKER_ENV}={os.environ[SESSION_MARKER_ENV]}".encode()
     deadline = time.monotonic() + LEFTOVER_GRACE_S
