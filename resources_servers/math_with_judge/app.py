@@ -3,7 +3,8 @@
 The symbolic check runs in the CPU worker pool, never on the event loop, so a slow sympy simplification
 cannot stall the server's other requests; past its deadline it scores 0.0. When the check fails and the
 judge is enabled, the judge model compares the expected and generated answers twice, the second time
-with the two answers swapped, and the reward is 1.0 only if both comparisons say "equal".
+with the two answers swapped, and the reward is 1.0 only if both comparisons say "equal". Judge calls go
+through `nemo_gym.judge`: a judgment that fails is reported in `judge_failure`, not scored as wrong.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ import asyncio
 import logging
 from typing import Any
 
-from fastapi import Request
-from grading import Grade, grade
+from fastapi import FastAPI, Request
 from pydantic import BaseModel, Field, PrivateAttr, model_validator
 
 from nemo_gym.base_resources_server import (
@@ -22,11 +22,18 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
 from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
-from nemo_gym.http_client import get_response_json, raise_for_status
+from nemo_gym.judge import (
+    JUDGE_FAILURE_RATE_KEY,
+    Judge,
+    JudgeConfig,
+    JudgeFailed,
+    JudgeFailure,
+    judge_failure_metrics,
+)
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming, assistant_texts
 from nemo_gym.reward_profile import compute_pass_majority_metrics, highest_k_metrics, is_metric
+from resources_servers.math_with_judge.grading import Grade, grade
 
 logger = logging.getLogger("math_with_judge")
 
@@ -59,15 +66,10 @@ JUDGE_USER_TEMPLATE = """<|Problem|>
 <|End of Assistant B's Answer|>"""
 
 
-class MathWithJudgeConfig(BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef | None = Field(
-        default=None,
-        description="model server asked when the symbolic check fails; needed by should_use_judge",
-    )
-    judge_responses_create_params: NeMoGymResponseCreateParamsNonStreaming = Field(
-        default_factory=lambda: NeMoGymResponseCreateParamsNonStreaming(input=[]),
-        description="sampling settings of judge calls; `input` is replaced by the comparison prompt",
-    )
+class MathWithJudgeConfig(JudgeConfig, BaseResourcesServerConfig):
+    """The judge settings (`judge_model_server`, ...) come from `JudgeConfig`; the judge is asked only when
+    the symbolic check fails and `should_use_judge` is true."""
+
     should_use_judge: bool = False
     library_verifier_timeout_seconds: float = Field(default=10.0, gt=0)
     library_verifier_max_concurrency: int = Field(default=32, ge=1)
@@ -94,6 +96,7 @@ class MathVerifyResponse(BaseVerifyResponse):
     extracted_answer: str | None
     library_reward: float
     judge_evaluations: list[JudgeEvaluation] | None
+    judge_failure: JudgeFailure | None = None
 
 
 def judge_says_equal(response: NeMoGymResponse) -> bool:
@@ -108,25 +111,55 @@ def judge_says_equal(response: NeMoGymResponse) -> bool:
     return not_equal_at < 0 or equal_at < not_equal_at
 
 
+async def judge_equal(
+    judge: Judge, question: str, expected_answer: str, generated: str, evaluations: list[JudgeEvaluation]
+) -> float:
+    """Expected as A and generated as B; only if that is judged equal, again with the two swapped. Each call
+    is appended to `evaluations` (raises `JudgeFailed`, keeping the evaluations made before)."""
+    for first, second in ((expected_answer, generated), (generated, expected_answer)):
+        prompt = JUDGE_USER_TEMPLATE.format(question=question, first_answer=first, second_answer=second)
+        messages = [{"role": "system", "content": JUDGE_SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
+        params = judge.params_for(messages)
+        response = await judge.ask(params)
+        evaluations.append(JudgeEvaluation(responses_create_params=params, response=response))
+        if not judge_says_equal(response):
+            return 0.0
+    return 1.0
+
+
 class MathWithJudgeResourcesServer(SimpleResourcesServer):
     config: MathWithJudgeConfig
     _grading_slots: asyncio.Semaphore = PrivateAttr()
+    _judge: Judge | None = PrivateAttr(default=None)
 
     def model_post_init(self, context: object) -> None:
         super().model_post_init(context)
         self._grading_slots = asyncio.Semaphore(self.config.library_verifier_max_concurrency)
 
+    def setup_webserver(self) -> FastAPI:
+        app = super().setup_webserver()
+        if self.config.should_use_judge:
+            self._judge = Judge(self.config, self.server_client, self.config.name)
+        return app
+
     async def verify(self, request: Request, body: MathVerifyRequest) -> MathVerifyResponse:
         generated = body.response.output_text
         library = await self._library_grade(body.expected_answer, generated)
-        reward, evaluations = library.library_reward, None
-        if self.config.should_use_judge and library.library_reward <= 0.5:
-            reward, evaluations = await self._judge(body.question, body.expected_answer, generated)
+        reward, evaluations, failure = library.library_reward, None, None
+        if self._judge is not None and library.library_reward <= 0.5:
+            evaluations = []
+            try:
+                reward = await judge_equal(
+                    self._judge, body.question, body.expected_answer, generated, evaluations
+                )
+            except JudgeFailed as failed:
+                reward, failure = self.config.judge_failure_reward, failed.failure
         return MathVerifyResponse(
             **body.model_dump(exclude={"question"}),
             extracted_answer=library.extracted_answer,
             library_reward=library.library_reward,
             judge_evaluations=evaluations,
+            judge_failure=failure,
             reward=reward,
         )
 
@@ -141,39 +174,16 @@ class MathWithJudgeResourcesServer(SimpleResourcesServer):
             logger.warning("math-verify gave up after %.1f s; the answer scores 0.0", deadline_s)
         return result
 
-    async def _judge(
-        self, question: str, expected_answer: str, generated: str
-    ) -> tuple[float, list[JudgeEvaluation]]:
-        """Expected as A and generated as B; only if that is judged equal, again with the two swapped."""
-        evaluations = []
-        for first, second in ((expected_answer, generated), (generated, expected_answer)):
-            evaluation = await self._ask_judge(question, first, second)
-            evaluations.append(evaluation)
-            if not judge_says_equal(evaluation.response):
-                return 0.0, evaluations
-        return 1.0, evaluations
-
-    async def _ask_judge(self, question: str, first_answer: str, second_answer: str) -> JudgeEvaluation:
-        prompt = JUDGE_USER_TEMPLATE.format(
-            question=question, first_answer=first_answer, second_answer=second_answer
-        )
-        settings = self.config.judge_responses_create_params.model_dump(mode="json", exclude_unset=True)
-        messages = [{"role": "system", "content": JUDGE_SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
-        params = NeMoGymResponseCreateParamsNonStreaming.model_validate({**settings, "input": messages})
-        answer = await self.server_client.post(
-            self.config.judge_model_server.name, "/v1/responses", json=params
-        )
-        await raise_for_status(answer)
-        response = NeMoGymResponse.model_validate(await get_response_json(answer))
-        return JudgeEvaluation(responses_create_params=params, response=response)
-
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return compute_pass_majority_metrics(tasks, score_fn=_scores, answer_key="extracted_answer")
+        return {
+            **compute_pass_majority_metrics(tasks, score_fn=_scores, answer_key="extracted_answer"),
+            **judge_failure_metrics(tasks),
+        }
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         key_metrics = {
             name: agent_metrics[name]
-            for name in ("mean/input_tokens", "mean/output_tokens")
+            for name in ("mean/input_tokens", "mean/output_tokens", JUDGE_FAILURE_RATE_KEY)
             if name in agent_metrics
         }
         key_metrics.update(highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]"))
@@ -187,10 +197,10 @@ class MathWithJudgeResourcesServer(SimpleResourcesServer):
 
 def _scores(rollout: dict[str, Any]) -> dict[str, float]:
     """Symbolic accuracy always (0 when `library_reward` is not a usable number); judge accuracy only for
-    rollouts the judge actually looked at."""
+    rollouts the judge actually judged (not those whose judgment failed)."""
     library_reward = rollout.get("library_reward")
     scores = {"symbolic_accuracy": float(library_reward) if is_metric(library_reward) else 0.0}
-    if rollout.get("judge_evaluations") is not None:
+    if rollout.get("judge_evaluations") is not None and rollout.get("judge_failure") is None:
         scores["judge_accuracy"] = float(rollout["reward"])
     return scores
 

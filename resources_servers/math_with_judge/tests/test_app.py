@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import orjson
 import pytest
 
 from nemo_gym.testing import (
@@ -42,9 +41,11 @@ VERIFY_FIELDS = {
     "extracted_answer",
     "library_reward",
     "judge_evaluations",
+    "judge_failure",
 }
 EQUAL, NOT_EQUAL = "[[A=B]]", "[[A!=B]]"
 SHORT_DEADLINE_S = 0.5
+REPLAY_DEADLINE_S = 60.0
 LOAD_REQUESTS = 1000
 GET_LATENCY_BOUND_S = 0.2
 
@@ -59,8 +60,10 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(workdir: Path) -> Iterator[StartedServer]:
-    """Judge off, as the shipped config has it."""
-    with run_resources_server("math", workdir, implementation=IMPLEMENTATION, domain="math") as started:
+    """Judge off, as the shipped config has it; a symbolic deadline generous enough for the slowest recorded
+    check (seconds of sympy) on a loaded machine."""
+    inner = {"domain": "math", "library_verifier_timeout_seconds": REPLAY_DEADLINE_S}
+    with run_resources_server("math", workdir, implementation=IMPLEMENTATION, **inner) as started:
         yield started
 
 
@@ -113,6 +116,10 @@ def judge(scripted_upstream: ScriptedUpstream, workdir: Path) -> Iterator[JudgeS
             should_use_judge=True,
             judge_model_server={"type": "responses_api_models", "name": "judge_model"},
             judge_responses_create_params={"input": [], "temperature": 0.0, "max_output_tokens": 256},
+            judge_max_attempts=2,
+            judge_backoff_base_s=0.05,
+            judge_backoff_max_s=0.1,
+            judge_failure_reward=-1.0,
         )
         started = servers.enter_context(run_instance({**models, "judged": resources}, "judged", workdir))
         yield JudgeStack(url=started.url, model=model, upstream=scripted_upstream)
@@ -322,12 +329,23 @@ async def test_an_answer_without_math_goes_to_the_judge_as_written(judge):
     assert user_prompt(judge.judge_requests()[0]) == judge_block("2", "Two.")
 
 
-async def test_a_failing_judge_is_an_error_not_a_reward(judge):
-    judge.script({"status": 500, "body": {"error": {"message": "judge upstream is down"}}})
-    status, result = await post_json(judge.url + "/verify", verify_body("-3", "\\boxed{-4}"))
-    assert status >= 500, result
-    assert "reward" not in result
-    assert "judge upstream is down" in orjson.dumps(result).decode()
+async def test_a_failing_judge_is_a_typed_failure_not_a_wrong_answer(judge):
+    judge.script(
+        EQUAL, {"status": 500, "body": {"error": {"message": "judge upstream is down"}}, "repeat": 2}
+    )
+    result = await verify(judge.url, verify_body("-3", "\\boxed{-4}"))
+    assert result["reward"] == -1.0, "judge_failure_reward, not a verdict"
+    failure = result["judge_failure"]
+    assert (failure["kind"], failure["attempts"]) == ("upstream_error", 2)
+    assert "judge upstream is down" in failure["message"]
+    assert len(result["judge_evaluations"]) == 1, "the first comparison is kept; the swapped one failed"
+    assert len(judge.judge_requests()) == 3
+    rollout = {**result, "_ng_task_index": 0, "_ng_rollout_index": 0}
+    status, metrics = await post_json(judge.url + "/aggregate_metrics", {"verify_responses": [rollout]})
+    assert status == 200, metrics
+    assert metrics["agent_metrics"]["judge_failure_rate"] == 1.0
+    assert metrics["key_metrics"]["judge_failure_rate"] == 1.0
+    assert not [name for name in metrics["agent_metrics"] if "judge_accuracy" in name], "no verdict to score"
 
 
 def test_judging_without_a_judge_model_is_refused_at_startup(workdir):

@@ -1,0 +1,81 @@
+"""What the judge is shown and what it said: the prompt template, the texts compared, the verdict.
+
+`extract_with_regexes` applies regexes that come from the config or from the row itself to model text,
+so the server runs it in the CPU pool under a deadline (a pathological pattern cannot stall the loop).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from nemo_gym.config_types import ConfigError
+from nemo_gym.openai_utils import (
+    NeMoGymEasyInputMessage,
+    NeMoGymResponse,
+    NeMoGymResponseCreateParamsNonStreaming,
+    assistant_texts,
+)
+
+REGEX_FLAGS = re.MULTILINE | re.DOTALL
+
+
+def last_user_text(params: NeMoGymResponseCreateParamsNonStreaming) -> str:
+    """The last user message whose content is a plain string, stripped; "" when there is none."""
+    if isinstance(params.input, str):
+        return params.input.strip()
+    texts = [
+        item.content
+        for item in params.input
+        if isinstance(item, NeMoGymEasyInputMessage) and item.role == "user" and isinstance(item.content, str)
+    ]
+    return texts[-1].strip() if texts else ""
+
+
+def regex_extract(text: str, pattern: str | None) -> str:
+    """The last match's first non-empty group (else the whole match), stripped; `text` itself when the
+    pattern is unset, invalid or does not match."""
+    if not pattern or not text:
+        return text
+    try:
+        last = None
+        for last in re.finditer(pattern, text, REGEX_FLAGS):  # noqa: B007 (only the last one is wanted)
+            pass
+    except re.error:
+        return text
+    if last is None:
+        return text
+    group = next((value for value in last.groups() if value and value.strip()), None)
+    return (group if group is not None else last.group(0)).strip()
+
+
+def extract_with_regexes(
+    question: str, question_regex: str | None, answer: str, answer_regex: str | None
+) -> tuple[str, str]:
+    """Both extractions at once: one trip to the CPU pool per verify."""
+    return regex_extract(question, question_regex), regex_extract(answer, answer_regex)
+
+
+def verdict_label(response: NeMoGymResponse, equal_label: str, not_equal_label: str) -> str | None:
+    """Whichever label comes first in the last text of the final output item; None when that item is not a
+    message or carries neither label."""
+    texts = assistant_texts(response.output[-1]) if response.output else []
+    text = texts[-1] if texts else ""
+    positions = [(text.find(label), label) for label in (equal_label, not_equal_label) if label in text]
+    return min(positions)[1] if positions else None
+
+
+def load_template(folder: Path, fpath: str) -> str:
+    """The judge prompt template (a relative path is from `folder`), checked to fill with the three fields."""
+    path = Path(fpath) if Path(fpath).is_absolute() else folder / fpath
+    try:
+        template = path.read_text(encoding="utf-8").strip()
+        template.format(question="", expected_answer="", generated_answer="")
+    except OSError as error:
+        raise ConfigError(f"judge_prompt_template_fpath: cannot read {path} ({error.strerror})") from None
+    except (KeyError, IndexError, ValueError) as error:
+        raise ConfigError(
+            f"judge_prompt_template_fpath: {path} is not a template with only the placeholders "
+            f"{{question}}, {{expected_answer}} and {{generated_answer}} (literal braces doubled): {error!r}"
+        ) from None
+    return template

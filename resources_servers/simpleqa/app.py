@@ -1,0 +1,142 @@
+"""simpleqa: short factual questions graded by an LLM judge as CORRECT, INCORRECT or NOT_ATTEMPTED.
+
+The three grades reward knowing when not to answer: a wrong answer and an abstention both earn 0.0, but
+the metrics tell them apart (accuracy, not-attempted rate, accuracy given attempted, F1). A judgment that
+fails, or a judge answer without a grade, is reported in `judge_failure`, never counted as a grade.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from pydantic import ConfigDict, PrivateAttr, field_validator
+
+from nemo_gym.base_resources_server import (
+    BaseResourcesServerConfig,
+    BaseVerifyRequest,
+    BaseVerifyResponse,
+    SimpleResourcesServer,
+)
+from nemo_gym.config_types import ModelServerRef
+from nemo_gym.judge import (
+    JUDGE_FAILURE_RATE_KEY,
+    Judge,
+    JudgeConfig,
+    JudgeFailed,
+    JudgeFailure,
+    judge_failure_metrics,
+    last_assistant_text,
+)
+from nemo_gym.openai_utils import NeMoGymResponse
+from nemo_gym.reward_profile import highest_k_metrics
+from resources_servers.simpleqa.simpleqa_grading import Verdict, load_prompt, parse_grade, simpleqa_metrics
+
+FOLDER = Path(__file__).resolve().parent
+
+
+class SimpleQAConfig(JudgeConfig, BaseResourcesServerConfig):
+    judge_model_server: ModelServerRef
+    judge_prompt_path: str = "prompts/judge.yaml"
+    use_chat_completions_for_judge: bool = False
+
+    @field_validator("use_chat_completions_for_judge")
+    @classmethod
+    def _responses_only(cls, value: bool) -> bool:
+        if value:
+            raise ValueError(
+                "not supported: every Gym model server serves /v1/responses, which the judge uses"
+            )
+        return value
+
+
+class SimpleQAVerifyRequest(BaseVerifyRequest):
+    model_config = ConfigDict(extra="allow")
+
+    id: int | str | None = None
+    question: str | None = None
+    expected_answer: str | None = None
+
+
+class SimpleQAVerifyResponse(BaseVerifyResponse):
+    model_config = ConfigDict(extra="allow")
+
+    extracted_answer: str | None = None
+    expected_answer: str | None = None
+    verdict: Verdict | None = None
+    judge_output: str | None = None
+    is_correct: float = 0.0
+    is_incorrect: float = 0.0
+    is_not_attempted: float = 0.0
+    judge_failure: JudgeFailure | None = None
+
+
+GRADING_FIELDS = set(SimpleQAVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
+
+
+def without_grade(response: NeMoGymResponse) -> str | None:
+    judge_text = last_assistant_text(response)
+    if parse_grade(judge_text) is None:
+        return f"the judge's answer has no grade (A, B or C): {judge_text[:100]!r}"
+    return None
+
+
+class SimpleQAResourcesServer(SimpleResourcesServer):
+    config: SimpleQAConfig
+    _judge: Judge = PrivateAttr()
+    _prompt: str = PrivateAttr()
+
+    def setup_webserver(self) -> FastAPI:
+        app = super().setup_webserver()
+        self._prompt = load_prompt(FOLDER, self.config.judge_prompt_path)
+        self._judge = Judge(self.config, self.server_client, self.config.name)
+        return app
+
+    async def verify(self, request: Request, body: SimpleQAVerifyRequest) -> SimpleQAVerifyResponse:
+        """reward 1.0 for CORRECT only; no answer text is NOT_ATTEMPTED without asking the judge."""
+        generation = last_assistant_text(body.response)
+        expected = body.expected_answer or ""
+        graded = {
+            **body.model_dump(exclude=GRADING_FIELDS | {"reward"}),
+            "extracted_answer": generation or None,
+            "expected_answer": expected,
+        }
+        verdict: Verdict = "not_attempted"
+        judge_output = None
+        if generation:
+            prompt = self._prompt.format(
+                question=body.question or "", expected_answer=expected, generation=generation
+            )
+            params = self._judge.params_for([{"role": "user", "content": prompt}])
+            try:
+                judge_output = last_assistant_text(await self._judge.ask(params, unusable=without_grade))
+            except JudgeFailed as failed:
+                return SimpleQAVerifyResponse(
+                    **graded, reward=self.config.judge_failure_reward, judge_failure=failed.failure
+                )
+            verdict = parse_grade(judge_output) or "not_attempted"  # never None: `without_grade` checked it
+        return SimpleQAVerifyResponse(
+            **graded,
+            reward=float(verdict == "correct"),
+            verdict=verdict,
+            judge_output=judge_output,
+            is_correct=float(verdict == "correct"),
+            is_incorrect=float(verdict == "incorrect"),
+            is_not_attempted=float(verdict == "not_attempted"),
+        )
+
+    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        return {**simpleqa_metrics(tasks), **judge_failure_metrics(tasks)}
+
+    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
+        keys = ("mean/input_tokens", "mean/output_tokens", JUDGE_FAILURE_RATE_KEY)
+        key_metrics = {name: agent_metrics[name] for name in keys if name in agent_metrics}
+        key_metrics.update(highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]"))
+        chosen = highest_k_metrics(agent_metrics, "pass@{k}")
+        key_metrics.update({name: value for name, value in chosen.items() if not name.endswith("/no_answer")})
+        return key_metrics
+
+
+if __name__ == "__main__":
+    SimpleQAResourcesServer.run_webserver()
