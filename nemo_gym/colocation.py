@@ -12,6 +12,7 @@ NEMO_GYM_COLOCATED_SERVERS.
 
 from __future__ import annotations
 
+import ast
 import os
 import runpy
 import sys
@@ -29,18 +30,33 @@ COLOCATED_SERVERS_ENV_VAR_NAME = "NEMO_GYM_COLOCATED_SERVERS"
 COLOCATED_WORKERS_ENV_VAR_NAME = "NEMO_GYM_COLOCATED_WORKERS"
 
 
-def local_module_names(folder: Path, entrypoint: str) -> set[str]:
-    """The names under which a server's folder can be imported from: its .py files and packages."""
-    names = {path.stem for path in folder.glob("*.py") if path.name != entrypoint}
-    return names | {path.parent.name for path in folder.glob("*/__init__.py")}
+def bare_imported_modules(folder: Path, entrypoint: str) -> set[str]:
+    """The folder's own modules and packages that its code imports by bare name (`from grading import`),
+    the only ones two co-hosted servers can clash on; package-qualified imports
+    (`from resources_servers.mcqa.grading import`) never clash."""
+    local = {path.stem for path in folder.glob("*.py") if path.name != entrypoint}
+    local |= {path.parent.name for path in folder.glob("*/__init__.py")}
+    imported: set[str] = set()
+    for source in folder.glob("*.py"):
+        try:
+            tree = ast.parse(source.read_bytes(), filename=str(source))
+        except (SyntaxError, ValueError):
+            continue  # the server itself will report it when it starts
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    return local & imported
 
 
 def check_module_names(servers: list[tuple[str, Path, str]]) -> None:
-    """One process has one `sys.modules`: two servers (instance, folder, entrypoint) each with, say, a
-    `grading.py` would share the first one loaded. Refuse that instead of grading with the wrong module."""
+    """One process has one `sys.modules`: two servers (instance, folder, entrypoint) each importing, say,
+    its own `grading.py` by bare name would share the first one loaded. Refuse that instead of grading
+    with the wrong module."""
     owners: dict[str, tuple[str, Path]] = {}
     for instance_name, folder, entrypoint in servers:
-        for name in sorted(local_module_names(folder, entrypoint)):
+        for name in sorted(bare_imported_modules(folder, entrypoint)):
             owner, owner_folder = owners.setdefault(name, (instance_name, folder))
             if owner_folder != folder:  # two instances of one implementation share its modules, rightly
                 raise ConfigError(

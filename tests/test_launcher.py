@@ -392,10 +392,23 @@ def test_workers_share_the_connections_of_a_burst(workdir):
 )
 def test_colocation_settings_are_checked_in_one_line(workdir, setting, expected):
     for implementation in ("counter", "noisy"):
-        (workdir / "resources_servers" / implementation / "grading.py").write_text("")
+        folder = workdir / "resources_servers" / implementation
+        (folder / "grading.py").write_text("")
+        (folder / "scoring.py").write_text("import grading\nimport resources_servers.x.scoring\n")
     args = [write_config(workdir, {"first": counter_instance(), **setting}), "++head_server.port=0"]
     for command in ("run", "validate"):
         result = run_gym(command, *args, cwd=workdir)
         assert result.returncode == 1
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("Error: ") and expected in lines[0], result.stderr
+
+
+def test_same_named_modules_imported_by_package_can_be_co_hosted(workdir):
+    """Only bare imports share one `sys.modules` entry; `resources_servers.<folder>.grading` do not clash."""
+    for implementation in ("counter", "noisy"):
+        folder = workdir / "resources_servers" / implementation
+        (folder / "grading.py").write_text("")
+        (folder / "scoring.py").write_text(f"from resources_servers.{implementation}.grading import *\n")
+    config = {"first": counter_instance(), "second": counter_instance("noisy"), "colocate": True}
+    result = run_gym("validate", write_config(workdir, config), "++head_server.port=0", cwd=workdir)
+    assert result.returncode == 0, result.stderr
