@@ -4,7 +4,7 @@ VENV := .venv
 PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test lint demo bench bench-liveness clean
+.PHONY: test lint sandbox-tools demo bench bench-liveness clean
 
 # The benchmark harness (load generator, fake upstream) runs in a venv of its own, apart from what it measures.
 BENCH_VENV := .venv-bench
@@ -24,8 +24,18 @@ lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# The code sandbox (nemo_gym/sandbox/) isolates with bubblewrap; install it when it is missing and apt-get
+# can (as root). Otherwise say so and go on: the sandbox then uses its unshare fallback.
+sandbox-tools:
+	@if command -v bwrap >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+		&& timeout 300 apt-get update -qq >/dev/null 2>&1 \
+		&& DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -qq bubblewrap >/dev/null 2>&1; then \
+		echo "sandbox-tools: installed bubblewrap ($$(command -v bwrap))"; \
+	else echo "sandbox-tools: bubblewrap (bwrap) is missing and apt-get could not install it; the sandbox falls back to unshare"; fi
+
 # The core's tests, then every server folder through `gym test` (its tests plus its example-data checks).
-test: lint
+test: lint sandbox-tools
 	$(PYTHON) -m pytest -q tests
 	$(VENV)/bin/gym test
 

@@ -1,0 +1,139 @@
+"""math_with_code: math problems the model may solve with a Python tool (`execute_python`), which runs its
+code in the local sandbox (nemo_gym.sandbox: no network, time and memory limits, throwaway work dir).
+
+The reward looks only at the final answer: the last `\\boxed{...}` of the last assistant message,
+checked against `expected_answer` with math-verify in the CPU pool (past its deadline: 0.0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from pydantic import BaseModel, Field, PrivateAttr
+
+from nemo_gym.base_resources_server import (
+    BaseResourcesServerConfig,
+    BaseVerifyRequest,
+    BaseVerifyResponse,
+    SimpleResourcesServer,
+)
+from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseFunctionToolCall, assistant_texts
+from nemo_gym.reward_profile import compute_pass_majority_metrics, highest_k_metrics
+from nemo_gym.sandbox import SandboxLimits, resolve_isolation, run_sandboxed
+from resources_servers.math_with_code.grading import Grade, grade
+
+logger = logging.getLogger("math_with_code")
+
+
+class MathWithCodeConfig(BaseResourcesServerConfig):
+    sandbox: SandboxLimits = Field(
+        default_factory=lambda: SandboxLimits(wall_seconds=10, cpu_seconds=10, output_bytes=8192),
+        description="isolation and limits of one execute_python call",
+    )
+    max_concurrent_executions: int = Field(default=8, ge=1)
+    grading_timeout_seconds: float = Field(default=10.0, gt=0)
+
+
+class ExecutePythonRequest(BaseModel):
+    code: str
+
+
+class ExecutePythonResponse(BaseModel):
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    timed_out: bool
+    truncated: bool
+
+
+class MathWithCodeVerifyRequest(BaseVerifyRequest):
+    question: str
+    expected_answer: str
+
+
+class MathWithCodeVerifyResponse(BaseVerifyResponse):
+    expected_answer: str
+    extracted_answer: str | None
+    num_tool_calls: int
+
+
+class MathWithCodeResourcesServer(SimpleResourcesServer):
+    config: MathWithCodeConfig
+    _executions: asyncio.Semaphore = PrivateAttr()
+
+    def model_post_init(self, context: object) -> None:
+        super().model_post_init(context)
+        resolve_isolation(self.config.sandbox.isolation)  # refuse to start rather than run code unprotected
+        self._executions = asyncio.Semaphore(self.config.max_concurrent_executions)
+
+    def setup_webserver(self) -> FastAPI:
+        app = super().setup_webserver()
+        app.post("/execute_python")(self.execute_python)
+        return app
+
+    async def execute_python(self, body: ExecutePythonRequest) -> ExecutePythonResponse:
+        """Run the code as a Python 3 program; what it printed comes back, cut (and marked) past the limit."""
+        async with self._executions:
+            run = await run_sandboxed(body.code, limits=self.config.sandbox)
+        stderr = run.stderr
+        if run.timed_out:
+            stderr += f"\n[killed: the program exceeded its {run.limit_hit.replace('_', ' ')} limit]"
+        return ExecutePythonResponse(
+            stdout=_marked(run.stdout, run.stdout_bytes, self.config.sandbox.output_bytes),
+            stderr=_marked(stderr, run.stderr_bytes, self.config.sandbox.output_bytes),
+            exit_code=run.exit_code,
+            timed_out=run.timed_out,
+            truncated=run.truncated,
+        )
+
+    async def verify(self, request: Request, body: MathWithCodeVerifyRequest) -> MathWithCodeVerifyResponse:
+        deadline_s = self.config.grading_timeout_seconds
+        try:
+            graded = await run_cpu_bound(
+                grade, body.expected_answer, final_text(body.response), timeout_s=deadline_s
+            )
+        except CPUCallTimeoutError:
+            logger.warning("grading took over %.1f s; the answer scores 0.0", deadline_s)
+            graded = Grade(0.0, None)
+        calls = sum(isinstance(item, NeMoGymResponseFunctionToolCall) for item in body.response.output)
+        return MathWithCodeVerifyResponse(
+            responses_create_params=body.responses_create_params,
+            response=body.response,
+            reward=graded.reward,
+            expected_answer=body.expected_answer,
+            extracted_answer=graded.extracted_answer,
+            num_tool_calls=calls,
+        )
+
+    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        return compute_pass_majority_metrics(tasks, answer_key="extracted_answer")
+
+    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
+        names = ("mean/input_tokens", "mean/output_tokens", "mean/num_tool_calls")
+        key_metrics = {name: agent_metrics[name] for name in names if name in agent_metrics}
+        key_metrics.update(highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]"))
+        chosen = highest_k_metrics(agent_metrics, "pass@{k}", "majority@{k}")
+        key_metrics.update({name: value for name, value in chosen.items() if not name.endswith("/no_answer")})
+        return key_metrics
+
+
+def final_text(response: NeMoGymResponse) -> str:
+    """The text of the last assistant message (the answer after any tool use); empty when there is none."""
+    for item in reversed(response.output):
+        if texts := assistant_texts(item):
+            return "".join(texts)
+    return ""
+
+
+def _marked(text: str, written: int, cap: int) -> str:
+    if written <= cap:
+        return text
+    return text + f"\n[output truncated: {written} bytes were written, only the first {cap} are shown]"
+
+
+if __name__ == "__main__":
+    MathWithCodeResourcesServer.run_webserver()

@@ -1,0 +1,236 @@
+"""nemo_gym.sandbox: untrusted programs are contained. Each containment test runs under bubblewrap and
+under the unshare fallback (forced by config); the limits also under `isolation: none`.
+
+Processes are recognised by a random marker in their command line: every process a fork bomb makes
+carries it, so "no process left" is checked exactly, whatever else runs on the machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import select
+import signal
+import socket
+import statistics
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from nemo_gym.sandbox import SandboxLimits, python_command, resolve_isolation, run_sandboxed
+from nemo_gym.sandbox.isolation import probe
+from nemo_gym.testing import StartedServer, run_resources_server
+
+ISOLATED = ["bwrap", "unshare"]
+ALL_MODES = [*ISOLATED, "none"]
+GRACE_S = 2.0
+LIVENESS_BOUND_S = 0.25
+
+
+def limits(isolation: str, **overrides: object) -> SandboxLimits:
+    if isolation != "none" and (problem := probe(isolation)) is not None:
+        pytest.skip(f"{isolation} cannot run here: {problem}")
+    return SandboxLimits(isolation=isolation, **overrides)
+
+
+def processes_with(marker: str) -> int:
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                count += marker.encode() in Path(entry.path, "cmdline").read_bytes()
+            except OSError:
+                continue
+    return count
+
+
+def marked(code: str) -> tuple[str, list[str]]:
+    """A marker and an argv running `code` that carries it (inherited by every fork)."""
+    marker = f"gym-sandbox-test-{uuid.uuid4().hex}"
+    return marker, [*python_command(), "-c", f"# {marker}\n{code}"]
+
+
+def test_auto_finds_real_isolation_here():
+    assert resolve_isolation("auto") in ISOLATED
+
+
+# ---- containment (bwrap and the unshare fallback) --------------------------------------------------------
+
+
+@pytest.mark.parametrize("isolation", ISOLATED)
+async def test_a_fork_bomb_is_capped_and_ends_with_the_sandbox(isolation):
+    """Every process forks 9 times: 512 processes unless capped. Bounded, so that a broken sandbox fails
+    this test without exhausting the machine's process table (an endless bomb would, for its 2 s)."""
+    cap = 16
+    bomb = "import os, time\nfor _ in range(9):\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    marker, argv = marked(bomb + "time.sleep(60)")
+    run = asyncio.ensure_future(
+        run_sandboxed(argv, limits=limits(isolation, wall_seconds=2, max_processes=cap))
+    )
+    peak = 0
+    while not run.done():
+        peak = max(peak, processes_with(marker))
+        await asyncio.sleep(0.02)
+    result = run.result()
+    assert (result.timed_out, result.limit_hit) == (True, "wall_time")
+    assert result.seconds < 2 + GRACE_S
+    # two wrapper processes (bwrap's monitor and init; unshare and its shell) carry the marker too
+    assert cap // 2 <= peak <= cap + 2, "the bomb forked, but no more than max_processes"
+    assert processes_with(marker) == 0, "nothing of the sandbox outlives the run"
+
+
+@pytest.mark.parametrize("isolation", ISOLATED)
+async def test_the_network_is_unreachable(isolation):
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        code = (
+            "import socket\ntry:\n"
+            f"    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n    print('connected')\n"
+            "except OSError as error:\n    print('blocked', type(error).__name__)"
+        )
+        result = await run_sandboxed(code, limits=limits(isolation))
+        assert result.stdout.startswith("blocked"), result
+        assert select.select([listener], [], [], 0.2)[0] == [], "the listener never saw a connection"
+
+
+@pytest.mark.parametrize("isolation", ISOLATED)
+async def test_writes_stay_in_the_throwaway_work_dir(isolation, tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    outside = [tmp_path / "escape.txt", Path(f"/tmp/gym-sandbox-escape-{uuid.uuid4().hex}.txt")]
+    targets = [str(path) for path in outside] + ["inside.txt", "given.txt"]
+    code = (
+        f"for path in {targets!r}:\n    try:\n        open(path, 'w').write('x')\n        print('wrote', path)\n"
+        "    except OSError as error:\n        print('refused', path, type(error).__name__)"
+    )
+    result = await run_sandboxed(
+        code, files={"given.txt": "input"}, limits=limits(isolation, scratch_dir=str(scratch))
+    )
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"refused {outside[0]}"), "the host's directories are not there"
+    assert lines[1] == f"wrote {outside[1]}", "the sandbox has a /tmp of its own"
+    assert lines[2] == "wrote inside.txt" and lines[3].startswith("refused given.txt")
+    assert not any(path.exists() for path in outside)
+    assert list(scratch.iterdir()) == [], "the staging dir is removed"
+
+
+@pytest.mark.parametrize("isolation", ISOLATED)
+async def test_the_environment_is_clean_and_the_python_packages_usable(isolation):
+    code = "import os, numpy\nprint(' '.join(sorted(os.environ)))\nprint(os.getuid() == 0, os.listdir('/sandbox'))"
+    result = await run_sandboxed(code, limits=limits(isolation))
+    names, facts = result.stdout.splitlines()
+    # PWD and OLDPWD are the shell's and bwrap's notes of the sandbox's own work dir
+    assert set(names.split()) - {"PWD", "OLDPWD"} == {
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "LANG",
+        "LC_ALL",
+        "OPENBLAS_NUM_THREADS",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+    }, "none of the server's variables"
+    assert facts == "False ['main.py']"
+
+
+async def test_a_cancelled_run_leaves_no_process():
+    marker, argv = marked("while True:\n    pass")
+    run = asyncio.ensure_future(run_sandboxed(argv, limits=limits("bwrap", wall_seconds=30)))
+    deadline = time.monotonic() + 10
+    while processes_with(marker) < 3 and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert processes_with(marker) == 3, "the program is running"
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert processes_with(marker) == 0
+
+
+# ---- limits (memory and output also under `none`) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("isolation", ISOLATED)
+async def test_an_endless_loop_is_stopped_at_the_cpu_limit(isolation):
+    result = await run_sandboxed(
+        "while True:\n    pass", limits=limits(isolation, cpu_seconds=1, wall_seconds=30)
+    )
+    assert (result.timed_out, result.limit_hit, result.signal) == (True, "cpu_time", signal.SIGXCPU)
+    assert result.exit_code is None
+
+
+async def test_a_sleeping_program_is_stopped_at_the_wall_limit():
+    result = await run_sandboxed("import time\ntime.sleep(60)", limits=limits("bwrap", wall_seconds=1))
+    assert (result.timed_out, result.limit_hit) == (True, "wall_time")
+    assert 1 <= result.seconds < 1 + GRACE_S
+
+
+@pytest.mark.parametrize("isolation", ALL_MODES)
+async def test_a_2_gb_allocation_fails_with_memory_error(isolation):
+    code = "block = bytearray(100 * 2**20)\nprint('100 MB ok', flush=True)\nhuge = bytearray(2 * 2**30)"
+    result = await run_sandboxed(code, limits=limits(isolation, memory_mb=512))
+    assert result.stdout == "100 MB ok\n"
+    assert (result.exit_code, result.limit_hit) == (1, "memory")
+    assert result.stderr.rstrip().endswith("MemoryError")
+
+
+@pytest.mark.parametrize("isolation", ALL_MODES)
+async def test_a_huge_stdout_is_capped(isolation):
+    code = "import sys\nsys.stdout.write('y' * 10_000_000)\nsys.stderr.write('done')"
+    result = await run_sandboxed(code, limits=limits(isolation, output_bytes=1000))
+    assert (result.exit_code, result.truncated) == (0, True)
+    assert (result.stdout, result.stdout_bytes) == ("y" * 1000, 10_000_000)
+    assert result.stderr == "done"
+
+
+async def test_unisolated_runs_are_never_chosen_for_you():
+    result = await run_sandboxed("import os\nprint('work' in os.listdir('/'))", limits=limits("none"))
+    assert (result.isolation, result.stdout) == ("none", "True\n"), "`none` really sees the host"
+    assert resolve_isolation("auto") != "none"
+
+
+async def test_input_file_names_cannot_leave_the_work_dir():
+    with pytest.raises(ValueError, match="sandbox file name"):
+        await run_sandboxed("print(1)", files={"../escape.py": "x"})
+
+
+# ---- the event loop stays free ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def code_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartedServer]:
+    workdir = tmp_path_factory.mktemp("sandbox_server")
+    sandbox = {"cpu_seconds": 1, "wall_seconds": 15}
+    with run_resources_server("math_with_code", workdir, domain="math", sandbox=sandbox) as started:
+        yield started
+
+
+async def test_the_server_answers_quickly_while_four_sandboxed_loops_run(code_server):
+    async with aiohttp.ClientSession() as client:
+
+        async def endless() -> dict:
+            body = {"code": "while True:\n    pass"}
+            async with client.post(code_server.url + "/execute_python", json=body) as response:
+                return await response.json()
+
+        async def liveness() -> float:
+            started = time.perf_counter()
+            async with client.get(code_server.url + "/") as response:
+                assert response.status == 200
+            return time.perf_counter() - started
+
+        await liveness()
+        loops = [asyncio.ensure_future(endless()) for _ in range(4)]
+        latencies = []
+        while not all(loop.done() for loop in loops):
+            latencies.append(await liveness())
+            await asyncio.sleep(0.05)  # pacing of the probe, not synchronisation
+        answers = await asyncio.gather(*loops)
+    assert [answer["timed_out"] for answer in answers] == [True] * 4
+    print(
+        f"\nGET / during 4 loops: {len(latencies)} probes, median {statistics.median(latencies) * 1000:.1f} ms"
+    )
+    assert len(latencies) >= 10 and max(latencies) < LIVENESS_BOUND_S
