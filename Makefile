@@ -34,9 +34,10 @@ sandbox-tools:
 		echo "sandbox-tools: installed bubblewrap ($$(command -v bwrap))"; \
 	else echo "sandbox-tools: bubblewrap (bwrap) is missing and apt-get could not install it; the sandbox falls back to unshare"; fi
 
-# The core's tests, then every server folder through `gym test` (its tests plus its example-data checks).
+# The core's tests (one worker per CPU; a test file stays on one worker), then every server folder through
+# `gym test` (its tests plus its example-data checks, one folder per CPU at a time).
 test: lint sandbox-tools
-	$(PYTHON) -m pytest -q tests
+	$(PYTHON) -m pytest -q -n auto --dist loadgroup tests
 	$(VENV)/bin/gym test
 
 demo: $(INSTALLED)
