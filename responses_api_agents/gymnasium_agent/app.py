@@ -1,0 +1,207 @@
+"""GymnasiumAgent: drives a reset/step environment (`nemo_gym.base_gymnasium_server`) turn by turn.
+
+`/run`: POST the row to the environment's `/reset` and add the observation to the prompt as a user message;
+then up to `max_steps` times: one model call, POST row + that reply to `/step`, add the reward to the sum,
+stop when the step says terminated or truncated, else add the step's `info.tool_outputs` as
+`function_call_output` items and its observation as a user message. An episode still running after
+`max_steps` is truncated. The answer is `{responses_create_params (with the reset observation), response
+(the last reply, output = everything added after the prompt, usage summed), reward, terminated, truncated,
+info (of the last step)}`.
+
+User-simulator mode (`user_model_server` set): a second model plays the user. The environment's
+observations become private notes for it instead of messages to the policy; after each policy turn without
+tool calls the simulated user answers, and its reply is the policy's next user message. A reply containing
+`user_stop_marker` ends the episode (terminated, `info.user_stopped`); rewards still come from the steps.
+If the prompt does not end with a user message, the simulated user opens the conversation.
+
+Compatible with NeMo Gym's gymnasium_agent (config keys, routes, request and answer shapes, cookie
+threading). It extends simple_agent for the model call, the cookies, usage sums, the rollout deadline and
+`max_concurrent_rollouts`; an environment answer that is not a valid reset/step answer is a 502 naming the
+problem; the user-simulator mode is new.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from fastapi import Request, Response
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError, model_validator
+
+from nemo_gym.base_gymnasium_server import EnvResetResponse, EnvStepResponse, EnvToolOutput
+from nemo_gym.config_types import ModelServerRef
+from nemo_gym.errors import GymError
+from nemo_gym.http_client import get_response_json, raise_for_status
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
+from responses_api_agents.gymnasium_agent.user_simulator import (
+    DEFAULT_STOP_MARKER,
+    DEFAULT_USER_SYSTEM_PROMPT,
+    SimulatedUser,
+    assistant_text,
+)
+from responses_api_agents.simple_agent.app import (
+    Rollout,
+    SimpleAgent,
+    SimpleAgentConfig,
+    SimpleAgentRunRequest,
+    _cookies_of,
+    _first_problem,
+    _summed_usage,
+)
+
+EnvAnswer = TypeVar("EnvAnswer", bound=BaseModel)
+TOOL_OUTPUTS = TypeAdapter(list[EnvToolOutput])
+
+
+class GymnasiumAgentConfig(SimpleAgentConfig):
+    max_steps: int = Field(default=10, ge=1, description="model turns per episode; then it is truncated")
+    user_model_server: ModelServerRef | None = Field(default=None, description="plays the user if set")
+    user_system_prompt: str = Field(
+        default=DEFAULT_USER_SYSTEM_PROMPT, description="the simulated user's prompt; {stop_marker} filled in"
+    )
+    user_responses_create_params: dict[str, Any] = Field(
+        default_factory=dict, description="sampling settings of the user model's calls (no `input`)"
+    )
+    user_stop_marker: str = Field(default=DEFAULT_STOP_MARKER, min_length=1)
+
+    @model_validator(mode="after")
+    def _user_params_are_create_params(self) -> GymnasiumAgentConfig:
+        if "input" in self.user_responses_create_params:
+            raise ValueError("user_responses_create_params: the agent writes the user model's input itself")
+        NeMoGymResponseCreateParamsNonStreaming.model_validate(
+            {**self.user_responses_create_params, "input": ""}
+        )
+        return self
+
+
+class GymnasiumRunResponse(BaseModel):
+    responses_create_params: NeMoGymResponseCreateParamsNonStreaming
+    response: NeMoGymResponse
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+
+
+class GymnasiumAgent(SimpleAgent):
+    config: GymnasiumAgentConfig
+
+    async def responses(
+        self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming
+    ) -> NeMoGymResponse:
+        """One model call, passed through with the caller's cookies."""
+        turn = Rollout(response={}, resources_cookies={}, model_cookies=dict(request.cookies))
+        answer = await self._as_rollout(
+            self._model_turn(body.model_dump(mode="json", exclude_unset=True), turn)
+        )
+        for name, value in turn.model_cookies.items():
+            response.set_cookie(name, value)
+        return NeMoGymResponse.model_validate(answer)
+
+    async def run(self, request: Request, body: SimpleAgentRunRequest) -> GymnasiumRunResponse:
+        row = body.model_dump(mode="json", exclude_unset=True)
+        return await self._as_rollout(self._episode(row, dict(request.cookies)))
+
+    async def _episode(self, row: dict[str, Any], cookies: dict[str, str]) -> GymnasiumRunResponse:
+        rollout = Rollout(response={}, resources_cookies=dict(cookies), model_cookies=dict(cookies))
+        params = row["responses_create_params"]
+        prompt, user = await self._open(row, rollout)
+        new_items: list[dict[str, Any]] = []
+        usage: dict[str, Any] | None = None
+        step, reward, user_stopped = EnvStepResponse(), 0.0, False
+        for _ in range(self.config.max_steps):
+            turn = await self._model_turn({**params, "input": [*prompt, *new_items]}, rollout)
+            rollout.response = turn
+            output = turn.get("output") or []
+            new_items.extend(output)
+            usage = _summed_usage(usage, turn.get("usage"))
+            step = await self._env_call("/step", {**row, "response": turn}, rollout, EnvStepResponse)
+            reward += step.reward
+            if step.terminated or step.truncated:
+                break
+            new_items.extend(self._tool_outputs(step))
+            if user is None:
+                if step.observation:
+                    new_items.append(_user_message(step.observation))
+                continue
+            user.note(step.observation)
+            if any(item.get("type") == "function_call" for item in output):
+                continue  # the policy is still working with its tools; the user waits
+            user.heard(assistant_text(output))
+            reply = await self._user_turn(user)
+            new_items.append(_user_message(reply))
+            if user_stopped := user.stops(reply):
+                break
+        return GymnasiumRunResponse(
+            responses_create_params={**params, "input": prompt},
+            response={**rollout.response, "output": new_items, "usage": usage},
+            reward=reward,
+            terminated=step.terminated or user_stopped,
+            truncated=step.truncated or not (step.terminated or user_stopped),
+            info={**step.info, "user_stopped": True} if user_stopped else step.info,
+        )
+
+    async def _open(
+        self, row: dict[str, Any], rollout: Rollout
+    ) -> tuple[list[dict[str, Any]], SimulatedUser | None]:
+        """Reset the environment; answer the prompt the policy starts from, and the simulated user if any."""
+        prompt = row["responses_create_params"]["input"]
+        prompt = [_user_message(prompt)] if isinstance(prompt, str) else list(prompt)
+        reset = await self._env_call("/reset", row, rollout, EnvResetResponse)
+        if self.config.user_model_server is None:
+            if reset.observation:
+                prompt.append(_user_message(reset.observation))
+            return prompt, None
+        user = SimulatedUser.joining(
+            prompt, self.config.user_system_prompt, self.config.user_stop_marker, rollout.model_cookies
+        )
+        user.note(reset.observation)
+        if not prompt or prompt[-1].get("role") != "user":
+            prompt.append(_user_message(await self._user_turn(user)))
+        return prompt, user
+
+    async def _user_turn(self, user: SimulatedUser) -> str:
+        """The simulated user's next message (the user model's output text)."""
+        name = self.config.user_model_server.name
+        params = {**self.config.user_responses_create_params, "input": user.model_input()}
+        answer = await self.server_client.post(name, "/v1/responses", json=params, cookies=user.cookies)
+        await raise_for_status(answer)
+        user.cookies = _cookies_of(answer, user.cookies)
+        reply = _validated(NeMoGymResponse, await get_response_json(answer), f"user model server '{name}'")
+        user.said(reply.output_text)
+        return reply.output_text
+
+    async def _env_call(
+        self, path: str, body: dict[str, Any], rollout: Rollout, model: type[EnvAnswer]
+    ) -> EnvAnswer:
+        name = self.config.resources_server.name
+        answer = await self.server_client.post(name, path, json=body, cookies=rollout.resources_cookies)
+        await raise_for_status(answer)
+        rollout.resources_cookies = _cookies_of(answer, rollout.resources_cookies)
+        return _validated(model, await get_response_json(answer), f"environment '{name}' at {path}")
+
+    def _tool_outputs(self, step: EnvStepResponse) -> list[dict[str, Any]]:
+        where = f"environment '{self.config.resources_server.name}' in info.tool_outputs"
+        outputs = _validated(TOOL_OUTPUTS, step.info.get("tool_outputs") or [], where)
+        return [{"type": "function_call_output", **output.model_dump()} for output in outputs]
+
+
+def _user_message(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text, "type": "message"}
+
+
+def _validated(model: Any, value: Any, source: str) -> Any:
+    """`value` as `model` (a pydantic model or TypeAdapter); a peer's malformed answer is a 502."""
+    validate = model.validate_python if isinstance(model, TypeAdapter) else model.model_validate
+    try:
+        return validate(value)
+    except ValidationError as error:
+        raise GymError(
+            502,
+            "invalid_peer_response",
+            f"{source} answered something unexpected: {error.error_count()} problem(s), "
+            f"first: {_first_problem(error)}",
+        ) from error
+
+
+if __name__ == "__main__":
+    GymnasiumAgent.run_webserver()
