@@ -1,9 +1,9 @@
 """Every shipped server, started once by `gym run` from the shipped configs, for the reliability tests;
 the routes each one publishes in its OpenAPI document, and a tally of the answers the tests got.
 
-The deployment holds each resources server of `resources_servers/*/configs/*.yaml`, one simple agent, the
-three model servers (openai_model, vllm_model, replay_model, each from its own shipped config) and the head
-server. The models that call an LLM are pointed at the scripted upstream on 127.0.0.1, which answers every
+The deployment holds each resources server of `resources_servers/*/configs/*.yaml`, one simple agent, one
+gymnasium agent, the three model servers (openai_model, vllm_model, replay_model, each from its own shipped
+config) and the head server. The models that call an LLM are pointed at the scripted upstream on 127.0.0.1, which answers every
 unscripted request with a plain assistant message.
 """
 
@@ -25,8 +25,9 @@ from tests.helpers import REPO_ROOT, running_deployment
 from tests.upstream_script import ScriptedUpstream, fresh_model
 
 HEAD = "head_server"
-# One agent is enough: every environment ships the same simple_agent, only its resources server differs.
+# One agent of each kind is enough: environments ship the same agents, only their resources server differs.
 AGENT = "example_single_tool_call_simple_agent"
+GYMNASIUM_AGENT = "blackjack_gymnasium_agent"
 MODEL_CONFIGS = {
     "policy_model": "responses_api_models/openai_model/configs/openai_model.yaml",
     "vllm_policy_model": "responses_api_models/vllm_model/configs/vllm_model.yaml",
@@ -87,6 +88,8 @@ class Server:
                 "/run": self.data.row,
                 "/v1/responses": self.data.rollout["responses_create_params"],
                 "/verify": {**self.data.row, "response": self.data.rollout["response"]},
+                "/reset": self.data.row,
+                "/step": {**self.data.row, "response": self.data.rollout["response"]},
                 "/aggregate_metrics": {"verify_responses": [self.data.rollout]},
             }
             if route.template in shipped:
@@ -137,7 +140,7 @@ def shipped_instances() -> dict[str, Any]:
     config: dict[str, Any] = {}
     for path in sorted(REPO_ROOT.glob("resources_servers/*/configs/*.yaml")):
         for name, block in yaml.safe_load(path.read_text()).items():
-            if "resources_servers" in block or name == AGENT:
+            if "resources_servers" in block or name in (AGENT, GYMNASIUM_AGENT):
                 config[name] = block
     for name, path in MODEL_CONFIGS.items():
         config[name] = yaml.safe_load((REPO_ROOT / path).read_text())["policy_model"]

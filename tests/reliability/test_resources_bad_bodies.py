@@ -1,21 +1,20 @@
 """Every shipped resources server answers a malformed body with a 422 naming the field, never a 500.
 
-Each server is started once, from its shipped config, as a real subprocess. `/aggregate_metrics` must name
+The servers are those of the reliability suite's one deployment, each from its shipped config. `/aggregate_metrics` must name
 the element and field at fault; `/verify` must read an assistant message whose content is a plain string
 (as the Responses input side allows) instead of crashing on it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import ExitStack
 from typing import Any
 
 import pytest
 import yaml
 
 from nemo_gym.global_config import install_root
-from nemo_gym.testing import StartedServer, post_json, read_jsonl, response_with, run_resources_server
+from nemo_gym.testing import post_json, read_jsonl, response_with
+from tests.reliability.deployment import Server
 
 RESOURCES_SERVERS = install_root() / "resources_servers"
 SERVER_NAMES = sorted(folder.name for folder in RESOURCES_SERVERS.iterdir() if (folder / "app.py").is_file())
@@ -33,17 +32,16 @@ def shipped_resources_config(name: str) -> tuple[str, dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, StartedServer]]:
-    """Every resources server, from its shipped config, started once for the module."""
-    workdir = tmp_path_factory.mktemp("bad_bodies")
-    with ExitStack() as stack:
-        started = {}
-        for name in SERVER_NAMES:
-            instance, inner = shipped_resources_config(name)
-            started[name] = stack.enter_context(
-                run_resources_server(instance, workdir, implementation=name, **inner)
-            )
-        yield started
+def servers(every_server: dict[str, Server]) -> dict[str, Server]:
+    """Every resources server of the shared deployment (each from its shipped config), by folder name."""
+    return {name: every_server[shipped_resources_config(name)[0]] for name in SERVER_NAMES}
+
+
+def verifying(server: Server) -> Server:
+    """The server, if it grades through /verify; /reset + /step environments reward in /step instead."""
+    if "/verify" not in server.openapi["paths"]:
+        pytest.skip(f"{server.name} has no /verify: it rewards in /step")
+    return server
 
 
 def first_row(name: str) -> dict[str, Any]:
@@ -69,7 +67,7 @@ def plain_answer(text: str, role: str = "assistant") -> dict[str, Any]:
     ids=["no_reward", "text_reward", "null_reward", "not_a_list"],
 )
 async def test_a_malformed_verify_response_is_a_422_naming_the_field(
-    servers: dict[str, StartedServer], name: str, verify_responses: Any, loc: list, error_type: str
+    servers: dict[str, Server], name: str, verify_responses: Any, loc: list, error_type: str
 ) -> None:
     status, body = await post_json(
         servers[name].url + "/aggregate_metrics", {"verify_responses": verify_responses}
@@ -99,7 +97,7 @@ ODD_BUT_VALID = [
 
 
 @pytest.mark.parametrize("name", SERVER_NAMES)
-async def test_odd_but_valid_verify_responses_aggregate(servers: dict[str, StartedServer], name: str) -> None:
+async def test_odd_but_valid_verify_responses_aggregate(servers: dict[str, Server], name: str) -> None:
     url = servers[name].url + "/aggregate_metrics"
     status, body = await post_json(url, {"verify_responses": ODD_BUT_VALID})
     assert status == 200, body
@@ -116,11 +114,9 @@ async def test_odd_but_valid_verify_responses_aggregate(servers: dict[str, Start
 
 
 @pytest.mark.parametrize("name", SERVER_NAMES)
-async def test_plain_string_content_is_never_a_server_error(
-    servers: dict[str, StartedServer], name: str
-) -> None:
+async def test_plain_string_content_is_never_a_server_error(servers: dict[str, Server], name: str) -> None:
     status, body = await post_json(
-        servers[name].url + "/verify", {**first_row(name), "response": plain_answer("plain")}
+        verifying(servers[name]).url + "/verify", {**first_row(name), "response": plain_answer("plain")}
     )
     assert status < 500, body
     assert status == 422 or isinstance(body["reward"], float), body
@@ -131,7 +127,7 @@ async def test_plain_string_content_is_never_a_server_error(
     [("equivalence_rule", None), ("mcqa", "The answer is \\boxed{B}.")],
 )
 async def test_a_right_answer_as_plain_string_content_is_graded(
-    servers: dict[str, StartedServer], name: str, answer: str | None
+    servers: dict[str, Server], name: str, answer: str | None
 ) -> None:
     row = first_row(name)
     text = answer or row["expected_answer"]
