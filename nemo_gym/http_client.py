@@ -25,6 +25,7 @@ import orjson
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from nemo_gym.redaction import without_url_passwords
+from nemo_gym.text_extraction import one_line
 
 logger = logging.getLogger("nemo_gym.http")
 
@@ -128,18 +129,14 @@ def _failure_reason(error: BaseException, answered: bool) -> str:
     if isinstance(error, aiohttp.ClientPayloadError):
         if _closed_mid_body(error):
             return "connection closed mid-body"
-        return f"broken body ({_one_line(str(error.__cause__ or error))})"
+        return f"broken body ({one_line(str(error.__cause__ or error), MAX_REASON_CHARS, ellipsis='')})"
     if isinstance(error, aiohttp.ServerDisconnectedError):
         return "connection closed mid-body" if answered else "connection closed before an answer"
     if isinstance(error, aiohttp.ClientConnectorError):
         return f"cannot connect ({error.os_error.strerror or error.os_error})"
     if isinstance(error, aiohttp.ClientResponseError):
-        return f"not a valid HTTP answer ({_one_line(error.message)})"
-    return f"{type(error).__name__}: {_one_line(str(error))}"
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())[:MAX_REASON_CHARS]
+        return f"not a valid HTTP answer ({one_line(error.message, MAX_REASON_CHARS, ellipsis='')})"
+    return f"{type(error).__name__}: {one_line(str(error), MAX_REASON_CHARS, ellipsis='')}"
 
 
 def _closed_mid_body(error: aiohttp.ClientPayloadError) -> bool:

@@ -10,7 +10,6 @@ import logging
 from typing import Literal
 
 from fastapi import Request
-from grading import exact_score, grade
 from pydantic import ConfigDict, Field
 
 from nemo_gym.base_resources_server import (
@@ -20,6 +19,7 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from resources_servers.equivalence_rule.grading import exact_score, grade
 
 logger = logging.getLogger("equivalence_rule")
 

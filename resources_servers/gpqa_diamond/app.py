@@ -21,6 +21,7 @@ from nemo_gym.base_resources_server import (
 )
 from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
 from nemo_gym.reward_profile import compute_pass_majority_metrics, highest_k_metrics
+from nemo_gym.text_extraction import option_pairs
 from resources_servers.gpqa_diamond.grading import extract_letter
 
 logger = logging.getLogger("gpqa_diamond")
@@ -53,16 +54,6 @@ class GPQADiamondVerifyRequest(BaseVerifyRequest):
 class GPQADiamondVerifyResponse(BaseVerifyResponse):
     expected_answer: str
     extracted_answer: str | None
-
-
-def option_pairs(options: list[dict[str, str | None]]) -> tuple[tuple[str, str], ...]:
-    """(uppercased letter, text) of every option that has a text; an option written as null is no choice."""
-    return tuple(
-        (letter.strip().upper(), text)
-        for option in options
-        for letter, text in option.items()
-        if text is not None
-    )
 
 
 def template_patterns(template: TemplateMetadata | None) -> tuple[str, ...]:

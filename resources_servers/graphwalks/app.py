@@ -20,7 +20,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.reward_profile import compute_pass_majority_metrics, compute_subset_metrics, highest_k_metrics
+from nemo_gym.pass_at_k_metrics import pass_at_k_key_metrics, subset_pass_majority_metrics
 from resources_servers.graphwalks.grading import f1_score, parse_final_answer
 
 SUBSET_KEY = "problem_type"
@@ -75,20 +75,10 @@ class GraphWalksResourcesServer(SimpleResourcesServer):
         """pass@k over all tasks and per problem type (`problem_type=bfs/pass@1/accuracy`, ...).
 
         F1 is continuous, so pass@k is the best of the first k unless every score is 0 or 1."""
-        per_type = compute_subset_metrics(tasks, SUBSET_KEY)
-        return {
-            **compute_pass_majority_metrics(tasks),
-            **{f"{SUBSET_KEY}={key}": value for key, value in per_type.items()},
-        }
+        return subset_pass_majority_metrics(tasks, SUBSET_KEY, key_in_prefix=True)
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        key_metrics = {
-            name: agent_metrics[name]
-            for name in ("mean/input_tokens", "mean/output_tokens")
-            if name in agent_metrics
-        }
-        key_metrics.update(highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]", "pass@{k}"))
-        return key_metrics
+        return pass_at_k_key_metrics(agent_metrics)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
-from nemo_gym.reward_profile import compute_pass_majority_metrics, highest_k_metrics, is_metric
+from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
+from nemo_gym.reward_profile import compute_pass_majority_metrics, is_metric
 from resources_servers.hotpotqa_qa.grading import Grade, grade
 
 logger = logging.getLogger("hotpotqa_qa")
@@ -87,15 +88,7 @@ class HotpotQAResourcesServer(SimpleResourcesServer):
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         """Mean reward and tokens, the largest-k averages (no-answer rate too), pass@k and majority vote."""
-        keys = {
-            name: agent_metrics[name]
-            for name in ("mean/reward", "mean/input_tokens", "mean/output_tokens")
-            if name in agent_metrics
-        }
-        keys.update(highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]"))
-        best_of = highest_k_metrics(agent_metrics, "pass@{k}", "majority@{k}")
-        keys.update({key: value for key, value in best_of.items() if not key.endswith("/no_answer")})
-        return keys
+        return pass_at_k_key_metrics(agent_metrics, leading=("mean/reward", *TOKEN_MEANS))
 
 
 if __name__ == "__main__":

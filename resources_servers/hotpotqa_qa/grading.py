@@ -14,10 +14,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from nemo_gym.text_extraction import last_boxed
+
 _ARTICLES = re.compile(r"\b(?:a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
-_BOXED_OPEN = re.compile(r"\\boxed\s*\{")
-_BRACE = re.compile(r"[{}]")
 _TEXT_WRAPPER = re.compile(r"\\text\s*\{([^{}]*)\}")
 _ANSWER_LINE = re.compile(r"^[ \t>*_#]*(?:final )?answer[*_]*\s*:[ \t*_]*(.*)$", re.IGNORECASE | re.MULTILINE)
 # Answers that HotpotQA scores all-or-nothing: "yes" against "no" shares no credit.
@@ -78,20 +78,9 @@ def _json_answer(text: str) -> str | None:
 
 
 def _last_boxed(text: str) -> str | None:
-    r"""The brace-balanced content of the last `\boxed{...}` that closes, `\text{}` wrappers removed."""
-    box_braces = {opening.end() - 1 for opening in _BOXED_OPEN.finditer(text)}
-    if not box_braces:
-        return None
-    open_braces: list[int] = []
-    last: tuple[int, str] | None = None
-    for brace in _BRACE.finditer(text, min(box_braces)):
-        if brace.group() == "{":
-            open_braces.append(brace.start())
-        elif open_braces:
-            opened = open_braces.pop()
-            if opened in box_braces and (last is None or opened > last[0]):
-                last = (opened, text[opened + 1 : brace.start()])
-    return None if last is None else _TEXT_WRAPPER.sub(r"\1", last[1])
+    r"""The content of the last closed `\boxed{...}`, `\text{}` wrappers removed."""
+    content = last_boxed(text)
+    return None if content is None else _TEXT_WRAPPER.sub(r"\1", content)
 
 
 def _answer_line(text: str) -> str | None:

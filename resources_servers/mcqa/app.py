@@ -11,7 +11,6 @@ import logging
 from typing import Any, Literal
 
 from fastapi import Request
-from mcqa_grading import extract_answer
 from pydantic import BaseModel, ConfigDict, Field
 
 from nemo_gym.base_resources_server import (
@@ -22,6 +21,8 @@ from nemo_gym.base_resources_server import (
 )
 from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
 from nemo_gym.reward_profile import compute_pass_majority_metrics, highest_k_metrics
+from nemo_gym.text_extraction import option_pairs
+from resources_servers.mcqa.mcqa_grading import extract_answer
 
 logger = logging.getLogger("mcqa")
 
@@ -60,16 +61,6 @@ class MCQAVerifyRequest(BaseVerifyRequest):
 class MCQAVerifyResponse(BaseVerifyResponse):
     expected_answer: str
     extracted_answer: str | None
-
-
-def option_pairs(options: list[dict[str, str | None]]) -> tuple[tuple[str, str], ...]:
-    """(uppercased letter, text) for every option with a text; options written as null are not choices."""
-    return tuple(
-        (letter.strip().upper(), text)
-        for option in options
-        for letter, text in option.items()
-        if text is not None
-    )
 
 
 def regex_list(template: TemplateMetadata | None) -> tuple[str, ...]:

@@ -22,7 +22,7 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
-from nemo_gym.reward_profile import compute_pass_majority_metrics, compute_subset_metrics, highest_k_metrics
+from nemo_gym.pass_at_k_metrics import pass_at_k_key_metrics, subset_pass_majority_metrics
 from resources_servers.mrcr.grading import similarity
 
 logger = logging.getLogger("mrcr")
@@ -75,20 +75,10 @@ class MrcrResourcesServer(SimpleResourcesServer):
         """pass@k over all tasks and per needle count (`n_needles=4/pass@1/accuracy`, ...).
 
         The ratio is continuous, so pass@k is the best of the first k unless every score is 0 or 1."""
-        per_count = compute_subset_metrics(tasks, SUBSET_KEY)
-        return {
-            **compute_pass_majority_metrics(tasks),
-            **{f"{SUBSET_KEY}={key}": value for key, value in per_count.items()},
-        }
+        return subset_pass_majority_metrics(tasks, SUBSET_KEY, key_in_prefix=True)
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        key_metrics = {
-            name: agent_metrics[name]
-            for name in ("mean/input_tokens", "mean/output_tokens")
-            if name in agent_metrics
-        }
-        key_metrics.update(highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]", "pass@{k}"))
-        return key_metrics
+        return pass_at_k_key_metrics(agent_metrics)
 
 
 if __name__ == "__main__":

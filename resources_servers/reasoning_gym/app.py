@@ -12,7 +12,6 @@ import logging
 from typing import Any
 
 from fastapi import HTTPException, Request
-from grading import Grade, UnknownTaskError, grade
 from pydantic import BaseModel, ConfigDict, Field
 
 from nemo_gym.base_resources_server import (
@@ -22,7 +21,9 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
-from nemo_gym.reward_profile import compute_pass_majority_metrics, compute_subset_metrics, highest_k_metrics
+from nemo_gym.pass_at_k_metrics import subset_pass_majority_metrics
+from nemo_gym.reward_profile import highest_k_metrics
+from resources_servers.reasoning_gym.grading import Grade, UnknownTaskError, grade
 
 logger = logging.getLogger("reasoning_gym")
 
@@ -88,10 +89,7 @@ class ReasoningGymResourcesServer(SimpleResourcesServer):
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """pass@k / majority@k over all tasks, and the same per reasoning-gym task (`<task_name>/...`)."""
-        return {
-            **compute_pass_majority_metrics(tasks, answer_key="extracted_answer"),
-            **compute_subset_metrics(tasks, "task_name", answer_key="extracted_answer"),
-        }
+        return subset_pass_majority_metrics(tasks, "task_name", answer_key="extracted_answer")
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         key_metrics = {name: agent_metrics[name] for name in ("mean/reward",) if name in agent_metrics}

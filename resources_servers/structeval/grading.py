@@ -18,12 +18,12 @@ from typing import Any
 
 import yaml
 
+from nemo_gym.text_extraction import FENCE, one_line
+
 FORMATS = ("json", "yaml", "csv", "toml", "xml")
-FENCE = "```"
 BEGIN_CODE, END_CODE = "<|BEGIN_CODE|>", "<|END_CODE|>"
 CSV_HEADER_PREFIX = "csv::"
 REFUSED_XML_DECLARATIONS = ("<!doctype", "<!entity")
-MAX_MESSAGE_CHARS = 300
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -34,11 +34,6 @@ class StructGrade:
     raw_output_score: float
     error_type: str | None = None
     error_message: str | None = None
-
-
-def one_line(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= MAX_MESSAGE_CHARS else flat[: MAX_MESSAGE_CHARS - 1] + "…"
 
 
 def extract_document(text: str) -> str:

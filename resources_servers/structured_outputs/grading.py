@@ -18,9 +18,9 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
-FENCE = "```"
+from nemo_gym.text_extraction import closed_fenced_blocks, one_line
+
 JSON_FENCE_LABELS = ("", "json")
-MAX_MESSAGE_CHARS = 300
 MAX_SCHEMA_DEPTH = 64
 """JSON nesting of a schema; jsonschema recurses a dozen frames per level when it checks one."""
 
@@ -35,12 +35,6 @@ class Grade:
     schema_valid: bool
     validation_error: str | None
     schema_problem: str | None = None
-
-
-def one_line(text: str) -> str:
-    """Error text fit for a metrics table: one line, bounded."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= MAX_MESSAGE_CHARS else flat[: MAX_MESSAGE_CHARS - 1] + "…"
 
 
 def depth_of(value: Any) -> int:
@@ -78,13 +72,7 @@ def parse_json(text: str, max_depth: int) -> Any:
 
 def fenced_json_blocks(text: str) -> list[str]:
     """Contents of the closed ``` blocks labelled `json` or unlabelled, in order (a linear scan)."""
-    pieces = text.split(FENCE)
-    blocks = []
-    for inside in pieces[1:-1:2]:  # odd pieces lie between an opening and a closing fence
-        label, newline, body = inside.partition("\n")
-        if newline and label.strip().lower() in JSON_FENCE_LABELS:
-            blocks.append(body)
-    return blocks
+    return [body for label, body in closed_fenced_blocks(text) if label in JSON_FENCE_LABELS]
 
 
 def parse_answer(text: str, use_fences: bool, max_depth: int) -> Any:

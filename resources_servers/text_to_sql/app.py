@@ -25,12 +25,8 @@ from nemo_gym.base_resources_server import (
 from nemo_gym.config_types import ConfigError
 from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
 from nemo_gym.errors import GymError
-from nemo_gym.reward_profile import (
-    compute_pass_majority_metrics,
-    compute_subset_metrics,
-    default_key_metrics,
-    highest_k_metrics,
-)
+from nemo_gym.pass_at_k_metrics import subset_pass_majority_metrics
+from nemo_gym.reward_profile import default_key_metrics, highest_k_metrics
 from resources_servers.text_to_sql.sql_grading import SqlGrade, grade_sql, prepare_databases
 
 logger = logging.getLogger("text_to_sql")
@@ -106,10 +102,7 @@ class TextToSqlResourcesServer(SimpleResourcesServer):
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """pass@k and majority@k (votes on the extracted SQL text), overall and per `difficulty`."""
-        return {
-            **compute_pass_majority_metrics(tasks, answer_key="extracted_sql"),
-            **compute_subset_metrics(tasks, "difficulty", answer_key="extracted_sql"),
-        }
+        return subset_pass_majority_metrics(tasks, "difficulty", answer_key="extracted_sql")
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         return {

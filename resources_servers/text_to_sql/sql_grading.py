@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from nemo_gym.config_types import ConfigError
+from nemo_gym.text_extraction import closed_fenced_blocks, one_line
 
-FENCE = "```"
 PROGRESS_STEPS = 10_000
 MAX_VALUE_BYTES = 1_000_000
 FLOAT_DIGITS = 6
-MAX_MESSAGE_CHARS = 300
 ORDER_BY = re.compile(r"\border\s+by\b", re.IGNORECASE)
 READ_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
 DENIED_FUNCTIONS = {"load_extension"}
@@ -59,19 +58,13 @@ def prepare_databases(source: Path, build_dir: Path) -> dict[str, Path]:
     return databases
 
 
-def one_line(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= MAX_MESSAGE_CHARS else flat[: MAX_MESSAGE_CHARS - 1] + "…"
-
-
 def extract_sql(text: str) -> str | None:
     """The last closed ```sql block; else the last closed unlabelled block; else the whole text. Stripped
     of surrounding space and trailing semicolons; None when nothing is left."""
     labelled: dict[str, list[str]] = {"sql": [], "": []}
-    for inside in text.split(FENCE)[1:-1:2]:  # odd pieces lie between an opening and a closing fence
-        label, newline, body = inside.partition("\n")
-        if newline and label.strip().lower() in labelled:
-            labelled[label.strip().lower()].append(body)
+    for label, body in closed_fenced_blocks(text):
+        if label in labelled:
+            labelled[label].append(body)
     blocks = labelled["sql"] or labelled[""]
     sql = (blocks[-1] if blocks else text).strip().rstrip(";").strip()
     return sql or None

@@ -18,7 +18,7 @@ from nemo_gym.testing import (
     response_with,
     run_resources_server,
 )
-from resources_servers.gpqa_diamond.grading import extract_letter, last_boxed
+from resources_servers.gpqa_diamond.grading import extract_letter
 
 FOLDER = Path(__file__).resolve().parents[1]
 ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
@@ -102,9 +102,9 @@ def test_template_regex_comes_first(text, patterns, letter):
     assert extract_letter(text, FOUR, patterns) == letter
 
 
-def test_last_boxed_is_linear_on_many_unclosed_boxes():
-    assert last_boxed("\\boxed{" * 200_000) is None
-    assert last_boxed("\\boxed{\\boxed{B}}") == "B"
+def test_boxes_are_read_in_linear_time_and_the_inner_of_nested_boxes_wins():
+    assert extract_letter("\\boxed{" * 200_000, FOUR, ()) is None
+    assert extract_letter("\\boxed{A \\boxed{B}}", FOUR, ()) == "B"
 
 
 # ---- /verify over HTTP ----------------------------------------------------------------------------------

@@ -327,6 +327,8 @@ async def test_template_regex_maps_localized_letters(server, letter, expected):
 async def test_invalid_template_regex_falls_back_to_the_grading_mode(server):
     assert await grade(server, "\\boxed{B}", **with_regex("([unclosed")) == (1.0, "B")
     assert await grade(server, "\\boxed{B}", **with_regex(["([unclosed", "nothing here (X)"])) == (1.0, "B")
+    uncompilable = ["a{99999999999}", "(" * 1000 + ")" * 1000]  # a huge repeat, nesting too deep
+    assert await grade(server, "\\boxed{B}", **with_regex(uncompilable)) == (1.0, "B")
 
 
 async def test_template_regex_without_a_group_uses_the_whole_match(server):
@@ -349,6 +351,13 @@ async def test_a_catastrophic_template_regex_scores_zero_instead_of_hanging(hurr
     assert "answer extraction exceeded" in hurried_server.log()
     # The server is still usable afterwards.
     assert await grade(hurried_server, "\\boxed{B}") == (1.0, "B")
+
+
+async def test_thousands_of_unclosed_boxes_are_read_within_a_short_deadline(hurried_server):
+    # Scanning to the end of the text from each of the 30k openings would take far longer than 0.3 s.
+    text = "\\boxed{ " * 30_000 + "\\boxed{B}"
+    assert await grade(hurried_server, text) == (1.0, "B")
+    assert await grade(hurried_server, text, grading_mode="lenient_boxed") == (1.0, "B")
 
 
 # ---- verify: request validation -------------------------------------------------------------------------

@@ -23,8 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from grading import score  # noqa: E402  (the server's own scoring, so checked rows are winnable there)
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the install root, when run as a script
+# The server's own scoring, so checked rows are winnable there.
+from resources_servers.reasoning_gym.grading import score  # noqa: E402
 
 
 def parse_task(spec: str, default_count: int) -> tuple[str, int]:

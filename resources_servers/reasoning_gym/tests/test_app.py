@@ -22,10 +22,9 @@ from nemo_gym.testing import (
     run_instance,
     run_resources_server,
 )
+from resources_servers.reasoning_gym.scripts import generate_data
 
 FOLDER = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(FOLDER / "scripts"))
-import generate_data  # noqa: E402  (the generator script, imported to run its main in-process)
 
 INSTANCE = "reasoning_gym"
 COOKIE_NAME = f"ReasoningGymResourcesServer___{INSTANCE}"

@@ -17,7 +17,7 @@ from nemo_gym.testing import (
     response_with,
     run_resources_server,
 )
-from resources_servers.structured_outputs.grading import fenced_json_blocks, grade, one_line, strictified
+from resources_servers.structured_outputs.grading import fenced_json_blocks, grade, strictified
 
 FOLDER = Path(__file__).resolve().parents[1]
 ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
@@ -251,8 +251,3 @@ def test_fences_can_be_turned_off():
     text = '```json\n{"name": "Ada", "age": 36}\n```'
     assert grade(json.dumps(PERSON), text, True, True, MAX_CHARS, 64).schema_valid
     assert not grade(json.dumps(PERSON), text, True, False, MAX_CHARS, 64).parsed_ok
-
-
-def test_one_line_flattens_and_bounds_messages():
-    assert one_line("a\n  b\tc") == "a b c"
-    assert len(one_line("x" * 1000)) == 300
