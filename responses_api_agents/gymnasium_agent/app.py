@@ -15,9 +15,9 @@ tool calls the simulated user answers, and its reply is the policy's next user m
 If the prompt does not end with a user message, the simulated user opens the conversation.
 
 Compatible with NeMo Gym's gymnasium_agent (config keys, routes, request and answer shapes, cookie
-threading). It extends simple_agent for the model call, the cookies, usage sums, the rollout deadline and
-`max_concurrent_rollouts`; an environment answer that is not a valid reset/step answer is a 502 naming the
-problem; the user-simulator mode is new.
+threading). Like simple_agent it builds on `nemo_gym.rollout_agent` for the model calls (the user model's
+too), the cookies, usage sums, the rollout deadline and `max_concurrent_rollouts`; an environment answer
+that is not a valid reset/step answer is a 502 naming the problem; the user-simulator mode is new.
 """
 
 from __future__ import annotations
@@ -32,27 +32,27 @@ from nemo_gym.config_types import ModelServerRef
 from nemo_gym.errors import GymError
 from nemo_gym.http_client import get_response_json, raise_for_status
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
+from nemo_gym.rollout_agent import (
+    Rollout,
+    RolloutAgent,
+    RolloutAgentConfig,
+    RolloutRunRequest,
+    cookies_after,
+    first_problem,
+    summed_usage,
+)
 from responses_api_agents.gymnasium_agent.user_simulator import (
     DEFAULT_STOP_MARKER,
     DEFAULT_USER_SYSTEM_PROMPT,
     SimulatedUser,
     assistant_text,
 )
-from responses_api_agents.simple_agent.app import (
-    Rollout,
-    SimpleAgent,
-    SimpleAgentConfig,
-    SimpleAgentRunRequest,
-    _cookies_of,
-    _first_problem,
-    _summed_usage,
-)
 
 EnvAnswer = TypeVar("EnvAnswer", bound=BaseModel)
 TOOL_OUTPUTS = TypeAdapter(list[EnvToolOutput])
 
 
-class GymnasiumAgentConfig(SimpleAgentConfig):
+class GymnasiumAgentConfig(RolloutAgentConfig):
     max_steps: int = Field(default=10, ge=1, description="model turns per episode; then it is truncated")
     user_model_server: ModelServerRef | None = Field(default=None, description="plays the user if set")
     user_system_prompt: str = Field(
@@ -82,38 +82,45 @@ class GymnasiumRunResponse(BaseModel):
     info: dict[str, Any]
 
 
-class GymnasiumAgent(SimpleAgent):
+class GymnasiumAgent(RolloutAgent):
     config: GymnasiumAgentConfig
 
     async def responses(
         self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming
     ) -> NeMoGymResponse:
         """One model call, passed through with the caller's cookies."""
-        turn = Rollout(response={}, resources_cookies={}, model_cookies=dict(request.cookies))
-        answer = await self._as_rollout(
-            self._model_turn(body.model_dump(mode="json", exclude_unset=True), turn)
+        answer, cookies = await self.as_rollout(
+            self.model_turn(
+                self.config.model_server.name,
+                body.model_dump(mode="json", exclude_unset=True),
+                dict(request.cookies),
+            )
         )
-        for name, value in turn.model_cookies.items():
+        for name, value in cookies.items():
             response.set_cookie(name, value)
         return NeMoGymResponse.model_validate(answer)
 
-    async def run(self, request: Request, body: SimpleAgentRunRequest) -> GymnasiumRunResponse:
+    async def run(self, request: Request, body: RolloutRunRequest) -> GymnasiumRunResponse:
         row = body.model_dump(mode="json", exclude_unset=True)
-        return await self._as_rollout(self._episode(row, dict(request.cookies)))
+        return await self.as_rollout(self._episode(row, dict(request.cookies)))
 
     async def _episode(self, row: dict[str, Any], cookies: dict[str, str]) -> GymnasiumRunResponse:
-        rollout = Rollout(response={}, resources_cookies=dict(cookies), model_cookies=dict(cookies))
+        rollout = Rollout.starting(cookies)
         params = row["responses_create_params"]
         prompt, user = await self._open(row, rollout)
         new_items: list[dict[str, Any]] = []
         usage: dict[str, Any] | None = None
         step, reward, user_stopped = EnvStepResponse(), 0.0, False
         for _ in range(self.config.max_steps):
-            turn = await self._model_turn({**params, "input": [*prompt, *new_items]}, rollout)
+            turn, rollout.model_cookies = await self.model_turn(
+                self.config.model_server.name,
+                {**params, "input": [*prompt, *new_items]},
+                rollout.model_cookies,
+            )
             rollout.response = turn
             output = turn.get("output") or []
             new_items.extend(output)
-            usage = _summed_usage(usage, turn.get("usage"))
+            usage = summed_usage(usage, turn.get("usage"))
             step = await self._env_call("/step", {**row, "response": turn}, rollout, EnvStepResponse)
             reward += step.reward
             if step.terminated or step.truncated:
@@ -161,14 +168,11 @@ class GymnasiumAgent(SimpleAgent):
 
     async def _user_turn(self, user: SimulatedUser) -> str:
         """The simulated user's next message (the user model's output text)."""
-        name = self.config.user_model_server.name
         params = {**self.config.user_responses_create_params, "input": user.model_input()}
-        answer = await self.server_client.post(name, "/v1/responses", json=params, cookies=user.cookies)
-        await raise_for_status(answer)
-        user.cookies = _cookies_of(answer, user.cookies)
-        reply = _validated(NeMoGymResponse, await get_response_json(answer), f"user model server '{name}'")
-        user.said(reply.output_text)
-        return reply.output_text
+        turn, user.cookies = await self.model_turn(self.config.user_model_server.name, params, user.cookies)
+        text = NeMoGymResponse.model_validate(turn).output_text
+        user.said(text)
+        return text
 
     async def _env_call(
         self, path: str, body: dict[str, Any], rollout: Rollout, model: type[EnvAnswer]
@@ -176,7 +180,7 @@ class GymnasiumAgent(SimpleAgent):
         name = self.config.resources_server.name
         answer = await self.server_client.post(name, path, json=body, cookies=rollout.resources_cookies)
         await raise_for_status(answer)
-        rollout.resources_cookies = _cookies_of(answer, rollout.resources_cookies)
+        rollout.resources_cookies = cookies_after(answer, rollout.resources_cookies)
         return _validated(model, await get_response_json(answer), f"environment '{name}' at {path}")
 
     def _tool_outputs(self, step: EnvStepResponse) -> list[dict[str, Any]]:
@@ -199,7 +203,7 @@ def _validated(model: Any, value: Any, source: str) -> Any:
             502,
             "invalid_peer_response",
             f"{source} answered something unexpected: {error.error_count()} problem(s), "
-            f"first: {_first_problem(error)}",
+            f"first: {first_problem(error)}",
         ) from error
 
 

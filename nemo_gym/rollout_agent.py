@@ -1,0 +1,160 @@
+"""The base of agents that run rollouts against one resources server and one policy model server.
+
+Every such agent needs the same plumbing around its own loop: a model call that carries the model server's
+cookies from one turn to the next and refuses an answer that is not a Response, usage summed over turns,
+a wall-clock deadline per rollout, an optional cap on rollouts running at once, the cookies of both
+servers kept apart (`Rollout`), and `/aggregate_metrics` forwarded to the resources server. Agent folders
+(simple_agent, gymnasium_agent) subclass `RolloutAgent` and write only their loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from fastapi import FastAPI, Response
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
+
+from nemo_gym.base_resources_server import BaseRunRequest
+from nemo_gym.base_responses_api_agent import BaseResponsesAPIAgentConfig, SimpleResponsesAPIAgent
+from nemo_gym.config_types import AggregateMetricsRequest, ModelServerRef, ResourcesServerRef
+from nemo_gym.errors import GymError
+from nemo_gym.http_client import default_retry_policy, get_response_json, raise_for_status, response_cookies
+from nemo_gym.in_process import LocalResponse
+from nemo_gym.openai_utils import NeMoGymResponse
+
+USAGE_COUNTS = (("input_tokens",), ("output_tokens",), ("total_tokens",))
+USAGE_DETAIL_COUNTS = (
+    ("input_tokens_details", "cached_tokens"),
+    ("output_tokens_details", "reasoning_tokens"),
+)
+
+
+class RolloutAgentConfig(BaseResponsesAPIAgentConfig):
+    resources_server: ResourcesServerRef
+    model_server: ModelServerRef
+    rollout_deadline_s: float | None = Field(
+        default=None, gt=0, description="wall-clock budget of one rollout; default global_http_deadline_s"
+    )
+    max_concurrent_rollouts: int | None = Field(
+        default=None,
+        ge=1,
+        description="rollouts this process runs at once; more wait their turn within their deadline. "
+        "null = no limit",
+    )
+
+
+class RolloutRunRequest(BaseRunRequest):
+    """A task row: `responses_create_params` plus whatever fields its resources server reads."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+@dataclass
+class Rollout:
+    """What the loop produced, plus the cookies of both servers so each sees its own session throughout."""
+
+    response: dict[str, Any]
+    resources_cookies: dict[str, str]
+    model_cookies: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def starting(cls, cookies: dict[str, str]) -> Rollout:
+        """A rollout whose first calls to both servers carry the caller's cookies."""
+        return cls(response={}, resources_cookies=dict(cookies), model_cookies=dict(cookies))
+
+
+class RolloutAgent(SimpleResponsesAPIAgent):
+    config: RolloutAgentConfig
+
+    _rollout_slots: asyncio.Semaphore | contextlib.nullcontext = PrivateAttr(
+        default_factory=contextlib.nullcontext
+    )
+
+    def setup_webserver(self) -> FastAPI:
+        """A burst of rollouts far beyond what the CPU can start at once (say 10,000 arriving together) would
+        otherwise begin all their first steps in one go, and hold the event loop long enough for timers of
+        the early ones (a 10 s connect timeout) to fire; `max_concurrent_rollouts` keeps the rest queued."""
+        if self.config.max_concurrent_rollouts is not None:
+            self._rollout_slots = asyncio.Semaphore(self.config.max_concurrent_rollouts)
+        return super().setup_webserver()
+
+    async def aggregate_metrics(self, body: AggregateMetricsRequest) -> Response:
+        """Metrics are the resources server's business: forward the request to it."""
+        answer = await self.server_client.post(
+            self.config.resources_server.name, "/aggregate_metrics", json=body
+        )
+        await raise_for_status(answer)
+        return Response(await answer.read(), media_type="application/json")
+
+    async def model_turn(
+        self, server: str, params: dict[str, Any], cookies: dict[str, str]
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        """One `/v1/responses` call of model server `server`: its answer (refused with a 502 unless it is a
+        Response) and the cookies to send that server next."""
+        answer = await self.server_client.post(server, "/v1/responses", json=params, cookies=cookies)
+        await raise_for_status(answer)
+        cookies = cookies_after(answer, cookies)
+        turn = await get_response_json(answer)
+        try:
+            NeMoGymResponse.model_validate(turn)
+        except ValidationError as error:
+            raise GymError(
+                502,
+                "invalid_model_response",
+                f"model server '{server}' answered something that is not a Response: "
+                f"{error.error_count()} problem(s), first: {first_problem(error)}",
+            ) from error
+        return turn, cookies
+
+    async def as_rollout(self, work: Coroutine[Any, Any, Any]) -> Any:
+        """Run `work` once a rollout slot is free (`max_concurrent_rollouts`), all within the rollout's
+        deadline: waiting for the slot counts too, so nothing waits forever."""
+        deadline_s = self.config.rollout_deadline_s or default_retry_policy().deadline_s
+        rollout_deadline = asyncio.timeout(deadline_s)
+        try:
+            async with rollout_deadline, self._rollout_slots:
+                return await work
+        except TimeoutError as error:
+            if not rollout_deadline.expired():
+                raise  # a peer's call ran out of its own deadline: its error names the peer
+            raise GymError(
+                504, "timeout", f"the rollout did not finish within its {deadline_s:g}s deadline"
+            ) from error
+        finally:
+            work.close()  # discards it quietly if the deadline came while it was still waiting
+
+
+def cookies_after(answer: aiohttp.ClientResponse | LocalResponse, previous: dict[str, str]) -> dict[str, str]:
+    """The cookies to send next: the previous ones updated with those this answer set."""
+    return {**previous, **response_cookies(answer)}
+
+
+def summed_usage(total: dict[str, Any] | None, turn: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`total` (changed in place, or a copy of `turn` if it is the first) plus one turn's usage."""
+    if turn is None:
+        return total
+    if total is None:
+        return copy.deepcopy(turn)
+    for path in (*USAGE_COUNTS, *USAGE_DETAIL_COUNTS):
+        _add_at(total, turn, path)
+    return total
+
+
+def _add_at(total: dict[str, Any], turn: dict[str, Any], path: tuple[str, ...]) -> None:
+    *parents, leaf = path
+    for key in parents:
+        total[key] = total.get(key) or {}
+        total, turn = total[key], turn.get(key) or {}
+    total[leaf] = (total.get(leaf) or 0) + (turn.get(leaf) or 0)
+
+
+def first_problem(error: ValidationError) -> str:
+    """Where and what the first problem of a peer's malformed answer is, for the 502 that names it."""
+    problem = error.errors()[0]
+    return f"{'.'.join(map(str, problem['loc']))}: {problem['msg']}"
