@@ -13,7 +13,6 @@ from typing import Any
 
 from fastapi import Body, FastAPI, HTTPException, Request
 from pydantic import BaseModel, Field, PrivateAttr
-from workspace import UnknownToolError, Workspace, replay_reward
 
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
@@ -26,6 +25,7 @@ from nemo_gym.base_resources_server import (
 from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
 from nemo_gym.reward_profile import compute_pass_majority_metrics, compute_subset_metrics, highest_k_metrics
 from nemo_gym.sessions import SessionStore, get_session_id
+from resources_servers.workplace_assistant.workspace import UnknownToolError, Workspace, replay_reward
 
 logger = logging.getLogger("workplace_assistant")
 

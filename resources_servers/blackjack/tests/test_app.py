@@ -22,7 +22,6 @@ from nemo_gym.testing import (
     run_resources_server,
 )
 from resources_servers.blackjack.game import hand_value, new_deck, outcome, parse_action, play_dealer
-from responses_api_agents.gymnasium_agent.app import GymnasiumAgentConfig
 
 FOLDER = Path(__file__).resolve().parents[1]
 ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
@@ -239,9 +238,8 @@ def test_config_wires_the_agent_the_rows_name_to_the_environment():
     resources = instances["blackjack"].get_inner_run_server_config()
     assert (resources.entrypoint, resources.domain) == ("app.py", "games")
     agent_name = ROWS[0]["agent_ref"]["name"]
-    inner = config[agent_name]["responses_api_agents"]["gymnasium_agent"]
-    agent = GymnasiumAgentConfig.model_validate({**inner, "name": agent_name, "host": "127.0.0.1", "port": 0})
-    assert (agent.resources_server.name, agent.model_server.name, agent.max_steps) == (
+    agent = config[agent_name]["responses_api_agents"]["gymnasium_agent"]
+    assert (agent["resources_server"]["name"], agent["model_server"]["name"], agent["max_steps"]) == (
         "blackjack",
         "policy_model",
         5,

@@ -18,7 +18,6 @@ from nemo_gym.testing import (
     response_with,
     run_resources_server,
 )
-from responses_api_agents.gymnasium_agent.app import GymnasiumAgentConfig
 
 FOLDER = Path(__file__).resolve().parents[1]
 ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
@@ -104,11 +103,6 @@ async def test_recorded_rollouts_follow_the_rules(env, rollout):
     assert (steps[-1].terminated, steps[-1].truncated) == (rollout["terminated"], rollout["truncated"])
 
 
-def agent_block(config: dict, instance: str) -> GymnasiumAgentConfig:
-    inner = config[instance]["responses_api_agents"]["gymnasium_agent"]
-    return GymnasiumAgentConfig.model_validate({**inner, "name": instance, "host": "127.0.0.1", "port": 0})
-
-
 @pytest.mark.parametrize(
     ("config_name", "agent_instance", "rows_file"),
     [
@@ -125,13 +119,13 @@ def test_configs_wire_the_agent_the_rows_name_to_the_environment(config_name, ag
     instances = {name: validate_server_instance_config(name, block) for name, block in config.items()}
     resources = instances["example_multi_turn_gymnasium"].get_inner_run_server_config()
     assert (resources.entrypoint, resources.domain) == ("app.py", "knowledge")
-    agent = agent_block(config, agent_instance)
-    assert agent.resources_server.name == "example_multi_turn_gymnasium" and agent.max_steps == 5
-    assert agent.model_server.name == "policy_model"
+    agent = config[agent_instance]["responses_api_agents"]["gymnasium_agent"]
+    assert agent["resources_server"]["name"] == "example_multi_turn_gymnasium" and agent["max_steps"] == 5
+    assert agent["model_server"]["name"] == "policy_model"
     (dataset,) = instances[agent_instance].datasets
     assert (install_root() / dataset.jsonl_fpath).read_bytes() == (FOLDER / "data" / rows_file).read_bytes()
     rows = read_jsonl(FOLDER / "data" / rows_file)
     assert {row["agent_ref"]["name"] for row in rows} == {agent_instance}
     assert [{**row, "agent_ref": None} for row in rows] == [{**row, "agent_ref": None} for row in ROWS]
-    user_model = agent.user_model_server
-    assert (user_model and user_model.name) == ("policy_model" if "user_sim" in config_name else None)
+    user_model = agent.get("user_model_server")
+    assert (user_model and user_model["name"]) == ("policy_model" if "user_sim" in config_name else None)

@@ -13,7 +13,6 @@ from nemo_gym.config_types import validate_server_instance_config
 from nemo_gym.global_config import install_root
 from nemo_gym.testing import StartedServer, message_item, read_jsonl, response_with, run_resources_server
 from resources_servers.grl_sokoban.sokoban import MOVES, Board, parse_moves
-from responses_api_agents.gymnasium_agent.app import GymnasiumAgentConfig
 
 FOLDER = Path(__file__).resolve().parents[1]
 ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
@@ -205,9 +204,11 @@ def test_config_wires_the_agent_the_rows_name_to_the_environment():
         MAX_MOVES,
     )
     agent_name = ROWS[0]["agent_ref"]["name"]
-    inner = config[agent_name]["responses_api_agents"]["gymnasium_agent"]
-    agent = GymnasiumAgentConfig.model_validate({**inner, "name": agent_name, "host": "127.0.0.1", "port": 0})
-    assert (agent.resources_server.name, agent.max_steps) == ("grl_sokoban_resources_server", MAX_TURNS)
+    agent = config[agent_name]["responses_api_agents"]["gymnasium_agent"]
+    assert (agent["resources_server"]["name"], agent["max_steps"]) == (
+        "grl_sokoban_resources_server",
+        MAX_TURNS,
+    )
     (dataset,) = instances[agent_name].datasets
     assert (install_root() / dataset.jsonl_fpath).read_bytes() == (
         FOLDER / "data" / "example.jsonl"
