@@ -25,14 +25,27 @@ LEFTOVER_POLL_S = 0.1
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`-n 2 --dist loadgroup`) each test file stays on one worker, so its module
-    fixtures start their servers once; the reliability suite shares one deployment, so it is one group."""
+    """Under pytest-xdist (`-n 2 --dist loadgroup`) the tests of a file that share module fixtures stay on
+    one worker, so those fixtures start their servers once; the reliability suite shares one deployment,
+    so it is one group; any other test goes wherever a worker is free."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            group = "reliability" if item.path.parent.name == "reliability" else str(item.path)
-            item.add_marker(pytest.mark.xdist_group(group))
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        if item.path.parent.name == "reliability":
+            group = "reliability"
+        elif uses_shared_fixtures(item):
+            group = str(item.path)
+        else:
+            group = item.nodeid
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def uses_shared_fixtures(item: pytest.Item) -> bool:
+    """Whether a fixture of the test lives for its module (or class): worth keeping its tests together."""
+    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    return any(defs and defs[-1].scope in ("module", "package", "class") for defs in definitions.values())
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

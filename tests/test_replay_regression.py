@@ -2,7 +2,7 @@
 the recorded rollouts as the policy, must give the rewards recorded in those rollouts.
 
 An environment takes part when its folder has configs/<name>.yaml (with a simple_agent serving the
-example dataset) and data/example_rollouts.jsonl with rewards.
+example dataset) and data/example_rollouts.jsonl with rewards, and it grades without a judge model.
 """
 
 from __future__ import annotations
@@ -36,6 +36,16 @@ def example_agent(config_path: Path) -> tuple[str, str]:
             if dataset.get("type") == "example":
                 return name, dataset["jsonl_fpath"]
     pytest.skip(f"{config_path} has no simple_agent with an example dataset")
+
+
+def grades_with_a_judge(config_path: Path) -> bool:
+    """Whether the environment asks a judge model on every verify (math_with_judge only when
+    `should_use_judge` is on): replay_model holds the policy's turns, not the judge's."""
+    return any(
+        "judge_model_server" in inner and inner.get("should_use_judge", True)
+        for block in yaml.safe_load(config_path.read_text()).values()
+        for inner in ((block or {}).get("resources_servers") or {}).values()
+    )
 
 
 def ends(rollout: dict) -> bool:
@@ -74,6 +84,8 @@ def test_replayed_rollouts_earn_their_recorded_rewards(folder: Path, tmp_path: P
     if not expected:
         pytest.skip("the recorded rollouts carry no rewards")
     config = folder / "configs" / f"{folder.name}.yaml"
+    if grades_with_a_judge(config):
+        pytest.skip("graded by a judge model; its own tests replay the recorded verdicts")
     agent, dataset = example_agent(config)
     tasks = [orjson.loads(line) for line in (REPO_ROOT / dataset).read_bytes().splitlines() if line.strip()]
     replayable = [task for task in tasks if prompt_key(task) in expected]
