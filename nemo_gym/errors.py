@@ -83,6 +83,13 @@ def _nested_too_deeply(error: BaseException) -> bool:
     return isinstance(error, orjson.JSONEncodeError) and "Recursion limit" in str(error)
 
 
+def _retry_after(error: Exception) -> list[tuple[bytes, bytes]]:
+    """A peer's `Retry-After` goes back with its status: a 429 passed on is only useful with its wait."""
+    if isinstance(error, HTTPStatusError) and error.headers and (value := error.headers.get("Retry-After")):
+        return [(b"retry-after", value.encode("latin-1", errors="replace"))]
+    return []
+
+
 class ErrorEnvelopeMiddleware:
     """Pure ASGI middleware turning an escaped exception into the error body (if nothing was sent yet)."""
 
@@ -115,14 +122,11 @@ class ErrorEnvelopeMiddleware:
                 # One line, classified, with the status answered: the failure is the peer's, not a bug here.
                 logger.warning("%s: %s (%d)", self.server_label, body["error"]["message"], status)
             payload = orjson.dumps(body)
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+            ]
             await send(
-                {
-                    "type": "http.response.start",
-                    "status": status,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(payload)).encode()),
-                    ],
-                }
+                {"type": "http.response.start", "status": status, "headers": headers + _retry_after(error)}
             )
             await send({"type": "http.response.body", "body": payload})

@@ -326,6 +326,15 @@ async def test_a_retry_after_beyond_the_deadline_fails_at_once_as_rate_limited(s
     assert time.monotonic() - started < 1.0, "no point waiting for a retry the deadline cannot hold"
 
 
+async def test_a_model_server_passes_the_upstream_retry_after_on_to_the_judge(stack):
+    """openai_model answers the upstream's 429 with its Retry-After, so a wait past the deadline is known at
+    once; without the header the layer would back off briefly and succeed on its second call."""
+    stack.storm.script({"status": 429, "retry_after": 60}, {"output": [assistant_message(EQUAL)]})
+    failure = (await verify(stack.storm))["judge_failure"]
+    assert (failure["kind"], failure["attempts"]) == ("rate_limited", 1), failure
+    assert len(stack.storm.received()) == 1
+
+
 # ---- shared limits, config -----------------------------------------------------------------------------
 
 
