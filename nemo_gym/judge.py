@@ -36,6 +36,7 @@ from nemo_gym.openai_utils import (
 )
 from nemo_gym.redaction import without_url_passwords
 from nemo_gym.server_utils import ServerClient
+from nemo_gym.text_extraction import one_line
 
 logger = logging.getLogger("nemo_gym.judge")
 
@@ -355,7 +356,7 @@ def _error_detail(body: bytes) -> tuple[str | None, str]:
 
 
 def _one_line(text: str) -> str:
-    return without_url_passwords(" ".join(text.split()))[:MAX_MESSAGE_CHARS]
+    return one_line(without_url_passwords(text), MAX_MESSAGE_CHARS, ellipsis="")
 
 
 def last_assistant_text(response: NeMoGymResponse) -> str:

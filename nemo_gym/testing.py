@@ -16,11 +16,12 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import yaml
@@ -124,6 +125,66 @@ def run_instance(
     instance_env = {"NEMO_GYM_CONFIG_FILE": str(config_file), "NEMO_GYM_CONFIG_PATH": instance_name}
     with run_server([str(app_path)], workdir, {**instance_env, **(env or {})}, cwd=app_path.parent) as server:
         yield server
+
+
+class ScriptedModels(Protocol):
+    """The control side of the scripted upstream LLM (tests/upstream_script.py `ScriptedUpstream`)."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    def script(self, model: str, steps: list[dict[str, Any]]) -> None: ...
+
+    def requests(self, model: str) -> list[dict[str, Any]]: ...
+
+    def clear(self, model: str) -> None: ...
+
+
+JUDGE_MODEL_REF = {"type": "responses_api_models", "name": "judge_model"}
+
+
+@dataclass
+class ScriptedJudge:
+    """A judge model for a test: an openai_model instance `judge_model` in front of the scripted upstream.
+
+    `config` holds that instance with its bound port; merge it into the config of a resources server whose
+    `judge_model_server` is `JUDGE_MODEL_REF`.
+    """
+
+    upstream: ScriptedModels
+    model: str
+    config: dict[str, Any]
+    seen_before: int = 0
+
+    def script(self, *answers: str | dict) -> None:
+        """One upstream answer per judge call, replacing what was left: the judge's text, or a raw step."""
+        self.upstream.clear(self.model)
+        self.seen_before = len(self.upstream.requests(self.model))
+        steps = [a if isinstance(a, dict) else {"output": [message_item(a)]} for a in answers]
+        self.upstream.script(self.model, steps)
+
+    def requests(self) -> list[dict]:
+        """The request bodies the judge model received since the last `script`."""
+        return [entry["body"] for entry in self.upstream.requests(self.model)[self.seen_before :]]
+
+
+@contextmanager
+def run_scripted_judge(upstream: ScriptedModels, workdir: Path) -> Iterator[ScriptedJudge]:
+    """Start the `judge_model` openai_model server on a model name of its own on `upstream`."""
+    model = f"judge-{uuid.uuid4().hex}"
+    config = {
+        "judge_model": instance_config(
+            "responses_api_models",
+            "openai_model",
+            openai_base_url=upstream.base_url,
+            openai_api_key="sk-judge-test",
+            openai_model=model,
+            max_retries=1,
+        )
+    }
+    with run_instance(config, "judge_model", workdir) as started:
+        config["judge_model"]["responses_api_models"]["openai_model"]["port"] = started.port
+        yield ScriptedJudge(upstream, model, config)
 
 
 def read_jsonl(path: Path) -> list[dict]:

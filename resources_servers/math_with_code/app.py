@@ -22,7 +22,8 @@ from nemo_gym.base_resources_server import (
 )
 from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseFunctionToolCall, assistant_texts
-from nemo_gym.reward_profile import compute_pass_majority_metrics, highest_k_metrics
+from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
+from nemo_gym.reward_profile import compute_pass_majority_metrics
 from nemo_gym.sandbox import SandboxLimits, resolve_isolation, run_sandboxed
 from resources_servers.math_with_code.grading import Grade, grade
 
@@ -113,12 +114,7 @@ class MathWithCodeResourcesServer(SimpleResourcesServer):
         return compute_pass_majority_metrics(tasks, answer_key="extracted_answer")
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        names = ("mean/input_tokens", "mean/output_tokens", "mean/num_tool_calls")
-        key_metrics = {name: agent_metrics[name] for name in names if name in agent_metrics}
-        key_metrics.update(highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]"))
-        chosen = highest_k_metrics(agent_metrics, "pass@{k}", "majority@{k}")
-        key_metrics.update({name: value for name, value in chosen.items() if not name.endswith("/no_answer")})
-        return key_metrics
+        return pass_at_k_key_metrics(agent_metrics, leading=(*TOKEN_MEANS, "mean/num_tool_calls"))
 
 
 def final_text(response: NeMoGymResponse) -> str:

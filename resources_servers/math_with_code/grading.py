@@ -12,6 +12,8 @@ from typing import NamedTuple
 
 from math_verify import LatexExtractionConfig, parse, verify
 
+from nemo_gym.text_extraction import last_boxed
+
 logging.getLogger("math_verify").setLevel(logging.ERROR)
 
 BOXED = "\\boxed{"
@@ -21,29 +23,6 @@ TARGETS = (LatexExtractionConfig(),)
 class Grade(NamedTuple):
     reward: float
     extracted_answer: str | None
-
-
-def last_boxed(text: str) -> str | None:
-    """The content of the last `\\boxed{...}` whose braces close, else None."""
-    start = text.rfind(BOXED)
-    while start >= 0:
-        content = _balanced(text, start + len(BOXED))
-        if content is not None:
-            return content
-        start = text.rfind(BOXED, 0, start)
-    return None
-
-
-def _balanced(text: str, position: int) -> str | None:
-    depth = 1
-    for index in range(position, len(text)):
-        if text[index] == "{":
-            depth += 1
-        elif text[index] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[position:index]
-    return None
 
 
 def grade(expected_answer: str, final_text: str) -> Grade:

@@ -32,7 +32,8 @@ from nemo_gym.judge import (
     judge_failure_metrics,
 )
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming, assistant_texts
-from nemo_gym.reward_profile import compute_pass_majority_metrics, highest_k_metrics, is_metric
+from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
+from nemo_gym.reward_profile import compute_pass_majority_metrics, is_metric
 from resources_servers.math_with_judge.grading import Grade, grade
 
 logger = logging.getLogger("math_with_judge")
@@ -181,18 +182,7 @@ class MathWithJudgeResourcesServer(SimpleResourcesServer):
         }
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        key_metrics = {
-            name: agent_metrics[name]
-            for name in ("mean/input_tokens", "mean/output_tokens", JUDGE_FAILURE_RATE_KEY)
-            if name in agent_metrics
-        }
-        key_metrics.update(highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]"))
-        for family in ("pass@{k}", "majority@{k}"):
-            chosen = highest_k_metrics(agent_metrics, family)
-            key_metrics.update(
-                {name: value for name, value in chosen.items() if not name.endswith("/no_answer")}
-            )
-        return key_metrics
+        return pass_at_k_key_metrics(agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY))
 
 
 def _scores(rollout: dict[str, Any]) -> dict[str, float]:

@@ -30,7 +30,7 @@ from nemo_gym.judge import (
     last_assistant_text,
 )
 from nemo_gym.openai_utils import NeMoGymResponse
-from nemo_gym.reward_profile import highest_k_metrics
+from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
 from resources_servers.simpleqa.simpleqa_grading import Verdict, load_prompt, parse_grade, simpleqa_metrics
 
 FOLDER = Path(__file__).resolve().parent
@@ -130,12 +130,9 @@ class SimpleQAResourcesServer(SimpleResourcesServer):
         return {**simpleqa_metrics(tasks), **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        keys = ("mean/input_tokens", "mean/output_tokens", JUDGE_FAILURE_RATE_KEY)
-        key_metrics = {name: agent_metrics[name] for name in keys if name in agent_metrics}
-        key_metrics.update(highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]"))
-        chosen = highest_k_metrics(agent_metrics, "pass@{k}")
-        key_metrics.update({name: value for name, value in chosen.items() if not name.endswith("/no_answer")})
-        return key_metrics
+        return pass_at_k_key_metrics(
+            agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY), best_of=("pass@{k}",)
+        )
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
-from nemo_gym.reward_profile import compute_pass_majority_metrics, compute_subset_metrics, highest_k_metrics
+from nemo_gym.pass_at_k_metrics import subset_pass_majority_metrics
+from nemo_gym.reward_profile import highest_k_metrics
 from nemo_gym.sessions import SessionStore, get_session_id
 from resources_servers.workplace_assistant.workspace import UnknownToolError, Workspace, replay_reward
 
@@ -133,9 +134,7 @@ class WorkplaceAssistantResourcesServer(SimpleResourcesServer):
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """pass@k overall and per task category (email, calendar, CRM, ...)."""
-        metrics = compute_pass_majority_metrics(tasks)
-        metrics.update(compute_subset_metrics(tasks, "category"))
-        return metrics
+        return subset_pass_majority_metrics(tasks, "category")
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         key = {name: value for name, value in agent_metrics.items() if name == "mean/reward"}

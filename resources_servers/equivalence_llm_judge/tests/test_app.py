@@ -15,6 +15,8 @@ from pydantic import ValidationError
 
 from nemo_gym.config_types import ConfigError
 from nemo_gym.testing import (
+    JUDGE_MODEL_REF,
+    ScriptedJudge,
     StartedServer,
     check_environment_config,
     instance_config,
@@ -22,10 +24,11 @@ from nemo_gym.testing import (
     read_jsonl,
     response_with,
     run_instance,
+    run_scripted_judge,
 )
 from resources_servers.equivalence_llm_judge.app import EquivalenceLLMJudgeConfig
 from resources_servers.equivalence_llm_judge.equivalence_judging import load_template, regex_extract
-from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, reasoning
+from tests.upstream_script import ScriptedUpstream, assistant_message, reasoning
 
 FOLDER = Path(__file__).resolve().parents[1]
 NAME = "equivalence_llm_judge"
@@ -33,7 +36,6 @@ ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
 ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
 SHIPPED = yaml.safe_load((FOLDER / "configs" / f"{NAME}.yaml").read_text())[NAME]["resources_servers"][NAME]
 EQUAL, NOT_EQUAL = "[[A=B]]", "[[A!=B]]"
-JUDGE_REF = {"type": "responses_api_models", "name": "judge_model"}
 LENGTH_THRESHOLD = 20
 FEATURED = {
     "judge_system_message": "You grade short answers.",
@@ -55,46 +57,24 @@ FEATURED = {
 class Judged:
     shipped: StartedServer
     featured: StartedServer
-    upstream: ScriptedUpstream
-    model: str
-    seen_before: int = 0
-
-    def script(self, *verdicts: str | dict) -> None:
-        """One upstream answer per judge call: a verdict text, or a raw step."""
-        self.upstream.clear(self.model)
-        self.seen_before = len(self.upstream.requests(self.model))
-        steps = [v if isinstance(v, dict) else {"output": [assistant_message(v)]} for v in verdicts]
-        self.upstream.script(self.model, steps)
-
-    def judge_requests(self) -> list[dict]:
-        return [entry["body"] for entry in self.upstream.requests(self.model)[self.seen_before :]]
+    judge: ScriptedJudge
 
 
 @pytest.fixture(scope="module")
 def judged(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judged]:
     workdir = tmp_path_factory.mktemp(NAME)
-    model = fresh_model("llm-judge")
-    config: dict[str, Any] = {
-        "judge_model": instance_config(
-            "responses_api_models",
-            "openai_model",
-            openai_base_url=scripted_upstream.base_url,
-            openai_api_key="sk-equivalence",
-            openai_model=model,
-            max_retries=1,
-        )
-    }
     with ExitStack() as servers:
-        judge_model = servers.enter_context(run_instance(config, "judge_model", workdir))
-        config["judge_model"]["responses_api_models"]["openai_model"]["port"] = judge_model.port
-        shipped = {**SHIPPED, "judge_model_server": JUDGE_REF}
-        config["shipped"] = instance_config("resources_servers", NAME, **shipped)
-        config["featured"] = instance_config("resources_servers", NAME, **{**shipped, **FEATURED})
+        judge = servers.enter_context(run_scripted_judge(scripted_upstream, workdir))
+        shipped = {**SHIPPED, "judge_model_server": JUDGE_MODEL_REF}
+        config = {
+            **judge.config,
+            "shipped": instance_config("resources_servers", NAME, **shipped),
+            "featured": instance_config("resources_servers", NAME, **{**shipped, **FEATURED}),
+        }
         yield Judged(
             shipped=servers.enter_context(run_instance(config, "shipped", workdir)),
             featured=servers.enter_context(run_instance(config, "featured", workdir)),
-            upstream=scripted_upstream,
-            model=model,
+            judge=judge,
         )
 
 
@@ -127,7 +107,7 @@ def judged_pair(judge_request: dict) -> tuple[str, str]:
 
 
 async def test_an_equal_verdict_earns_1_with_the_declared_fields(judged):
-    judged.script(f"Both name Shakespeare. {EQUAL} they are equivalent")
+    judged.judge.script(f"Both name Shakespeare. {EQUAL} they are equivalent")
     result = await verify(judged.shipped, body("Shakespeare", assistant_message("William Shakespeare")))
     assert set(result) == {
         "responses_create_params",
@@ -144,7 +124,7 @@ async def test_an_equal_verdict_earns_1_with_the_declared_fields(judged):
     )
     (evaluation,) = result["judge_evaluations"]
     assert evaluation["verdict_label"] == EQUAL
-    (sent,) = judged.judge_requests()
+    (sent,) = judged.judge.requests()
     assert [item["role"] for item in sent["input"]] == ["user"], "no system message unless configured"
     assert judged_pair(sent) == ("Shakespeare", "William Shakespeare")
     assert "QUESTION:\nQuestion: Who wrote Hamlet?\n" in prompt_of(sent)
@@ -163,43 +143,43 @@ async def test_an_equal_verdict_earns_1_with_the_declared_fields(judged):
     ids=["not_equal", "equal_first", "not_equal_first", "no_label", "last_item_not_a_message"],
 )
 async def test_the_verdict_is_the_first_label_of_the_last_output_item(judged, verdict, reward, label):
-    judged.script(verdict)
+    judged.judge.script(verdict)
     result = await verify(judged.shipped, body("Shakespeare", assistant_message("Marlowe")))
     assert result["reward"] == reward and result["judge_failure"] is None
     assert [evaluation["verdict_label"] for evaluation in result["judge_evaluations"]] == [label]
 
 
 async def test_the_last_assistant_message_is_judged_with_its_parts_joined_by_newlines(judged):
-    judged.script(EQUAL)
+    judged.judge.script(EQUAL)
     second = {**assistant_message("Part one."), "id": "msg_2"}
     second["content"].append({"type": "output_text", "text": "Part two.", "annotations": []})
     request = body("x", assistant_message("an earlier message"), reasoning("thinking"), second)
     await verify(judged.shipped, request)
-    assert judged_pair(judged.judge_requests()[0])[1] == "Part one.\nPart two."
+    assert judged_pair(judged.judge.requests()[0])[1] == "Part one.\nPart two."
 
 
 @pytest.mark.parametrize("items", [(), (reasoning("only thinking"),)], ids=["empty_output", "no_message"])
 async def test_no_answer_is_judged_as_the_extraction_failure_message(judged, items):
-    judged.script(NOT_EQUAL)
+    judged.judge.script(NOT_EQUAL)
     result = await verify(judged.shipped, body("Shakespeare", *items))
     assert result["reward"] == 0.0
-    assert judged_pair(judged.judge_requests()[0])[1] == "[NO VALID ANSWER EXTRACTED]"
+    assert judged_pair(judged.judge.requests()[0])[1] == "[NO VALID ANSWER EXTRACTED]"
 
 
 async def test_the_expected_answer_may_come_from_the_metadata(judged):
-    judged.script(EQUAL)
+    judged.judge.script(EQUAL)
     result = await verify(judged.shipped, body(None, assistant_message("7"), metadata={"expected_answer": 7}))
     assert result["expected_answer"] == "7"
-    assert judged_pair(judged.judge_requests()[0])[0] == "7"
+    assert judged_pair(judged.judge.requests()[0])[0] == "7"
 
 
 async def test_a_failed_judgment_is_reported_not_scored_and_counted_in_the_metrics(judged):
-    judged.script({"status": 400, "body": {"error": {"message": "context length exceeded"}}})
+    judged.judge.script({"status": 400, "body": {"error": {"message": "context length exceeded"}}})
     failed = await verify(judged.shipped, body("Shakespeare", assistant_message("Shakespeare")))
     assert failed["reward"] == 0.0 and failed["judge_evaluations"] == []
     assert failed["judge_failure"]["kind"] == "upstream_error"
     assert "context length exceeded" in failed["judge_failure"]["message"]
-    judged.script(EQUAL)
+    judged.judge.script(EQUAL)
     passed = await verify(judged.shipped, body("Shakespeare", assistant_message("Shakespeare")))
     rollouts = [
         {**rollout, "_ng_task_index": 0, "_ng_rollout_index": index}
@@ -233,10 +213,10 @@ async def test_a_mistyped_row_field_is_a_422_naming_it(judged, change, field):
 
 
 async def test_the_swap_check_asks_again_with_the_answers_swapped(judged):
-    judged.script(EQUAL, f"on reflection {NOT_EQUAL}")
+    judged.judge.script(EQUAL, f"on reflection {NOT_EQUAL}")
     result = await verify(judged.featured, body("Shakespeare", assistant_message("Will Shakespeare")))
     assert result["reward"] == -1.0, "reward_if_swap_fails"
-    first, second = judged.judge_requests()
+    first, second = judged.judge.requests()
     assert judged_pair(first) == ("Shakespeare", "Will Shakespeare")
     assert judged_pair(second) == ("Will Shakespeare", "Shakespeare")
     assert first["input"][0] == {"role": "system", "content": "You grade short answers."}
@@ -245,12 +225,12 @@ async def test_the_swap_check_asks_again_with_the_answers_swapped(judged):
 
 
 async def test_the_row_regex_extracts_and_the_whole_generation_rescues_a_not_equal(judged):
-    judged.script(NOT_EQUAL, EQUAL)
+    judged.judge.script(NOT_EQUAL, EQUAL)
     text = "Let me think. Answer: Marlowe\nActually, it was Shakespeare."
     row = {"template_metadata": {"output_regex": r"Answer: (\w+)"}}
     result = await verify(judged.featured, body("Shakespeare", assistant_message(text), **row))
     assert result["reward"] == 0.5, "reward_if_full_generation_succeeds"
-    first, second = judged.judge_requests()
+    first, second = judged.judge.requests()
     assert judged_pair(first)[1] == "Marlowe"
     assert judged_pair(second)[1] == text
     assert [evaluation["verdict_label"] for evaluation in result["judge_evaluations"]] == [NOT_EQUAL, EQUAL]
@@ -261,23 +241,23 @@ async def test_a_long_expected_answer_skips_the_row_regex_the_rescue_and_the_swa
     text = "Answer: y and more"
     row = {"template_metadata": {"output_regex": r"Answer: (\w+)"}}
     for verdict, reward in ((NOT_EQUAL, 0.0), (EQUAL, 1.0)):
-        judged.script(verdict, EQUAL)
+        judged.judge.script(verdict, EQUAL)
         result = await verify(judged.featured, body(expected, assistant_message(text), **row))
         assert result["reward"] == reward and len(result["judge_evaluations"]) == 1
-        assert judged_pair(judged.judge_requests()[0])[1] == text
+        assert judged_pair(judged.judge.requests()[0])[1] == text
 
 
 async def test_a_regex_past_its_deadline_scores_0_without_asking_the_judge(judged):
-    judged.script(EQUAL)
+    judged.judge.script(EQUAL)
     row = {"template_metadata": {"output_regex": r"(a+)+$"}}
     result = await verify(judged.featured, body("a", assistant_message("a" * 64 + "b"), **row))
     assert (result["reward"], result["judge_evaluations"], result["judge_failure"]) == (0.0, [], None)
-    assert judged.judge_requests() == []
+    assert judged.judge.requests() == []
     assert "answer extraction exceeded 0.5 s" in judged.featured.log()
 
 
 async def test_a_failed_judgment_earns_the_configured_reward(judged):
-    judged.script(EQUAL, {"status": 500, "repeat": 3})
+    judged.judge.script(EQUAL, {"status": 500, "repeat": 3})
     result = await verify(judged.featured, body("Shakespeare", assistant_message("Shakespeare")))
     assert result["reward"] == -0.25
     assert result["judge_failure"]["kind"] == "upstream_error"
@@ -298,7 +278,7 @@ def recorded_inputs(evaluation: dict) -> list[str]:
 @pytest.mark.parametrize("rollout", ROLLOUTS, ids=lambda rollout: rollout["expected_answer"])
 async def test_recorded_rollouts_reproduce_their_reward_with_the_recorded_verdicts(judged, rollout):
     row = next(row for row in ROWS if row["expected_answer"] == rollout["expected_answer"])
-    judged.script(
+    judged.judge.script(
         *({"output": evaluation["response"]["output"]} for evaluation in rollout["judge_evaluations"])
     )
     result = await verify(judged.shipped, {**row, "response": rollout["response"]})
@@ -306,7 +286,7 @@ async def test_recorded_rollouts_reproduce_their_reward_with_the_recorded_verdic
     assert [e["verdict_label"] for e in result["judge_evaluations"]] == [
         e["verdict_label"] for e in rollout["judge_evaluations"]
     ]
-    for sent, recorded in zip(judged.judge_requests(), rollout["judge_evaluations"], strict=True):
+    for sent, recorded in zip(judged.judge.requests(), rollout["judge_evaluations"], strict=True):
         question, gold, candidate = recorded_inputs(recorded)
         assert f"QUESTION:\n{question}\n" in prompt_of(sent)
         assert judged_pair(sent) == (gold, candidate)

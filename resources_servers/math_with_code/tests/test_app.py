@@ -21,7 +21,7 @@ from nemo_gym.testing import (
     response_with,
     run_resources_server,
 )
-from resources_servers.math_with_code.grading import last_boxed
+from resources_servers.math_with_code.grading import grade
 
 FOLDER = Path(__file__).resolve().parents[1]
 IMPLEMENTATION = "math_with_code"
@@ -123,9 +123,9 @@ async def test_no_final_message_or_no_box_scores_0(server):
 
 
 def test_the_last_closed_box_is_the_answer():
-    assert last_boxed("\\boxed{1} then \\boxed{\\frac{1}{2}}") == "\\frac{1}{2}"
-    assert last_boxed("\\boxed{7} and an unclosed \\boxed{8") == "7"
-    assert last_boxed("no box") is None
+    assert grade("\\frac{1}{2}", "\\boxed{1} then \\boxed{\\frac{1}{2}}") == (1.0, "\\frac{1}{2}")
+    assert grade("7", "\\boxed{7} and an unclosed \\boxed{8") == (1.0, "7")
+    assert grade("7", "no box") == (0.0, None)
 
 
 # ---- recorded data and config -----------------------------------------------------------------------------

@@ -17,6 +17,8 @@ import aiohttp
 import pytest
 
 from nemo_gym.testing import (
+    JUDGE_MODEL_REF,
+    ScriptedJudge,
     StartedServer,
     check_environment_config,
     instance_config,
@@ -25,8 +27,9 @@ from nemo_gym.testing import (
     response_with,
     run_instance,
     run_resources_server,
+    run_scripted_judge,
 )
-from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, reasoning
+from tests.upstream_script import ScriptedUpstream, assistant_message, reasoning
 
 FOLDER = Path(__file__).resolve().parents[1]
 IMPLEMENTATION = "math_with_judge"
@@ -78,51 +81,29 @@ def hurried_server(workdir: Path) -> Iterator[StartedServer]:
 @dataclass
 class JudgeStack:
     url: str
-    model: str
-    upstream: ScriptedUpstream
-    seen_before: int = 0
-
-    def script(self, *verdicts: str | dict) -> None:
-        """One upstream answer per judge call: a verdict text, or a raw step."""
-        self.upstream.clear(self.model)
-        self.seen_before = len(self.upstream.requests(self.model))
-        steps = [v if isinstance(v, dict) else {"output": [assistant_message(v)]} for v in verdicts]
-        self.upstream.script(self.model, steps)
-
-    def judge_requests(self) -> list[dict]:
-        return [entry["body"] for entry in self.upstream.requests(self.model)[self.seen_before :]]
+    model: ScriptedJudge
 
 
 @pytest.fixture(scope="module")
 def judge(scripted_upstream: ScriptedUpstream, workdir: Path) -> Iterator[JudgeStack]:
-    model = fresh_model("judge")
-    models = {
-        "judge_model": instance_config(
-            "responses_api_models",
-            "openai_model",
-            openai_base_url=scripted_upstream.base_url,
-            openai_api_key="sk-judge-test",
-            openai_model=model,
-            max_retries=1,
-        )
-    }
     with ExitStack() as servers:
-        model_server = servers.enter_context(run_instance(models, "judge_model", workdir))
-        models["judge_model"]["responses_api_models"]["openai_model"]["port"] = model_server.port
+        model = servers.enter_context(run_scripted_judge(scripted_upstream, workdir))
         resources = instance_config(
             "resources_servers",
             IMPLEMENTATION,
             domain="math",
             should_use_judge=True,
-            judge_model_server={"type": "responses_api_models", "name": "judge_model"},
+            judge_model_server=JUDGE_MODEL_REF,
             judge_responses_create_params={"input": [], "temperature": 0.0, "max_output_tokens": 256},
             judge_max_attempts=2,
             judge_backoff_base_s=0.05,
             judge_backoff_max_s=0.1,
             judge_failure_reward=-1.0,
         )
-        started = servers.enter_context(run_instance({**models, "judged": resources}, "judged", workdir))
-        yield JudgeStack(url=started.url, model=model, upstream=scripted_upstream)
+        started = servers.enter_context(
+            run_instance({**model.config, "judged": resources}, "judged", workdir)
+        )
+        yield JudgeStack(url=started.url, model=model)
 
 
 # ---- helpers --------------------------------------------------------------------------------------------
@@ -258,18 +239,18 @@ async def test_a_bad_body_is_a_422_naming_the_field(server, body, field):
 
 
 async def test_the_judge_is_not_asked_when_the_symbolic_check_passes(judge):
-    judge.script(NOT_EQUAL)
+    judge.model.script(NOT_EQUAL)
     result = await verify(judge.url, verify_body("\\frac{1}{2}", "\\boxed{0.5}"))
     assert (result["reward"], result["judge_evaluations"]) == (1.0, None)
-    assert judge.judge_requests() == []
+    assert judge.model.requests() == []
 
 
 async def test_two_equal_verdicts_rescue_a_failed_check_with_the_answers_swapped(judge):
-    judge.script(f"Same value. {EQUAL}", f"Verdict: {EQUAL}")
+    judge.model.script(f"Same value. {EQUAL}", f"Verdict: {EQUAL}")
     text = "Thus the set is \\boxed{\\text{all even numbers}}."
     result = await verify(judge.url, verify_body("\\text{the even integers}", text))
     assert (result["reward"], result["library_reward"]) == (1.0, 0.0)
-    first, second = judge.judge_requests()
+    first, second = judge.model.requests()
     assert user_prompt(first) == judge_block("\\text{the even integers}", text)
     assert user_prompt(second) == judge_block(text, "\\text{the even integers}")
     system = first["input"][0]
@@ -283,14 +264,14 @@ async def test_two_equal_verdicts_rescue_a_failed_check_with_the_answers_swapped
 
 
 async def test_a_first_not_equal_verdict_ends_judging_with_0(judge):
-    judge.script(f"They differ {NOT_EQUAL}", EQUAL)
+    judge.model.script(f"They differ {NOT_EQUAL}", EQUAL)
     result = await verify(judge.url, verify_body("-3", "\\boxed{-4}"))
     assert result["reward"] == 0.0 and len(result["judge_evaluations"]) == 1
-    assert len(judge.judge_requests()) == 1
+    assert len(judge.model.requests()) == 1
 
 
 async def test_an_equal_verdict_overturned_when_swapped_earns_0(judge):
-    judge.script(EQUAL, NOT_EQUAL)
+    judge.model.script(EQUAL, NOT_EQUAL)
     result = await verify(judge.url, verify_body("-3", "\\boxed{-4}"))
     assert result["reward"] == 0.0 and len(result["judge_evaluations"]) == 2
 
@@ -317,20 +298,20 @@ async def test_an_equal_verdict_overturned_when_swapped_earns_0(judge):
     ],
 )
 async def test_the_verdict_is_the_first_label_of_the_final_message(judge, verdicts, reward):
-    judge.script(*verdicts)
+    judge.model.script(*verdicts)
     result = await verify(judge.url, verify_body("-3", "\\boxed{-4}"))
     assert result["reward"] == reward
 
 
 async def test_an_answer_without_math_goes_to_the_judge_as_written(judge):
-    judge.script(EQUAL, EQUAL)
+    judge.model.script(EQUAL, EQUAL)
     result = await verify(judge.url, verify_body("2", "Two."))
     assert (result["reward"], result["library_reward"], result["extracted_answer"]) == (1.0, 0.0, None)
-    assert user_prompt(judge.judge_requests()[0]) == judge_block("2", "Two.")
+    assert user_prompt(judge.model.requests()[0]) == judge_block("2", "Two.")
 
 
 async def test_a_failing_judge_is_a_typed_failure_not_a_wrong_answer(judge):
-    judge.script(
+    judge.model.script(
         EQUAL, {"status": 500, "body": {"error": {"message": "judge upstream is down"}}, "repeat": 2}
     )
     result = await verify(judge.url, verify_body("-3", "\\boxed{-4}"))
@@ -339,7 +320,7 @@ async def test_a_failing_judge_is_a_typed_failure_not_a_wrong_answer(judge):
     assert (failure["kind"], failure["attempts"]) == ("upstream_error", 2)
     assert "judge upstream is down" in failure["message"]
     assert len(result["judge_evaluations"]) == 1, "the first comparison is kept; the swapped one failed"
-    assert len(judge.judge_requests()) == 3
+    assert len(judge.model.requests()) == 3
     rollout = {**result, "_ng_task_index": 0, "_ng_rollout_index": 0}
     status, metrics = await post_json(judge.url + "/aggregate_metrics", {"verify_responses": [rollout]})
     assert status == 200, metrics
@@ -396,11 +377,11 @@ JUDGED = [rollout for rollout in ROLLOUTS if rollout["judge_evaluations"]]
 async def test_recorded_judged_rollouts_reproduce_with_the_recorded_verdicts(judge, rollout):
     """The judge sees the same comparison as recorded, and the recorded verdicts give the recorded reward."""
     recorded = rollout["judge_evaluations"]
-    judge.script(*({"output": evaluation["response"]["output"]} for evaluation in recorded))
+    judge.model.script(*({"output": evaluation["response"]["output"]} for evaluation in recorded))
     result = await verify(judge.url, {**row_for(rollout), "response": rollout["response"]})
     assert result["reward"] == rollout["reward"]
     assert len(result["judge_evaluations"]) == len(recorded)
-    for sent, evaluation in zip(judge.judge_requests(), recorded, strict=True):
+    for sent, evaluation in zip(judge.model.requests(), recorded, strict=True):
         assert user_prompt(sent) == evaluation["responses_create_params"]["input"][1]["content"]
 
 

@@ -15,6 +15,8 @@ from pydantic import ValidationError
 
 from nemo_gym.config_types import ConfigError
 from nemo_gym.testing import (
+    JUDGE_MODEL_REF,
+    ScriptedJudge,
     StartedServer,
     check_environment_config,
     instance_config,
@@ -22,10 +24,11 @@ from nemo_gym.testing import (
     read_jsonl,
     response_with,
     run_instance,
+    run_scripted_judge,
 )
 from resources_servers.simpleqa.app import SimpleQAConfig
 from resources_servers.simpleqa.simpleqa_grading import load_prompt, parse_grade
-from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, reasoning
+from tests.upstream_script import ScriptedUpstream, assistant_message, reasoning
 
 FOLDER = Path(__file__).resolve().parents[1]
 NAME = "simpleqa"
@@ -38,45 +41,21 @@ ROW = ROWS[2]  # capital of Australia: Canberra
 @dataclass
 class Judged:
     server: StartedServer
-    upstream: ScriptedUpstream
-    model: str
-    seen_before: int = 0
+    judge: ScriptedJudge
 
     @property
     def url(self) -> str:
         return self.server.url
 
-    def script(self, *answers: str | dict) -> None:
-        """One upstream answer per judge call: the judge's text, or a raw step."""
-        self.upstream.clear(self.model)
-        self.seen_before = len(self.upstream.requests(self.model))
-        steps = [a if isinstance(a, dict) else {"output": [assistant_message(a)]} for a in answers]
-        self.upstream.script(self.model, steps)
-
-    def judge_requests(self) -> list[dict]:
-        return [entry["body"] for entry in self.upstream.requests(self.model)[self.seen_before :]]
-
 
 @pytest.fixture(scope="module")
 def judged(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judged]:
     workdir = tmp_path_factory.mktemp(NAME)
-    model = fresh_model("simpleqa-judge")
-    config: dict[str, Any] = {
-        "judge_model": instance_config(
-            "responses_api_models",
-            "openai_model",
-            openai_base_url=scripted_upstream.base_url,
-            openai_api_key="sk-simpleqa",
-            openai_model=model,
-            max_retries=1,
-        )
-    }
     with ExitStack() as servers:
-        judge_model = servers.enter_context(run_instance(config, "judge_model", workdir))
-        config["judge_model"]["responses_api_models"]["openai_model"]["port"] = judge_model.port
-        settings = {**SHIPPED, "judge_model_server": {"type": "responses_api_models", "name": "judge_model"}}
-        config[NAME] = instance_config("resources_servers", NAME, **settings)
-        yield Judged(servers.enter_context(run_instance(config, NAME, workdir)), scripted_upstream, model)
+        judge = servers.enter_context(run_scripted_judge(scripted_upstream, workdir))
+        settings = {**SHIPPED, "judge_model_server": JUDGE_MODEL_REF}
+        config = {**judge.config, NAME: instance_config("resources_servers", NAME, **settings)}
+        yield Judged(servers.enter_context(run_instance(config, NAME, workdir)), judge)
 
 
 async def verify(judged: Judged, *items: dict, **row: Any) -> dict:
@@ -91,7 +70,7 @@ async def verify(judged: Judged, *items: dict, **row: Any) -> dict:
 
 
 async def test_a_correct_answer_earns_1_and_the_row_is_echoed(judged):
-    judged.script("A")
+    judged.judge.script("A")
     result = await verify(judged, assistant_message("Canberra."))
     assert (result["verdict"], result["reward"], result["judge_output"]) == ("correct", 1.0, "A")
     assert (result["is_correct"], result["is_incorrect"], result["is_not_attempted"]) == (1.0, 0.0, 0.0)
@@ -111,7 +90,7 @@ async def test_a_correct_answer_earns_1_and_the_row_is_echoed(judged):
     ],
 )
 async def test_only_correct_earns_a_reward(judged, judge_text, verdict):
-    judged.script(judge_text)
+    judged.judge.script(judge_text)
     result = await verify(judged, assistant_message("Sydney, I think."))
     assert (result["verdict"], result["reward"], result["judge_failure"]) == (
         verdict,
@@ -122,11 +101,11 @@ async def test_only_correct_earns_a_reward(judged, judge_text, verdict):
 
 
 async def test_the_judge_sees_question_gold_target_and_the_last_message(judged):
-    judged.script("A")
+    judged.judge.script("A")
     await verify(
         judged, assistant_message("Perth?"), reasoning("hmm"), {**assistant_message("Canberra"), "id": "m2"}
     )
-    (sent,) = judged.judge_requests()
+    (sent,) = judged.judge.requests()
     prompt = sent["input"][-1]["content"]
     assert [item["role"] for item in sent["input"]] == ["user"]
     assert f"Question: {ROW['question']}\nGold target: Canberra\nPredicted answer: Canberra\n" in prompt
@@ -136,7 +115,7 @@ async def test_the_judge_sees_question_gold_target_and_the_last_message(judged):
 
 @pytest.mark.parametrize("items", [(), (reasoning("Canberra"),)], ids=["empty_output", "no_message"])
 async def test_no_answer_is_not_attempted_without_asking_the_judge(judged, items):
-    judged.script("A")
+    judged.judge.script("A")
     result = await verify(judged, *items)
     assert (result["verdict"], result["reward"], result["extracted_answer"], result["judge_output"]) == (
         "not_attempted",
@@ -144,11 +123,11 @@ async def test_no_answer_is_not_attempted_without_asking_the_judge(judged, items
         None,
         None,
     )
-    assert judged.judge_requests() == []
+    assert judged.judge.requests() == []
 
 
 async def test_a_judge_answer_without_a_grade_is_a_judge_failure_not_a_grade(judged):
-    judged.script("The predicted answer matches the gold target.")
+    judged.judge.script("The predicted answer matches the gold target.")
     result = await verify(judged, assistant_message("Canberra"))
     assert (result["verdict"], result["reward"], result["judge_output"]) == (None, 0.0, None)
     failure = result["judge_failure"]
@@ -158,7 +137,7 @@ async def test_a_judge_answer_without_a_grade_is_a_judge_failure_not_a_grade(jud
 
 
 async def test_a_failing_judge_is_a_judge_failure(judged):
-    judged.script({"status": 401, "body": {"error": {"message": "invalid api key"}}})
+    judged.judge.script({"status": 401, "body": {"error": {"message": "invalid api key"}}})
     failure = (await verify(judged, assistant_message("Canberra")))["judge_failure"]
     assert (failure["kind"], failure["attempts"]) == ("upstream_error", 1)
     assert "invalid api key" in failure["message"]
@@ -225,7 +204,7 @@ async def test_metrics_report_accuracy_abstention_accuracy_given_attempted_f1_an
 @pytest.mark.parametrize("rollout", ROLLOUTS, ids=lambda rollout: rollout["id"])
 async def test_recorded_rollouts_reproduce_their_grade_and_reward(judged, rollout):
     row = next(row for row in ROWS if row["id"] == rollout["id"])
-    judged.script(rollout["judge_output"])
+    judged.judge.script(rollout["judge_output"])
     status, result = await post_json(judged.url + "/verify", {**row, "response": rollout["response"]})
     assert status == 200, result
     assert (result["verdict"], result["reward"]) == (rollout["verdict"], rollout["reward"])
