@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import os
 import select
+import shutil
 import signal
 import socket
 import statistics
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -234,3 +237,34 @@ async def test_the_server_answers_quickly_while_four_sandboxed_loops_run(code_se
         f"\nGET / during 4 loops: {len(latencies)} probes, median {statistics.median(latencies) * 1000:.1f} ms"
     )
     assert len(latencies) >= 10 and max(latencies) < LIVENESS_BOUND_S
+
+
+@pytest.mark.parametrize("isolation", ISOLATED)
+def test_a_server_whose_virtualenv_lives_under_tmp_can_still_run_code(isolation, tmp_path):
+    """The sandbox's fresh /tmp must not hide the server's own Python: a checkout (and its .venv) under
+    /tmp, as a CI clone often is, still runs sandboxed programs."""
+    limits(isolation)  # skips where this isolation cannot run
+    under_tmp = Path("/tmp") / f"gym-venv-{uuid.uuid4().hex}"
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--without-pip", str(under_tmp)], check=True, timeout=60
+        )
+        site_packages = [path for path in sys.path if path.endswith("site-packages")]
+        script = (
+            "import asyncio\n"
+            "from nemo_gym.sandbox import SandboxLimits, run_sandboxed\n"
+            f"limits = SandboxLimits(isolation={isolation!r})\n"
+            "result = asyncio.run(run_sandboxed('import sys; print(sys.prefix)', limits=limits))\n"
+            "print(result.exit_code, result.stdout.strip(), result.stderr.strip()[:200])\n"
+        )
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), *site_packages])}
+        finished = subprocess.run(
+            [str(under_tmp / "bin" / "python"), "-c", script],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        shutil.rmtree(under_tmp, ignore_errors=True)
+    assert finished.stdout.split()[:2] == ["0", str(under_tmp)], finished.stdout + finished.stderr

@@ -158,6 +158,9 @@ def bwrap_argv(staging: Path, names: Sequence[str], limits: SandboxLimits, uid: 
     if uid is None:
         uid_text = str(NON_ROOT_SANDBOX_UID)
         argv += ["--unshare-user", "--uid", uid_text, "--gid", uid_text, "--disable-userns"]
+    # The fresh /tmp comes first: a Python installation or virtualenv under /tmp is then bound on top of it.
+    for directory in ("/tmp", WORK_DIR):
+        argv += ["--size", str(limits.scratch_mb * MIB), "--perms", "1777", "--tmpfs", directory]
     links, binds = visible_paths()
     for directory in parent_dirs([path for path, _ in links] + list(binds)):
         argv += ["--perms", "0755", "--dir", directory]  # as root, bwrap would make them private (0700)
@@ -166,8 +169,6 @@ def bwrap_argv(staging: Path, names: Sequence[str], limits: SandboxLimits, uid: 
     for path in binds:
         argv += ["--ro-bind", path, path]
     argv += ["--proc", "/proc", "--dev", "/dev"]
-    for directory in ("/tmp", WORK_DIR):
-        argv += ["--size", str(limits.scratch_mb * MIB), "--perms", "1777", "--tmpfs", directory]
     for name in names:
         argv += ["--ro-bind", str(staging / "files" / name), f"{WORK_DIR}/{name}"]
     argv += ["--remount-ro", "/", "--chdir", WORK_DIR, "--"]
@@ -185,6 +186,9 @@ def unshare_argv(staging: Path, names: Sequence[str], limits: SandboxLimits, uid
         'ro() { if [ -d "$1" ]; then mkdir -p "$r$2"; else mkdir -p "$(dirname "$r$2")"; touch "$r$2"; fi; '
         'mount --bind -o ro "$1" "$r$2"; }',
         f'mount -t tmpfs -o {ROOT_TMPFS} gym-sandbox "$r"',
+        # The fresh /tmp comes first: a Python installation or virtualenv under /tmp is bound on top of it.
+        'mkdir "$r/tmp"',
+        f'mount -t tmpfs -o {scratch} gym-sandbox-tmp "$r/tmp"',
     ]
     links, binds = visible_paths()
     lines += [
@@ -192,11 +196,10 @@ def unshare_argv(staging: Path, names: Sequence[str], limits: SandboxLimits, uid
     ]
     lines += [f"ro {shlex.quote(path)} {shlex.quote(path)}" for path in binds]
     lines += [
-        'mkdir "$r/proc" "$r/dev" "$r/tmp" "$r/sandbox"',
+        'mkdir "$r/proc" "$r/dev" "$r/sandbox"',
         'mount -t proc proc "$r/proc"',
         f'for d in {" ".join(DEVICES)}; do touch "$r/dev/$d"; mount --bind "/dev/$d" "$r/dev/$d"; done',
         'ln -s /proc/self/fd "$r/dev/fd"',
-        f'mount -t tmpfs -o {scratch} gym-sandbox-tmp "$r/tmp"',
         f'mount -t tmpfs -o {scratch} gym-sandbox-work "$r{WORK_DIR}"',
     ]
     lines += [f"ro {shlex.quote(str(staging / 'files' / name))} {WORK_DIR}/{name}" for name in names]
