@@ -5,6 +5,9 @@ Without a model configured it plays recorded model turns (replay_model), so it n
 the recorded answers are wrong, so the rewards differ. With `policy_base_url`, `policy_api_key` and
 `policy_model_name` set (env.yaml or `+key=value`), the same deployment talks to that live model through
 openai_model.
+
+The rollouts are kept in `results/demo/rollouts.jsonl` (with their aggregate metrics beside it, as `gym eval
+run` writes them), replaced on every run, for `gym view` and `gym show`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from nemo_gym.config_types import AGENT_REF_KEY
 from nemo_gym.global_config import install_root, parse_global_config_dict
 from nemo_gym.http_client import (
     HTTPStatusError,
@@ -25,12 +29,16 @@ from nemo_gym.http_client import (
     raise_for_status,
     request,
 )
+from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, write_atomically
 from nemo_gym.launcher import Deployment, DeploymentError, run_until_stopped
+from nemo_gym.rollout_collection import CollectionPaths, aggregate_results
+from nemo_gym.server_utils import ServerClient
 
 OFFLINE_CONFIG = "configs/demo.yaml"
 LIVE_CONFIG = "configs/demo_live.yaml"
 AGENT_NAME = "mcqa_simple_agent"
 LIVE_MODEL_KEYS = ("policy_base_url", "policy_api_key", "policy_model_name")
+RESULTS = Path("results/demo/rollouts.jsonl")
 
 
 def chosen_config(overrides: Sequence[str]) -> str:
@@ -74,8 +82,34 @@ async def run_examples(deployment: Deployment) -> int:
             f"the model answered {answered})",
             flush=True,
         )
+    await save_rollouts(deployment, results)
     print(f"mean reward over {len(rewards)} rollouts: {sum(rewards) / len(rewards):.3f}", flush=True)
     return 0
+
+
+async def save_rollouts(deployment: Deployment, results: list[dict[str, Any]]) -> None:
+    """Write the rollouts as rollout collection would (stamped with task, rollout and agent; aggregate
+    metrics beside them), so that `gym view` and `gym show` have something to show."""
+    paths = CollectionPaths.for_output(deployment.cwd / RESULTS)
+    paths.output.parent.mkdir(parents=True, exist_ok=True)
+    stamped = [
+        {**result, TASK_INDEX_KEY: index, ROLLOUT_INDEX_KEY: 0, AGENT_REF_KEY: {"name": AGENT_NAME}}
+        for index, result in enumerate(results)
+    ]
+    write_atomically(paths.output, (orjson.dumps(result) + b"\n" for result in stamped))
+    paths.failures.unlink(missing_ok=True)
+    paths.aggregate_metrics.unlink(missing_ok=True)
+    client = ServerClient(
+        head_server_config=deployment.head_server_config, global_config_dict=deployment.global_config_dict
+    )
+    try:
+        await aggregate_results(stamped, [], client, paths.aggregate_metrics)
+    except (HTTPStatusError, RequestFailedError) as error:
+        print(f"(no aggregate metrics: {error})", flush=True)
+    print(
+        f"Rollouts saved to {RESULTS}: look at them with `gym view {RESULTS}` or `gym show {RESULTS}`.",
+        flush=True,
+    )
 
 
 async def run_demo(overrides: Sequence[str]) -> int:

@@ -33,6 +33,8 @@ from nemo_gym.cli.flags import (
     switch,
     value,
 )
+from nemo_gym.cli.view import POSITIONAL as VIEW_POSITIONAL
+from nemo_gym.cli.view import SHOW_FLAGS, VIEW_FLAGS, show_help, view_help
 from nemo_gym.config_types import ConfigError
 
 INTERRUPTED_EXIT_CODE = 130
@@ -103,6 +105,18 @@ def _eval_run(invocation: Invocation) -> int:
         check_no_serve(invocation)
         return _collect(invocation)
     return _run_async(run_eval(invocation))
+
+
+def _view(invocation: Invocation) -> int:
+    from nemo_gym.cli.view import run_view
+
+    return run_view(invocation)
+
+
+def _show(invocation: Invocation) -> int:
+    from nemo_gym.cli.view import run_show
+
+    return run_show(invocation)
 
 
 def _aggregate(invocation: Invocation) -> int:
@@ -328,6 +342,23 @@ DEMO = Command(
     _demo,
 )
 
+VIEW = Command(
+    "view",
+    "Look at a results file's rollouts in the browser (a local page), or write one HTML file with --static.",
+    _view,
+    VIEW_FLAGS,
+    view_help,
+    positional=VIEW_POSITIONAL,
+)
+SHOW = Command(
+    "show",
+    "Print a results file's rollouts readably: conversation, tool calls, verify fields.",
+    _show,
+    SHOW_FLAGS,
+    show_help,
+    positional=VIEW_POSITIONAL,
+)
+
 
 def _listing(what: str) -> Command:
     return Command(
@@ -373,6 +404,8 @@ TREE: Tree = {
     "test": TEST,
     "collect": COLLECT,
     "demo": DEMO,
+    "view": VIEW,
+    "show": SHOW,
 }
 SHORT_FORMS = ("run", "status", "resolve", "validate", "init", "test", "collect")
 
@@ -499,5 +532,6 @@ ng_upload_dataset_to_gitlab = _alias("dataset", "upload", "--storage", "gitlab")
 ng_download_dataset_from_gitlab = _alias("dataset", "download", "--storage", "gitlab")
 ng_delete_dataset_from_gitlab = _alias("dataset", "rm", "--storage", "gitlab")
 ng_list_benchmarks = _alias("list", "benchmarks")
+ng_viewer = _alias("view")
 ng_version = _alias("--version")
 ng_help = _alias("--help")
