@@ -4,7 +4,7 @@ VENV := .venv
 PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test lint sandbox-tools demo bench bench-liveness clean
+.PHONY: test lint sandbox-tools browser-tools test-browser demo bench bench-liveness clean
 
 # The benchmark harness (load generator, fake upstream) runs in a venv of its own, apart from what it measures.
 BENCH_VENV := .venv-bench
@@ -37,8 +37,21 @@ sandbox-tools:
 # The core's tests (one worker per CPU; a test file stays on one worker), then every server folder through
 # `gym test` (its tests plus its example-data checks, one folder per CPU at a time).
 test: lint sandbox-tools
-	$(PYTHON) -m pytest -q -n auto --dist loadgroup tests
+	$(PYTHON) -m pytest -q -n auto --dist loadgroup tests --ignore=tests/browser
 	$(VENV)/bin/gym test
+
+# The browser tier: `gym view`'s page in headless Chromium (tests/browser). Debian's chromium and
+# chromium-driver are installed with apt-get (as root) when missing; otherwise the tests say why they skip.
+browser-tools:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+		&& timeout 300 apt-get update -qq >/dev/null 2>&1 \
+		&& DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1; then \
+		echo "browser-tools: installed $$(chromedriver --version | cut -d' ' -f1-2) and Chromium"; \
+	else echo "browser-tools: chromium and chromedriver are missing and apt-get could not install them; the browser tests will skip"; fi
+
+test-browser: $(INSTALLED) browser-tools
+	$(PYTHON) -m pytest -q tests/browser
 
 demo: $(INSTALLED)
 	$(VENV)/bin/gym demo
