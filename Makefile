@@ -4,7 +4,7 @@ VENV := .venv
 PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test lint sandbox-tools browser-tools test-browser demo bench bench-liveness clean
+.PHONY: test lint sandbox-tools browser-tools test-browser demo bench bench-liveness bench-viewer clean
 
 # The benchmark harness (load generator, fake upstream) runs in a venv of its own, apart from what it measures.
 BENCH_VENV := .venv-bench
@@ -69,6 +69,10 @@ bench: $(INSTALLED) $(BENCH_VENV)/.installed
 # GET / latency during bursts of concurrent /run (bench/liveness.py); BENCH_ARGS="--baseline <checkout> --separate".
 bench-liveness: $(INSTALLED) $(BENCH_VENV)/.installed
 	$(PYTHON) bench/liveness.py --harness-python $(BENCH_PYTHON) $(BENCH_ARGS)
+
+# How fast `gym view` shows a 100,000-line results file (bench/viewer.py); Chromium's first paint when installed.
+bench-viewer: $(INSTALLED)
+	$(PYTHON) bench/viewer.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .ruff_cache
