@@ -338,8 +338,12 @@ class RolloutIndex:
                 position = chunk.find(needle)
                 while position >= 0:
                     row = bisect.bisect_right(self._result_offsets, base + position, 0, result_count) - 1
-                    found.add(row)
-                    position = chunk.find(needle, self._result_ends[row] - base)
+                    if row >= 0 and base + position < self._result_ends[row]:
+                        found.add(row)
+                        resume = self._result_ends[row] - base
+                    else:  # inside a line that is not listed (unreadable)
+                        resume = chunk.find(b"\n", position) + 1 or len(chunk)
+                    position = chunk.find(needle, resume)
         entries = self.entries[: len(self.entries)]
         for row_id in range(result_count, len(entries)):
             if needle in self._raw_line(entries[row_id]).lower():

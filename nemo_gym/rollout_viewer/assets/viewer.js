@@ -14,7 +14,8 @@ const POLL_MS = 500;
 class ServedSource {
   async get(path, params = {}) {
     const query = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== "" && v != null));
-    const response = await fetch(`api/${path}${query.size ? "?" + query : ""}`);
+    const search = query.toString();
+    const response = await fetch(`api/${path}${search ? "?" + search : ""}`);
     const body = await response.json().catch(() => ({}));
     if (!response.ok) throw new Error(errorText(body, response.status));
     return body;
