@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import os
 import random
 import shutil
 import subprocess
@@ -29,14 +28,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+from nemo_gym.testing import chromium_paths, headless_chromium
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 GYM = Path(sys.executable).parent / "gym"
 DEADLINE_S = 300
-CHROMIUM_FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
-    "--disable-background-networking", "--disable-component-update", "--window-size=1500,1000",
-)  # fmt: skip
 
 
 def write_results(path: Path, lines: int) -> None:
@@ -107,23 +104,12 @@ def first_page_s(path: Path) -> tuple[float, Viewer]:
 
 
 def first_paint_s(path: Path) -> float | None:
-    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    if not (chromium and driver_path):
+    if chromium_paths() is None:
         return None
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    profile = tempfile.mkdtemp(prefix="gym-bench-chromium-")
-    options.add_argument(f"--user-data-dir={profile}")
-    os.environ.setdefault("SE_AVOID_STATS", "true")
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    try:
+    with headless_chromium(60) as driver:
         driver.get("about:blank")
         viewer = Viewer(path)
         try:
@@ -135,9 +121,6 @@ def first_paint_s(path: Path) -> float | None:
             return time.perf_counter() - started
         finally:
             viewer.stop()
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 def measure(path: Path, lines: int) -> dict[str, float | None]:

@@ -7,14 +7,16 @@ the server reports the port it bound. The server is always stopped afterwards, b
 The rest is what environment tests (`resources_servers/*/tests/test_app.py`) all need around that: start
 one resources server (`run_resources_server`), POST JSON to it (`post_json`), build Responses-API output
 to verify (`response_with`, `message_item`, `function_call_item`) and check the folder's shipped config
-(`check_environment_config`).
+(`check_environment_config`); and, for pages, a headless Chromium (`headless_chromium`).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -283,3 +285,45 @@ def check_environment_config(
         folder / "data" / "example.jsonl"
     ).read_bytes()
     return config, resources, agent
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A browser, for pages such as `gym view`'s
+
+# Headless and quiet: no sign-in, sync, updates or other calls home (a closed network refuses them all).
+CHROMIUM_FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
+    "--disable-background-networking", "--disable-component-update", "--window-size=1500,1000",
+)  # fmt: skip
+
+
+def chromium_paths() -> tuple[str, str] | None:
+    """Chromium and ChromeDriver as Debian installs them (`make browser-tools`), or None."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    return (browser, driver) if browser and driver else None
+
+
+@contextmanager
+def headless_chromium(timeout_s: float = 15.0) -> Iterator[Any]:
+    """A selenium WebDriver on a headless Chromium with a fresh profile, quit and cleaned up afterwards."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    paths = chromium_paths()
+    if paths is None:
+        raise RuntimeError("Chromium and ChromeDriver are not installed; `make browser-tools` installs them")
+    options = webdriver.ChromeOptions()
+    options.binary_location = paths[0]
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    with tempfile.TemporaryDirectory(prefix="gym-chromium-") as profile:
+        options.add_argument(f"--user-data-dir={profile}")
+        os.environ.setdefault("SE_AVOID_STATS", "true")  # selenium's usage statistics
+        driver = webdriver.Chrome(service=Service(paths[1]), options=options)
+        try:
+            driver.set_page_load_timeout(timeout_s)
+            driver.set_script_timeout(timeout_s)
+            yield driver
+        finally:
+            driver.quit()

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nemo_gym.rollout_viewer.index import RolloutFiles, RolloutIndex, RolloutQuery
+from nemo_gym.rollout_viewer.index import RolloutIndex, RolloutQuery
 
 
 def result(
@@ -42,7 +42,7 @@ def built(folder: Path, lines: list[str], failures: list[dict] = (), inputs: lis
         (folder / "r_failures.jsonl").write_text("".join(json.dumps(row) + "\n" for row in failures))
     if inputs:
         (folder / "r_materialized_inputs.jsonl").write_text("".join(json.dumps(row) + "\n" for row in inputs))
-    index = RolloutIndex(RolloutFiles.beside(results))
+    index = RolloutIndex(results)
     index.build()
     return index
 

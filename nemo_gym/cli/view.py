@@ -12,7 +12,7 @@ from pydantic import Field
 from nemo_gym.cli.flags import Invocation, override_value, switch, value
 from nemo_gym.config_types import BaseNeMoGymCLIConfig, ConfigError
 from nemo_gym.global_config import command_settings, locate_data_file, parse_global_config_dict
-from nemo_gym.rollout_viewer.index import RolloutFiles, RolloutIndex, RolloutQuery
+from nemo_gym.rollout_viewer.index import RolloutIndex, RolloutQuery
 
 RESULTS_HELP = "the results file (what gym collect / gym eval run wrote as output_jsonl_fpath)"
 POSITIONAL = ("jsonl_fpath", RESULTS_HELP)
@@ -69,7 +69,7 @@ def _settings(model: type[SettingsT], invocation: Invocation) -> SettingsT:
 
 
 def _index(path: str, pass_threshold: float = 1.0) -> RolloutIndex:
-    return RolloutIndex(RolloutFiles.beside(locate_data_file(path, "jsonl_fpath")), pass_threshold)
+    return RolloutIndex(locate_data_file(path, "jsonl_fpath"), pass_threshold)
 
 
 def run_view(invocation: Invocation) -> int:

@@ -27,7 +27,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
-from nemo_gym.rollout_viewer.records import detail, integer, summarize
+from nemo_gym.rollout_collection import CollectionPaths
+from nemo_gym.rollout_viewer.records import RolloutSummary, detail, integer, summarize
 
 MAX_UNREADABLE_REPORTED = 5
 FIRST_PAGE_WAIT_S = 1.5
@@ -38,46 +39,29 @@ RESULT, FAILURE = "result", "failure"
 SortKey = Literal["line", "task", "reward", "input_tokens", "output_tokens", "tool_calls"]
 
 
-@dataclass(frozen=True)
-class RolloutFiles:
-    results: Path
-    failures: Path
-    materialized: Path
-    aggregate_metrics: Path
-
-    @classmethod
-    def beside(cls, results: Path) -> RolloutFiles:
-        stem = results.parent / results.stem
-        return cls(
-            results=results,
-            failures=Path(f"{stem}_failures.jsonl"),
-            materialized=Path(f"{stem}_materialized_inputs.jsonl"),
-            aggregate_metrics=Path(f"{stem}_aggregate_metrics.json"),
-        )
-
-
 class Entry(NamedTuple):
+    """Where a listed line is, and its summary."""
+
     source: str
     line: int
     offset: int
-    task: int | None
-    rollout: int | None
-    agent: str | None
-    reward: float | None
-    input_tokens: int | None
-    output_tokens: int | None
-    tool_calls: int
-    failure: str | None
-    preview: str
+    summary: RolloutSummary
 
     def listed(self, row_id: int) -> dict[str, Any]:
-        return {"id": row_id, **self._asdict()}
+        return {
+            "id": row_id,
+            "source": self.source,
+            "line": self.line,
+            "offset": self.offset,
+        } | self.summary._asdict()
 
 
 def sort_value(sort: str) -> Callable[[Entry], Any]:
     if sort == "task":
-        return lambda entry: None if entry.task is None else (entry.task, entry.rollout or 0)
-    return lambda entry: getattr(entry, sort)
+        return lambda entry: (
+            None if entry.summary.task is None else (entry.summary.task, entry.summary.rollout or 0)
+        )
+    return lambda entry: getattr(entry.summary, sort)
 
 
 def whole_line_chunks(path: Path, end: int) -> Iterator[tuple[int, bytes]]:
@@ -134,12 +118,12 @@ class Unreadable:
 
 
 class RolloutIndex:
-    def __init__(self, files: RolloutFiles, pass_threshold: float = 1.0) -> None:
-        self.files = files
+    def __init__(self, results: Path, pass_threshold: float = 1.0) -> None:
+        self.files = CollectionPaths.for_output(results)
         self.pass_threshold = pass_threshold
         self.entries: list[Entry] = []
         self.complete = False
-        self.bytes_total = files.results.stat().st_size
+        self.bytes_total = results.stat().st_size
         self.bytes_read = 0
         self.unreadable = Unreadable()
         self.failed_attempts: dict[tuple[int, int], list[Entry]] = {}
@@ -163,11 +147,13 @@ class RolloutIndex:
         rollouts that never got a result and find what they were asked."""
         try:
             for entry in self._read_lines(self.files.failures, FAILURE):
-                if entry.task is not None and entry.rollout is not None:
-                    self.failed_attempts.setdefault((entry.task, entry.rollout), []).append(entry)
+                if entry.summary.task is not None and entry.summary.rollout is not None:
+                    self.failed_attempts.setdefault((entry.summary.task, entry.summary.rollout), []).append(
+                        entry
+                    )
             finished: set[tuple[int | None, int | None]] = set()
-            for entry in self._read_lines(self.files.results, RESULT, track_bytes=True):
-                finished.add((entry.task, entry.rollout))
+            for entry in self._read_lines(self.files.output, RESULT, track_bytes=True):
+                finished.add((entry.summary.task, entry.summary.rollout))
                 self._append(entry)
             unresolved = [
                 attempts[-1] for key, attempts in self.failed_attempts.items() if key not in finished
@@ -175,7 +161,7 @@ class RolloutIndex:
             for entry in sorted(unresolved, key=lambda entry: entry.line):
                 self._append(entry)
             if unresolved:
-                self._find_task_rows({(entry.task, entry.rollout) for entry in unresolved})
+                self._find_task_rows({(entry.summary.task, entry.summary.rollout) for entry in unresolved})
         finally:
             with self._grew:
                 self.complete = True
@@ -210,8 +196,7 @@ class RolloutIndex:
                 if not isinstance(record, dict):
                     self.unreadable.add(f"{path.name}:{number}: not a JSON object")
                     continue
-                summary = summarize(record)
-                yield Entry(source, number, start, *summary.__dict__.values())
+                yield Entry(source, number, start, summarize(record))
 
     def _find_task_rows(self, keys: set[tuple[int | None, int | None]]) -> None:
         path = self.files.materialized
@@ -246,15 +231,24 @@ class RolloutIndex:
         with self._grew:
             self._grew.wait_for(lambda: self.complete or len(self.entries) >= count, timeout_s)
 
+    def _named_files(self) -> dict[str, Path]:
+        files = self.files
+        return {
+            "results": files.output,
+            "failures": files.failures,
+            "materialized_inputs": files.materialized,
+            "aggregate_metrics": files.aggregate_metrics,
+        }
+
     def summary(self) -> dict[str, Any]:
         entries = self.entries[: len(self.entries)]
-        rewards = [entry.reward for entry in entries if entry.reward is not None]
+        rewards = [entry.summary.reward for entry in entries if entry.summary.reward is not None]
         failures: dict[str, int] = {}
         for entry in entries:
-            if entry.failure:
-                failures[entry.failure] = failures.get(entry.failure, 0) + 1
+            if entry.summary.failure:
+                failures[entry.summary.failure] = failures.get(entry.summary.failure, 0) + 1
         return {
-            "files": {name: str(path) for name, path in self.files.__dict__.items() if path.exists()},
+            "files": {name: str(path) for name, path in self._named_files().items() if path.exists()},
             "complete": self.complete,
             "progress": 1.0 if self.complete or not self.bytes_total else self.bytes_read / self.bytes_total,
             "rollouts": len(entries),
@@ -263,8 +257,8 @@ class RolloutIndex:
             "failed_attempts": sum(len(attempts) for attempts in self.failed_attempts.values()),
             "failure_classes": dict(sorted(failures.items(), key=lambda item: -item[1])),
             "mean_reward": sum(rewards) / len(rewards) if rewards else None,
-            "agents": sorted({entry.agent for entry in entries if entry.agent}),
-            "tasks": len({entry.task for entry in entries if entry.task is not None}),
+            "agents": sorted({entry.summary.agent for entry in entries if entry.summary.agent}),
+            "tasks": len({entry.summary.task for entry in entries if entry.summary.task is not None}),
             "pass_threshold": self.pass_threshold,
             "unreadable_lines": {"count": self.unreadable.count, "examples": self.unreadable.examples},
             "aggregate_metrics": self.aggregate_metrics,
@@ -293,15 +287,15 @@ class RolloutIndex:
     def _checks(query: RolloutQuery) -> list[Callable[[Entry], bool]]:
         checks: list[Callable[[Entry], bool]] = []
         if query.reward_min is not None:
-            checks.append(lambda e: e.reward is not None and e.reward >= query.reward_min)  # type: ignore[operator]
+            checks.append(lambda e: e.summary.reward is not None and e.summary.reward >= query.reward_min)  # type: ignore[operator]
         if query.reward_max is not None:
-            checks.append(lambda e: e.reward is not None and e.reward <= query.reward_max)  # type: ignore[operator]
+            checks.append(lambda e: e.summary.reward is not None and e.summary.reward <= query.reward_max)  # type: ignore[operator]
         if query.failed is not None:
-            checks.append(lambda e: (e.failure is not None) == query.failed)
+            checks.append(lambda e: (e.summary.failure is not None) == query.failed)
         if query.task is not None:
-            checks.append(lambda e: e.task == query.task)
+            checks.append(lambda e: e.summary.task == query.task)
         if query.agent:
-            checks.append(lambda e: e.agent == query.agent)
+            checks.append(lambda e: e.summary.agent == query.agent)
         return checks
 
     def _order(self, entries: list[Entry], sort: str, order: str) -> list[int]:
@@ -334,7 +328,7 @@ class RolloutIndex:
         found: set[int] = set()
         result_count = len(self._result_offsets)
         if result_count:
-            for base, chunk in whole_line_chunks(self.files.results, self._result_ends[result_count - 1]):
+            for base, chunk in whole_line_chunks(self.files.output, self._result_ends[result_count - 1]):
                 position = chunk.find(needle)
                 while position >= 0:
                     row = bisect.bisect_right(self._result_offsets, base + position, 0, result_count) - 1
@@ -352,7 +346,7 @@ class RolloutIndex:
         return found
 
     def _raw_line(self, entry: Entry) -> bytes:
-        path = self.files.results if entry.source == RESULT else self.files.failures
+        path = self.files.output if entry.source == RESULT else self.files.failures
         with path.open("rb") as file:
             file.seek(entry.offset)
             return file.readline()
@@ -363,7 +357,7 @@ class RolloutIndex:
             return None
         entry = self.entries[row_id]
         record = orjson.loads(self._raw_line(entry))
-        key = (entry.task, entry.rollout)
+        key = (entry.summary.task, entry.summary.rollout)
         task_row = None
         if entry.source == FAILURE and key in self.task_rows:
             with self.files.materialized.open("rb") as file:
@@ -373,7 +367,7 @@ class RolloutIndex:
         shown |= {"id": row_id, "source": entry.source, "line": entry.line}
         earlier = self.failed_attempts.get(key, []) if None not in key else []  # type: ignore[arg-type]
         shown["failed_attempts"] = [
-            {"line": attempt.line, "failure": attempt.failure, "message": attempt.preview}
+            {"line": attempt.line, "failure": attempt.summary.failure, "message": attempt.summary.preview}
             for attempt in earlier
         ]
         shown["raw"] = record
@@ -386,13 +380,13 @@ class RolloutIndex:
         and how many tasks fall in each tenth of pass rate."""
         per_task: dict[int, list[Any]] = {}  # task -> [rollouts, passed, reward sum, failed]
         for entry in self.entries[: len(self.entries)]:
-            if entry.task is None:
+            if entry.summary.task is None:
                 continue
-            stats = per_task.setdefault(entry.task, [0, 0, 0.0, 0])
+            stats = per_task.setdefault(entry.summary.task, [0, 0, 0.0, 0])
             stats[0] += 1
-            stats[1] += entry.reward is not None and entry.reward >= self.pass_threshold
-            stats[2] += entry.reward or 0.0
-            stats[3] += entry.failure is not None
+            stats[1] += entry.summary.reward is not None and entry.summary.reward >= self.pass_threshold
+            stats[2] += entry.summary.reward or 0.0
+            stats[3] += entry.summary.failure is not None
         rows = [
             {
                 "task": task,

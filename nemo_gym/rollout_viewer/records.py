@@ -9,8 +9,7 @@ says which rollout failed, how and on which attempt. Both the terminal view (`gy
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from nemo_gym.config_types import AGENT_REF_KEY
 from nemo_gym.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
@@ -22,8 +21,7 @@ TRANSPORT_KEYS = frozenset({"responses_create_params", "response", AGENT_REF_KEY
 TOKEN_KEYS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
 
 
-@dataclass(frozen=True)
-class RolloutSummary:
+class RolloutSummary(NamedTuple):
     """One row of a rollout list."""
 
     task: int | None
@@ -231,7 +229,7 @@ def detail(record: dict[str, Any], task_row: dict[str, Any] | None = None) -> di
     (its line of the materialized inputs) shows at least what was asked."""
     summary = summarize(record)
     return {
-        "summary": summary.__dict__,
+        "summary": summary._asdict(),
         "conversation": conversation(task_row if is_failure(record) and task_row else record),
         "verify": {} if is_failure(record) else verify_fields(record),
         "failure": failure_fields(record) if is_failure(record) else None,

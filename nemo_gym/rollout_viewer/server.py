@@ -88,5 +88,5 @@ def serve_viewer(index: RolloutIndex, host: str, port: int) -> None:
     shown_host, shown_port = bound.address
     shown_host = f"[{shown_host}]" if ":" in shown_host else shown_host
     index.start()
-    print(f"Viewing {index.files.results} at http://{shown_host}:{shown_port}/  (Ctrl-C stops)", flush=True)
+    print(f"Viewing {index.files.output} at http://{shown_host}:{shown_port}/  (Ctrl-C stops)", flush=True)
     serve([bound], LIMITS)

@@ -9,10 +9,8 @@ from __future__ import annotations
 import copy
 import json
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,29 +19,22 @@ from typing import Any
 
 import pytest
 
+from nemo_gym.testing import chromium_paths, headless_chromium
 from tests.helpers import REPO_ROOT, OutputReader, gym_command
 
 webdriver = pytest.importorskip(
     "selenium.webdriver", reason="selenium is installed by `make .venv/.installed`"
 )
 from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(
-    not (CHROMIUM and CHROMEDRIVER),
+    chromium_paths() is None,
     reason="Chromium and ChromeDriver are not installed and could not be: `make test-browser` installs Debian's "
     "chromium and chromium-driver with apt-get (needs root or a system that has them)",
 )
-# Headless, and quiet: no sign-in, sync, updates or other calls home, which this machine's network refuses.
-CHROMIUM_FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
-    "--disable-background-networking", "--disable-component-update", "--window-size=1500,1000",
-)  # fmt: skip
 WAIT_S = 15
 DATA = REPO_ROOT / "resources_servers"
 SCRIPT_TEXT = "<img src=x onerror=window.hacked=1></script>"
@@ -156,21 +147,8 @@ def demo_url(demo_file: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    profile = tempfile.mkdtemp(prefix="gym-chromium-")
-    options.add_argument(f"--user-data-dir={profile}")
-    os.environ.setdefault("SE_AVOID_STATS", "true")
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(WAIT_S)
-    driver.set_script_timeout(WAIT_S)
-    try:
+    with headless_chromium(WAIT_S) as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 # ---- reading the page ----------------------------------------------------------------------------------------
