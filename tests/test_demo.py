@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.helpers import REPO_ROOT, OutputReader, gym_command, process_alive
@@ -20,6 +21,8 @@ EXAMPLE_ROWS = [json.loads(line) for line in (MCQA_DATA / "example.jsonl").read_
 RECORDED = [json.loads(line) for line in (MCQA_DATA / "example_rollouts.jsonl").read_text().splitlines()]
 REWARD_LINE = re.compile(r"^rollout (\d+): reward (\d\.\d\d)  \(expected (\w+), the model answered (\w+)\)$")
 TABLE_ROW = re.compile(r"^(\S+)\s+\S+\s+\S+\s+http://127\.0\.0\.1:\d+\s+(\d+)$")
+SAVED = "results/demo/rollouts.jsonl"
+SAVED_LINE = f"Rollouts saved to {SAVED}: look at them with `gym view {SAVED}` or `gym show {SAVED}`."
 
 
 def _question(row: dict) -> str:
@@ -53,9 +56,25 @@ def check_demo_output(result: subprocess.CompletedProcess) -> tuple[list[float],
     ]
     mean = sum(rewards) / len(rewards)
     own_lines = [line for line in lines if not line.startswith("(")]  # not a server's prefixed output
-    assert own_lines[-1] == f"mean reward over {len(EXAMPLE_ROWS)} rollouts: {mean:.3f}"
+    assert own_lines[-2:] == [SAVED_LINE, f"mean reward over {len(EXAMPLE_ROWS)} rollouts: {mean:.3f}"]
     child_pids = [int(match[2]) for match in table if match[1] != "head_server"]
     return rewards, child_pids
+
+
+def check_saved_rollouts(cwd: Path, rewards: list[float]) -> None:
+    """The demo's rollouts, kept in its folder for `gym view` and `gym show`: one line per example row,
+    stamped as rollout collection stamps them, with the rewards printed; aggregate metrics beside them."""
+    saved = [json.loads(line) for line in (cwd / SAVED).read_text().splitlines()]
+    assert len(saved) == len(EXAMPLE_ROWS)
+    by_task = sorted(saved, key=lambda row: row["_ng_task_index"])
+    assert [row["_ng_task_index"] for row in by_task] == list(range(len(EXAMPLE_ROWS)))
+    assert [row["reward"] for row in by_task] == rewards
+    assert {row["_ng_rollout_index"] for row in saved} == {0}
+    assert all(row["agent_ref"] == {"name": "mcqa_simple_agent"} for row in saved)
+    assert [row["expected_answer"] for row in by_task] == [row["expected_answer"] for row in EXAMPLE_ROWS]
+    (metrics,) = json.loads((cwd / "results/demo/rollouts_aggregate_metrics.json").read_text())
+    assert metrics["agent_ref"] == {"name": "mcqa_simple_agent"}
+    assert metrics["agent_metrics"]["mean/reward"] == pytest.approx(sum(rewards) / len(rewards))
 
 
 def test_demo_replays_the_recorded_turns_without_any_key(tmp_path):
@@ -66,6 +85,7 @@ def test_demo_replays_the_recorded_turns_without_any_key(tmp_path):
     assert rewards == [recorded[_question(row)] for row in EXAMPLE_ROWS]
     assert len(set(rewards)) > 1, "the demo should show a wrong answer next to right ones"
     assert not [pid for pid in child_pids if process_alive(pid)]
+    check_saved_rollouts(tmp_path, rewards)
 
 
 def test_demo_talks_to_a_live_model_configured_in_env_yaml(tmp_path, scripted_upstream: ScriptedUpstream):

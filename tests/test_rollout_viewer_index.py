@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nemo_gym.rollout_viewer.index import RolloutIndex, RolloutQuery
+from nemo_gym.rollout_viewer.index import RolloutIndex, RolloutQuery, TaskQuery
 
 
 def result(
@@ -108,9 +108,12 @@ def test_only_failures_without_a_result_are_listed_and_show_what_was_asked(tmp_p
     )
     failed = index.rollout(2)
     assert failed["failure"]["message"] == "attempt 2 failed"
+    assert [attempt["failure"] for attempt in failed["failed_attempts"]] == ["http_502"], "the attempts before it"
     assert failed["conversation"] == [
         {"source": "input", "kind": "message", "role": "user", "text": "asked 1/0"}
     ]
     retried = index.rollout(1)
     assert [attempt["failure"] for attempt in retried["failed_attempts"]] == ["timeout", "timeout"]
     assert retried["failure"] is None and retried["verify"]["reward"] == 0.0
+    tasks = index.tasks(TaskQuery())["rows"]
+    assert [(row["task"], row["passed"], row["mean_reward"]) for row in tasks] == [(0, 1, 0.5), (1, 0, None)]

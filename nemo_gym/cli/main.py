@@ -110,7 +110,10 @@ def _eval_run(invocation: Invocation) -> int:
 def _view(invocation: Invocation) -> int:
     from nemo_gym.cli.view import run_view
 
-    return run_view(invocation)
+    try:
+        return run_view(invocation)
+    except KeyboardInterrupt:  # uvicorn raises it again once it has stopped serving
+        return _interrupted()
 
 
 def _show(invocation: Invocation) -> int:

@@ -366,6 +366,8 @@ class RolloutIndex:
         shown = detail(record, task_row)
         shown |= {"id": row_id, "source": entry.source, "line": entry.line}
         earlier = self.failed_attempts.get(key, []) if None not in key else []  # type: ignore[arg-type]
+        if entry.source == FAILURE:
+            earlier = earlier[:-1]  # the last attempt is the one shown
         shown["failed_attempts"] = [
             {"line": attempt.line, "failure": attempt.summary.failure, "message": attempt.summary.preview}
             for attempt in earlier
@@ -378,25 +380,28 @@ class RolloutIndex:
     def task_stats(self) -> tuple[list[dict[str, Any]], list[int]]:
         """Per task: rollouts, how many passed (reward at least `pass_threshold`), mean reward, failures;
         and how many tasks fall in each tenth of pass rate."""
-        per_task: dict[int, list[Any]] = {}  # task -> [rollouts, passed, reward sum, failed]
+        per_task: dict[int, list[Any]] = {}  # task -> [rollouts, passed, rewards, reward sum, failed]
         for entry in self.entries[: len(self.entries)]:
-            if entry.summary.task is None:
+            summary = entry.summary
+            if summary.task is None:
                 continue
-            stats = per_task.setdefault(entry.summary.task, [0, 0, 0.0, 0])
+            stats = per_task.setdefault(summary.task, [0, 0, 0, 0.0, 0])
             stats[0] += 1
-            stats[1] += entry.summary.reward is not None and entry.summary.reward >= self.pass_threshold
-            stats[2] += entry.summary.reward or 0.0
-            stats[3] += entry.summary.failure is not None
+            if summary.reward is not None:
+                stats[1] += summary.reward >= self.pass_threshold
+                stats[2] += 1
+                stats[3] += summary.reward
+            stats[4] += summary.failure is not None
         rows = [
             {
                 "task": task,
                 "rollouts": rollouts,
                 "passed": passed,
                 "pass_rate": passed / rollouts,
-                "mean_reward": reward_sum / rollouts,
+                "mean_reward": reward_sum / rewarded if rewarded else None,
                 "failed": failed,
             }
-            for task, (rollouts, passed, reward_sum, failed) in sorted(per_task.items())
+            for task, (rollouts, passed, rewarded, reward_sum, failed) in sorted(per_task.items())
         ]
         histogram = [0] * PASS_RATE_BINS
         for row in rows:

@@ -354,7 +354,7 @@ async function loadMetrics() {
   drawChart(page);
   $("task-table").tBodies[0].replaceChildren(...page.rows.map((row) => el("tr", { "data-task": row.task, onclick: () => showTask(row.task) },
     el("td", { text: row.task }), el("td", { text: row.rollouts }), el("td", { text: row.passed }),
-    el("td", { text: fmt.percent(row.pass_rate) }), el("td", { text: row.mean_reward.toFixed(3) }), el("td", { text: row.failed || "" }))));
+    el("td", { text: fmt.percent(row.pass_rate) }), el("td", { text: row.mean_reward == null ? "–" : row.mean_reward.toFixed(3) }), el("td", { text: row.failed || "" }))));
   $("task-pager-info").textContent = `tasks ${fmt.count(page.total ? state.taskOffset + 1 : 0)}–${fmt.count(state.taskOffset + page.rows.length)} of ${fmt.count(page.total)}`;
   $("task-prev").disabled = state.taskOffset === 0;
   $("task-next").disabled = state.taskOffset + page.rows.length >= page.total;
