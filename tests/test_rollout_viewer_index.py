@@ -108,7 +108,9 @@ def test_only_failures_without_a_result_are_listed_and_show_what_was_asked(tmp_p
     )
     failed = index.rollout(2)
     assert failed["failure"]["message"] == "attempt 2 failed"
-    assert [attempt["failure"] for attempt in failed["failed_attempts"]] == ["http_502"], "the attempts before it"
+    assert [attempt["failure"] for attempt in failed["failed_attempts"]] == ["http_502"], (
+        "the attempts before it"
+    )
     assert failed["conversation"] == [
         {"source": "input", "kind": "message", "role": "user", "text": "asked 1/0"}
     ]

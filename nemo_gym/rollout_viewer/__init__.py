@@ -1,0 +1,1 @@
+"""Looking at stored rollouts: `gym view` (a local page, or one HTML file) and `gym show` (the terminal)."""
