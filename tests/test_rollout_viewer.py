@@ -658,6 +658,15 @@ def test_static_page_with_a_cap_carries_the_failed_rollout_first(collected: Path
     assert data["summary"]["shown"] == 2 and data["summary"]["rollouts"] == 6
 
 
+def test_a_static_page_that_cannot_be_written_is_one_line(collected: Path, tmp_path: Path) -> None:
+    (tmp_path / "taken.html").mkdir()
+    result = static_command(str(collected), "--static", "taken.html", cwd=tmp_path)
+    assert one_line_error(result).startswith(
+        "Error: static_html_fpath: cannot write taken.html (Is a directory)"
+    )
+    assert result.returncode == 1
+
+
 def test_legacy_ng_viewer_writes_the_same_static_page(collected: Path, tmp_path: Path) -> None:
     result = static_command(
         f"+jsonl_fpath={collected}", "+static_html_fpath=legacy.html", cwd=tmp_path, legacy=True

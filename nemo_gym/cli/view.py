@@ -79,7 +79,12 @@ def run_view(invocation: Invocation) -> int:
         from nemo_gym.rollout_viewer.static_page import write_static_page
 
         destination = Path(settings.static_html_fpath)
-        carried = write_static_page(index, destination, settings.max_rollouts)
+        try:
+            carried = write_static_page(index, destination, settings.max_rollouts)
+        except OSError as error:
+            raise ConfigError(
+                f"static_html_fpath: cannot write {destination} ({error.strerror or error}); choose another file"
+            ) from None
         held = f"{carried} of {len(index.entries)}" if carried < len(index.entries) else str(carried)
         print(f"Wrote {destination} ({held} rollouts); open it in any browser.")
         return 0
