@@ -339,9 +339,12 @@ class RolloutIndex:
                         resume = chunk.find(b"\n", position) + 1 or len(chunk)
                     position = chunk.find(needle, resume)
         entries = self.entries[: len(self.entries)]
-        for row_id in range(result_count, len(entries)):
-            if needle in self._raw_line(entries[row_id]).lower():
-                found.add(row_id)
+        if len(entries) > result_count:  # the failed rollouts, listed after the results
+            with self.files.failures.open("rb") as failures:
+                for row_id in range(result_count, len(entries)):
+                    failures.seek(entries[row_id].offset)
+                    if needle in failures.readline().lower():
+                        found.add(row_id)
         self._search_cache = (cache_key, found)
         return found
 

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from nemo_gym.config_types import AGENT_REF_KEY
 from nemo_gym.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
+from nemo_gym.rollout_collection import agent_name_of
 from nemo_gym.text_extraction import one_line
 
 PREVIEW_CHARS = 120
@@ -46,8 +47,8 @@ def number(value: Any) -> float | None:
 
 
 def agent_of(record: dict[str, Any]) -> str | None:
-    ref = record.get(AGENT_REF_KEY)
-    name = ref.get("name") if isinstance(ref, dict) else None
+    """The agent's name, when the line names one as text (the list sorts and filters by it)."""
+    name = agent_name_of(record)
     return name if isinstance(name, str) else None
 
 
