@@ -412,3 +412,9 @@ async def get_response_json(response: aiohttp.ClientResponse) -> Any:
     except orjson.JSONDecodeError as error:
         reason = f"HTTP {response.status} answer is invalid JSON ({error})"
         raise BadResponseError(response.method, str(response.url), None, None, error, reason) from error
+
+
+async def checked_json(response: aiohttp.ClientResponse) -> Any:
+    """The parsed body of a 2xx response; any other status raises `HTTPStatusError` with the peer's body."""
+    await raise_for_status(response)
+    return await get_response_json(response)

@@ -35,9 +35,8 @@ from nemo_gym.http_client import (
     DEFAULT_DEADLINE_S,
     MAX_NUM_TRIES,
     RetryPolicy,
+    checked_json,
     default_retry_policy,
-    get_response_json,
-    raise_for_status,
     request,
 )
 
@@ -799,8 +798,7 @@ class NeMoGymAsyncOpenAI(BaseModel):
             retry_policy=self._retry_policy(),
             _internal=self.internal,
         )
-        await raise_for_status(response)
-        return await get_response_json(response)
+        return await checked_json(response)
 
     async def create_response(self, **body: Any) -> dict[str, Any]:
         return await self._call("POST", f"{self.base_url.rstrip('/')}/responses", body)

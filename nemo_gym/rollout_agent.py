@@ -24,9 +24,10 @@ from nemo_gym.base_resources_server import BaseRunRequest
 from nemo_gym.base_responses_api_agent import BaseResponsesAPIAgentConfig, SimpleResponsesAPIAgent
 from nemo_gym.config_types import AggregateMetricsRequest, ModelServerRef, ResourcesServerRef
 from nemo_gym.errors import GymError
-from nemo_gym.http_client import default_retry_policy, get_response_json, raise_for_status, response_cookies
+from nemo_gym.http_client import checked_json, default_retry_policy, raise_for_status, response_cookies
 from nemo_gym.in_process import LocalResponse
 from nemo_gym.openai_utils import NeMoGymResponse
+from nemo_gym.validation_errors import first_problem
 
 USAGE_COUNTS = (("input_tokens",), ("output_tokens",), ("total_tokens",))
 USAGE_DETAIL_COUNTS = (
@@ -98,9 +99,8 @@ class RolloutAgent(SimpleResponsesAPIAgent):
         """One `/v1/responses` call of model server `server`: its answer (refused with a 502 unless it is a
         Response) and the cookies to send that server next."""
         answer = await self.server_client.post(server, "/v1/responses", json=params, cookies=cookies)
-        await raise_for_status(answer)
         cookies = cookies_after(answer, cookies)
-        turn = await get_response_json(answer)
+        turn = await checked_json(answer)
         try:
             NeMoGymResponse.model_validate(turn)
         except ValidationError as error:
@@ -152,9 +152,3 @@ def _add_at(total: dict[str, Any], turn: dict[str, Any], path: tuple[str, ...]) 
         total[key] = total.get(key) or {}
         total, turn = total[key], turn.get(key) or {}
     total[leaf] = (total.get(leaf) or 0) + (turn.get(leaf) or 0)
-
-
-def first_problem(error: ValidationError) -> str:
-    """Where and what the first problem of a peer's malformed answer is, for the 502 that names it."""
-    problem = error.errors()[0]
-    return f"{'.'.join(map(str, problem['loc']))}: {problem['msg']}"

@@ -19,9 +19,8 @@ from openai.types.chat import ChatCompletion
 from pydantic import BaseModel
 
 from nemo_gym.http_client import (
+    checked_json,
     default_retry_policy,
-    get_response_json,
-    raise_for_status,
     request,
     response_cookies,
 )
@@ -178,8 +177,7 @@ class GymTokenClient:
             retry_policy=policy,
         )
         self.state.cookies.update(response_cookies(response))
-        await raise_for_status(response)
-        return await get_response_json(response)
+        return await checked_json(response)
 
 
 class _Completions:

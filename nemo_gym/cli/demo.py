@@ -25,8 +25,7 @@ from nemo_gym.global_config import install_root, parse_global_config_dict
 from nemo_gym.http_client import (
     HTTPStatusError,
     RequestFailedError,
-    get_response_json,
-    raise_for_status,
+    checked_json,
     request,
 )
 from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, write_atomically
@@ -61,8 +60,7 @@ def example_rows(deployment: Deployment) -> list[dict[str, Any]]:
 
 async def run_one(url: str, row: dict[str, Any]) -> dict[str, Any]:
     response = await request("POST", url + "/run", json=row)
-    await raise_for_status(response)
-    return await get_response_json(response)
+    return await checked_json(response)
 
 
 async def run_examples(deployment: Deployment) -> int:

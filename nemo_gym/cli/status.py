@@ -15,8 +15,7 @@ from nemo_gym.http_client import (
     HTTPStatusError,
     RequestFailedError,
     RetryPolicy,
-    get_response_json,
-    raise_for_status,
+    checked_json,
     request,
 )
 from nemo_gym.launcher import format_table
@@ -54,8 +53,7 @@ async def print_status(overrides: Sequence[str], as_json: bool = False) -> int:
     head_url = f"http://{head.host}:{head.port}"
     try:
         response = await request("GET", head_url + "/server_instances", retry_policy=HEAD_POLICY)
-        await raise_for_status(response)
-        instances: Any = await get_response_json(response)
+        instances: Any = await checked_json(response)
     except RequestFailedError as error:
         print(
             f"Error: no head server answers at {head_url} ({error.kind} failed); is `gym run` running, "

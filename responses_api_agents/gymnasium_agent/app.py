@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError, model_valid
 from nemo_gym.base_gymnasium_server import EnvResetResponse, EnvStepResponse, EnvToolOutput
 from nemo_gym.config_types import ModelServerRef
 from nemo_gym.errors import GymError
-from nemo_gym.http_client import get_response_json, raise_for_status
+from nemo_gym.http_client import checked_json
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.rollout_agent import (
     Rollout,
@@ -38,9 +38,9 @@ from nemo_gym.rollout_agent import (
     RolloutAgentConfig,
     RolloutRunRequest,
     cookies_after,
-    first_problem,
     summed_usage,
 )
+from nemo_gym.validation_errors import first_problem
 from responses_api_agents.gymnasium_agent.user_simulator import (
     DEFAULT_STOP_MARKER,
     DEFAULT_USER_SYSTEM_PROMPT,
@@ -179,9 +179,8 @@ class GymnasiumAgent(RolloutAgent):
     ) -> EnvAnswer:
         name = self.config.resources_server.name
         answer = await self.server_client.post(name, path, json=body, cookies=rollout.resources_cookies)
-        await raise_for_status(answer)
         rollout.resources_cookies = cookies_after(answer, rollout.resources_cookies)
-        return _validated(model, await get_response_json(answer), f"environment '{name}' at {path}")
+        return _validated(model, await checked_json(answer), f"environment '{name}' at {path}")
 
     def _tool_outputs(self, step: EnvStepResponse) -> list[dict[str, Any]]:
         where = f"environment '{self.config.resources_server.name}' in info.tool_outputs"
