@@ -8,17 +8,15 @@ is one line on stderr and exit code 2; a config mistake is one line and exit cod
 
 from __future__ import annotations
 
-import asyncio
 import difflib
-import importlib
 import json
 import platform
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
+from nemo_gym.cli import commands
 from nemo_gym.cli.collect import COLLECT_FLAGS, DATASET_FLAGS, collection_help
 from nemo_gym.cli.dataset import FLAGS as DATASET_COMMAND_FLAGS
 from nemo_gym.cli.env_test import TEST_FLAGS
@@ -26,7 +24,6 @@ from nemo_gym.cli.flags import (
     DEPLOYMENT_FLAGS,
     SEARCH_DIR,
     Command,
-    Invocation,
     UsageError,
     help_requested,
     repeated,
@@ -37,200 +34,8 @@ from nemo_gym.cli.view import POSITIONAL as VIEW_POSITIONAL
 from nemo_gym.cli.view import SHOW_FLAGS, VIEW_FLAGS, show_help, view_help
 from nemo_gym.config_types import ConfigError
 
-INTERRUPTED_EXIT_CODE = 130
 USAGE_EXIT_CODE = 2
 JSON_FLAG = switch("--json", help="machine-readable output")
-
-
-def _run_async(work: Coroutine[Any, Any, int]) -> int:
-    """Run a command's coroutine, closing the pooled HTTP client before the loop ends."""
-    from nemo_gym.http_client import close_global_aiohttp_client
-
-    async def run_then_close() -> int:
-        try:
-            return await work
-        finally:
-            await close_global_aiohttp_client()
-
-    try:
-        return asyncio.run(run_then_close())
-    except KeyboardInterrupt:
-        return _interrupted()
-
-
-def _interrupted() -> int:
-    """Ctrl-C before the launcher's own handling is in place: one line, no traceback."""
-    print("Interrupted.", file=sys.stderr)
-    return INTERRUPTED_EXIT_CODE
-
-
-# ---- what each command runs ------------------------------------------------------------------------------
-
-
-def _start(invocation: Invocation) -> int:
-    from nemo_gym.launcher import Deployment, DeploymentError, run_until_stopped
-
-    try:
-        deployment = Deployment(invocation.overrides)
-        return _run_async(run_until_stopped(deployment))
-    except DeploymentError as error:
-        print(f"Error: {error}", file=sys.stderr)
-        return 1
-
-
-def _status(invocation: Invocation) -> int:
-    from nemo_gym.cli.status import print_status
-
-    return _run_async(print_status(invocation.overrides, as_json=bool(invocation.options.get("json"))))
-
-
-def _demo(invocation: Invocation) -> int:
-    from nemo_gym.cli.demo import run_demo
-
-    return _run_async(run_demo(invocation.overrides))
-
-
-def _collect(invocation: Invocation) -> int:
-    from nemo_gym.cli.eval_run import check_dataset_choice, run_without_serving
-
-    check_dataset_choice(invocation)
-    return _run_async(run_without_serving(invocation))
-
-
-def _eval_run(invocation: Invocation) -> int:
-    from nemo_gym.cli.eval_run import check_dataset_choice, check_no_serve, run_eval
-
-    check_dataset_choice(invocation)
-    if invocation.options.get("no_serve"):
-        check_no_serve(invocation)
-        return _collect(invocation)
-    return _run_async(run_eval(invocation))
-
-
-def _view(invocation: Invocation) -> int:
-    from nemo_gym.cli.view import run_view
-
-    try:
-        return run_view(invocation)
-    except KeyboardInterrupt:  # uvicorn raises it again once it has stopped serving
-        return _interrupted()
-
-
-def _show(invocation: Invocation) -> int:
-    from nemo_gym.cli.view import run_show
-
-    return run_show(invocation)
-
-
-def _aggregate(invocation: Invocation) -> int:
-    from nemo_gym.rollout_collection import aggregate_shards
-
-    return _run_async(aggregate_shards(invocation.overrides))
-
-
-def _profile(invocation: Invocation) -> int:
-    from nemo_gym.eval_profile import run_profile
-
-    return run_profile(invocation.overrides)
-
-
-def _reverify(invocation: Invocation) -> int:
-    from nemo_gym.reverification import reverify_rollouts
-
-    return _run_async(reverify_rollouts(invocation.overrides))
-
-
-def _prepare(invocation: Invocation) -> int:
-    from nemo_gym.dataset_collation import prepare_benchmarks
-
-    return prepare_benchmarks(invocation.overrides)
-
-
-def _resolve(invocation: Invocation) -> int:
-    from nemo_gym.global_config import parse_global_config_dict, to_resolved_yaml
-
-    print(to_resolved_yaml(parse_global_config_dict(invocation.overrides)), end="")
-    return 0
-
-
-def _validate(invocation: Invocation) -> int:
-    """Everything `gym env start` checks before and while its servers start, without serving anything."""
-    from nemo_gym.global_config import parse_global_config_dict, require_server_instances
-    from nemo_gym.launcher import check_server_configs, check_startable, readiness_deadline_from
-
-    cfg = parse_global_config_dict(invocation.overrides)
-    instances = require_server_instances(cfg)
-    check_startable(cfg, instances, Path.cwd())
-    deadline_s = readiness_deadline_from(cfg)
-    asyncio.run(check_server_configs(cfg, instances, Path.cwd(), deadline_s))
-    print(f"Config is valid: {len(instances)} server instance(s).")
-    return 0
-
-
-def _dataset(subcommand: str) -> Callable[[Invocation], int]:
-    def run(invocation: Invocation) -> int:
-        from nemo_gym.cli.dataset import run
-
-        return run(subcommand, invocation)
-
-    return run
-
-
-def _dataset_help(subcommand: str) -> Callable[[Sequence[str]], str]:
-    def details(args: Sequence[str]) -> str:
-        from nemo_gym.cli.dataset import help_text
-
-        return help_text(subcommand, args)
-
-    return details
-
-
-def _env_test(invocation: Invocation) -> int:
-    from nemo_gym.cli.env_test import run_env_tests
-
-    return run_env_tests(invocation.overrides)
-
-
-def _env_test_help(_: Sequence[str]) -> str:
-    from nemo_gym.cli.env_test import EnvTestSettings
-
-    return EnvTestSettings.help_text()
-
-
-def _env_init(invocation: Invocation) -> int:
-    from nemo_gym.cli.env_init import init_resources_server
-
-    names = [invocation.options.get(key) for key in ("name", "resources_server")]
-    return init_resources_server([name for name in names if name], invocation.overrides)
-
-
-def _lister(what: str) -> Callable[[Invocation], int]:
-    def run(invocation: Invocation) -> int:
-        from nemo_gym.cli.selectors import listed
-        from nemo_gym.launcher import format_table
-
-        assets = listed(what, invocation.options.get("search_dir") or [])
-        if invocation.options.get("json"):
-            print(json.dumps([asset.as_json() for asset in assets], indent=2))
-        elif not assets:
-            print(f"No {what} found.")
-        else:
-            rows = [("NAME", "CONFIGS", "DESCRIPTION")]
-            rows += [(asset.name, ",".join(asset.configs), asset.description[:80]) for asset in assets]
-            print(format_table(rows))
-        return 0
-
-    return run
-
-
-def _settings_help(model_path: str) -> Callable[[Sequence[str]], str]:
-    """The field table of a command's settings model, imported only when help is shown."""
-
-    def details(_: Sequence[str]) -> str:
-        module, _, name = model_path.rpartition(".")
-        return getattr(importlib.import_module(module), name).help_text()
-
-    return details
 
 
 # ---- the command tree ------------------------------------------------------------------------------------
@@ -246,78 +51,81 @@ REPLAY = repeated(
 EVAL_RUN_FLAGS = (*DEPLOYMENT_FLAGS, REPLAY, NO_SERVE, *DATASET_FLAGS, *COLLECT_FLAGS)
 
 START = Command(
-    "env start", "Start every server of a deployment; Ctrl-C stops them.", _start, DEPLOYMENT_FLAGS
+    "env start", "Start every server of a deployment; Ctrl-C stops them.", commands.start, DEPLOYMENT_FLAGS
 )
 STATUS = Command(
-    "env status", "The instances of a running deployment and whether each answers.", _status, (JSON_FLAG,)
+    "env status",
+    "The instances of a running deployment and whether each answers.",
+    commands.status,
+    (JSON_FLAG,),
 )
 RESOLVE = Command(
     "env resolve",
     "Print the merged config, interpolations resolved, secrets masked.",
-    _resolve,
+    commands.resolve,
     DEPLOYMENT_FLAGS,
 )
 VALIDATE = Command(
     "env validate",
     "Check a config as `gym env start` would, without serving anything.",
-    _validate,
+    commands.validate,
     DEPLOYMENT_FLAGS,
 )
 INIT = Command(
     "env init",
     "Create resources_servers/<name> from a template whose tests pass at once.",
-    _env_init,
+    commands.env_init,
     (value("--resources-server", help="the new folder's name"),),
     positional=("name", "the new folder's name (resources_servers/<name>)"),
 )
 TEST = Command(
     "env test",
     "Run a server folder's tests and check its example data; every folder without a selection.",
-    _env_test,
+    commands.env_test,
     TEST_FLAGS,
-    _env_test_help,
+    commands.env_test_help,
 )
 EVAL_RUN = Command(
     "eval run",
     "Start the deployment, run its dataset (or --input) through the agent, write results and metrics, "
     "print the summary and stop everything. --no-serve uses a running deployment.",
-    _eval_run,
+    commands.eval_run,
     EVAL_RUN_FLAGS,
     collection_help,
 )
 COLLECT = Command(
     "collect",
     "Run a JSONL dataset through the agents of a running deployment (= gym eval run --no-serve).",
-    _collect,
+    commands.collect,
     (*COLLECT_FLAGS, *DATASET_FLAGS),
     collection_help,
 )
 AGGREGATE = Command(
     "eval aggregate",
     "Merge sharded results and aggregate them through a running deployment.",
-    _aggregate,
+    commands.aggregate,
     (
         value("-i", "--input-glob", key="input_glob", metavar="GLOB", help="result files (comma-separated globs)"),
         value("-o", "--output", key="output_jsonl_fpath", metavar="FILE", help="merged results / metrics name"),
         switch("--merge-shards", key="merge_shards", help="also write every result into --output"),
     ),
-    _settings_help("nemo_gym.rollout_collection.ShardAggregationConfig"),
+    commands.settings_help("nemo_gym.rollout_collection.ShardAggregationConfig"),
 )  # fmt: skip
 PROFILE = Command(
     "eval profile",
     "Per-task statistics of collected rollouts, from the files alone.",
-    _profile,
+    commands.profile,
     (
         value("--inputs", key="inputs_jsonl_fpath", metavar="FILE", help="<stem>_materialized_inputs.jsonl"),
         value("--rollouts", key="rollouts_jsonl_fpath", metavar="FILE", help="the results file"),
         switch("--allow-partial", key="allow_partial_rollouts", help="profile even if results are missing"),
     ),
-    _settings_help("nemo_gym.eval_profile.ProfileConfig"),
+    commands.settings_help("nemo_gym.eval_profile.ProfileConfig"),
 )  # fmt: skip
 REVERIFY = Command(
     "eval reverify",
     "Score stored rollouts again through a running deployment's resources servers, without the model.",
-    _reverify,
+    commands.reverify,
     (
         value("-i", "--input", key="input_jsonl_fpath", metavar="FILE", help="stored rollouts (results file)"),
         value("-o", "--output", key="output_jsonl_fpath", metavar="FILE", help="where the rescored rollouts go"),
@@ -330,25 +138,25 @@ REVERIFY = Command(
         switch("--no-tool-replay", key="skip_tool_replay", help="do not replay the recorded tool calls first"),
         switch("--overwrite", key="overwrite", help="replace the rollouts already in the output file"),
     ),
-    _settings_help("nemo_gym.reverification.ReverifyConfig"),
+    commands.settings_help("nemo_gym.reverification.ReverifyConfig"),
 )  # fmt: skip
 PREPARE = Command(
     "eval prepare",
     "Run the prepare script of every benchmark dataset of the selected configs.",
-    _prepare,
+    commands.prepare,
     DEPLOYMENT_FLAGS,
-    _settings_help("nemo_gym.dataset_collation.PrepareSettings"),
+    commands.settings_help("nemo_gym.dataset_collation.PrepareSettings"),
 )
 DEMO = Command(
     "demo",
     "Start the demo deployment, run its example tasks, print each reward, stop (no API key needed).",
-    _demo,
+    commands.demo,
 )
 
 VIEW = Command(
     "view",
     "Look at a results file's rollouts in the browser (a local page), or write one HTML file with --static.",
-    _view,
+    commands.view,
     VIEW_FLAGS,
     view_help,
     positional=VIEW_POSITIONAL,
@@ -356,7 +164,7 @@ VIEW = Command(
 SHOW = Command(
     "show",
     "Print a results file's rollouts readably: conversation, tool calls, verify fields.",
-    _show,
+    commands.show,
     SHOW_FLAGS,
     show_help,
     positional=VIEW_POSITIONAL,
@@ -365,13 +173,22 @@ SHOW = Command(
 
 def _listing(what: str) -> Command:
     return Command(
-        f"list {what}", f"The {what} this installation offers.", _lister(what), (JSON_FLAG, SEARCH_DIR)
+        f"list {what}",
+        f"The {what} this installation offers.",
+        commands.lister(what),
+        (JSON_FLAG, SEARCH_DIR),
     )
 
 
 def _dataset_command(subcommand: str, summary: str) -> Command:
     flags = DATASET_COMMAND_FLAGS[subcommand]
-    return Command(f"dataset {subcommand}", summary, _dataset(subcommand), flags, _dataset_help(subcommand))
+    return Command(
+        f"dataset {subcommand}",
+        summary,
+        commands.dataset(subcommand),
+        flags,
+        commands.dataset_help(subcommand),
+    )
 
 
 Tree = dict[str, "Command | Tree"]

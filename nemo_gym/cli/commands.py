@@ -1,0 +1,204 @@
+"""What each `gym` command runs once its flags are parsed: one function per command, importing the work it
+starts only when called, so that `gym -h` and a typo stay instant."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+from nemo_gym.cli.flags import Invocation
+
+INTERRUPTED_EXIT_CODE = 130
+
+
+def _run_async(work: Coroutine[Any, Any, int]) -> int:
+    """Run a command's coroutine, closing the pooled HTTP client before the loop ends."""
+    from nemo_gym.http_client import close_global_aiohttp_client
+
+    async def run_then_close() -> int:
+        try:
+            return await work
+        finally:
+            await close_global_aiohttp_client()
+
+    try:
+        return asyncio.run(run_then_close())
+    except KeyboardInterrupt:
+        return _interrupted()
+
+
+def _interrupted() -> int:
+    """Ctrl-C before the launcher's own handling is in place: one line, no traceback."""
+    print("Interrupted.", file=sys.stderr)
+    return INTERRUPTED_EXIT_CODE
+
+
+def start(invocation: Invocation) -> int:
+    from nemo_gym.launcher import Deployment, DeploymentError, run_until_stopped
+
+    try:
+        deployment = Deployment(invocation.overrides)
+        return _run_async(run_until_stopped(deployment))
+    except DeploymentError as error:
+        print(f"Error: {error}", file=sys.stderr)
+        return 1
+
+
+def status(invocation: Invocation) -> int:
+    from nemo_gym.cli.status import print_status
+
+    return _run_async(print_status(invocation.overrides, as_json=bool(invocation.options.get("json"))))
+
+
+def demo(invocation: Invocation) -> int:
+    from nemo_gym.cli.demo import run_demo
+
+    return _run_async(run_demo(invocation.overrides))
+
+
+def collect(invocation: Invocation) -> int:
+    from nemo_gym.cli.eval_run import check_dataset_choice, run_without_serving
+
+    check_dataset_choice(invocation)
+    return _run_async(run_without_serving(invocation))
+
+
+def eval_run(invocation: Invocation) -> int:
+    from nemo_gym.cli.eval_run import check_dataset_choice, check_no_serve, run_eval
+
+    check_dataset_choice(invocation)
+    if invocation.options.get("no_serve"):
+        check_no_serve(invocation)
+        return collect(invocation)
+    return _run_async(run_eval(invocation))
+
+
+def view(invocation: Invocation) -> int:
+    from nemo_gym.cli.view import run_view
+
+    try:
+        return run_view(invocation)
+    except KeyboardInterrupt:  # uvicorn raises it again once it has stopped serving
+        return _interrupted()
+
+
+def show(invocation: Invocation) -> int:
+    from nemo_gym.cli.view import run_show
+
+    return run_show(invocation)
+
+
+def aggregate(invocation: Invocation) -> int:
+    from nemo_gym.rollout_collection import aggregate_shards
+
+    return _run_async(aggregate_shards(invocation.overrides))
+
+
+def profile(invocation: Invocation) -> int:
+    from nemo_gym.eval_profile import run_profile
+
+    return run_profile(invocation.overrides)
+
+
+def reverify(invocation: Invocation) -> int:
+    from nemo_gym.reverification import reverify_rollouts
+
+    return _run_async(reverify_rollouts(invocation.overrides))
+
+
+def prepare(invocation: Invocation) -> int:
+    from nemo_gym.dataset_collation import prepare_benchmarks
+
+    return prepare_benchmarks(invocation.overrides)
+
+
+def resolve(invocation: Invocation) -> int:
+    from nemo_gym.global_config import parse_global_config_dict, to_resolved_yaml
+
+    print(to_resolved_yaml(parse_global_config_dict(invocation.overrides)), end="")
+    return 0
+
+
+def validate(invocation: Invocation) -> int:
+    """Everything `gym env start` checks before and while its servers start, without serving anything."""
+    from nemo_gym.global_config import parse_global_config_dict, require_server_instances
+    from nemo_gym.launcher import check_server_configs, check_startable, readiness_deadline_from
+
+    cfg = parse_global_config_dict(invocation.overrides)
+    instances = require_server_instances(cfg)
+    check_startable(cfg, instances, Path.cwd())
+    deadline_s = readiness_deadline_from(cfg)
+    asyncio.run(check_server_configs(cfg, instances, Path.cwd(), deadline_s))
+    print(f"Config is valid: {len(instances)} server instance(s).")
+    return 0
+
+
+def dataset(subcommand: str) -> Callable[[Invocation], int]:
+    def run(invocation: Invocation) -> int:
+        from nemo_gym.cli.dataset import run
+
+        return run(subcommand, invocation)
+
+    return run
+
+
+def dataset_help(subcommand: str) -> Callable[[Sequence[str]], str]:
+    def details(args: Sequence[str]) -> str:
+        from nemo_gym.cli.dataset import help_text
+
+        return help_text(subcommand, args)
+
+    return details
+
+
+def env_test(invocation: Invocation) -> int:
+    from nemo_gym.cli.env_test import run_env_tests
+
+    return run_env_tests(invocation.overrides)
+
+
+def env_test_help(_: Sequence[str]) -> str:
+    from nemo_gym.cli.env_test import EnvTestSettings
+
+    return EnvTestSettings.help_text()
+
+
+def env_init(invocation: Invocation) -> int:
+    from nemo_gym.cli.env_init import init_resources_server
+
+    names = [invocation.options.get(key) for key in ("name", "resources_server")]
+    return init_resources_server([name for name in names if name], invocation.overrides)
+
+
+def lister(what: str) -> Callable[[Invocation], int]:
+    def run(invocation: Invocation) -> int:
+        from nemo_gym.cli.selectors import listed
+        from nemo_gym.launcher import format_table
+
+        assets = listed(what, invocation.options.get("search_dir") or [])
+        if invocation.options.get("json"):
+            print(json.dumps([asset.as_json() for asset in assets], indent=2))
+        elif not assets:
+            print(f"No {what} found.")
+        else:
+            rows = [("NAME", "CONFIGS", "DESCRIPTION")]
+            rows += [(asset.name, ",".join(asset.configs), asset.description[:80]) for asset in assets]
+            print(format_table(rows))
+        return 0
+
+    return run
+
+
+def settings_help(model_path: str) -> Callable[[Sequence[str]], str]:
+    """The field table of a command's settings model, imported only when help is shown."""
+
+    def details(_: Sequence[str]) -> str:
+        module, _, name = model_path.rpartition(".")
+        return getattr(importlib.import_module(module), name).help_text()
+
+    return details
