@@ -24,6 +24,7 @@ import aiohttp
 import orjson
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from nemo_gym.deadlines import DEADLINE_HEADER, bounded
 from nemo_gym.redaction import without_url_passwords
 from nemo_gym.text_extraction import one_line
 
@@ -280,12 +281,13 @@ async def request(
 ) -> aiohttp.ClientResponse:
     """Send one HTTP request with a deadline and bounded retries; return the response, its body read.
 
-    The deadline covers the body too. The status is not checked here (see `raise_for_status`) except for
-    statuses the policy retries; when those persist, the last response is returned with its body intact.
-    Raises `ConnectionFailedError`, `DeadlineExceededError` or `BadResponseError` (all name the URL)
-    when no whole, well-formed response could be had. `idempotent` defaults
-    to the method's semantics (GET, HEAD, OPTIONS, PUT, DELETE); pass True for a POST that is safe to
-    repeat after a dropped connection.
+    The deadline covers the body too, and never outlasts the caller's budget (`nemo_gym.deadlines`), whose
+    remainder the peer is told in a header. The status is not checked here (see `raise_for_status`)
+    except for statuses the policy retries; when those persist, the last response is returned with its
+    body intact. Raises `ConnectionFailedError`, `DeadlineExceededError` or `BadResponseError` (all name
+    the URL) when no whole, well-formed response could be had. `idempotent` defaults to the method's
+    semantics (GET, HEAD, OPTIONS, PUT, DELETE); pass True for a POST that is safe to repeat after a
+    dropped connection.
     `_internal` is accepted for compatibility with callers written for the reference client.
     """
     policy = retry_policy or _state.default_policy
@@ -293,19 +295,19 @@ async def request(
         idempotent = method.upper() in IDEMPOTENT_METHODS
     payload = aiohttp_kwargs.pop("json", None)
     cookies = aiohttp_kwargs.pop("cookies", None)
-    if payload is not None or cookies:
-        headers = dict(aiohttp_kwargs.get("headers") or {})
-        if payload is not None:
-            aiohttp_kwargs["data"] = orjson.dumps(payload)
-            headers.setdefault("Content-Type", "application/json")
-        if cookies:
-            headers["Cookie"] = cookie_header(cookies)
-        aiohttp_kwargs["headers"] = headers
+    headers = dict(aiohttp_kwargs.get("headers") or {})
+    if payload is not None:
+        aiohttp_kwargs["data"] = orjson.dumps(payload)
+        headers.setdefault("Content-Type", "application/json")
+    if cookies:
+        headers["Cookie"] = cookie_header(cookies)
+    aiohttp_kwargs["headers"] = headers
+    announces_deadline = not any(name.lower() == DEADLINE_HEADER.lower() for name in headers)
 
     session = get_global_aiohttp_client()
     loop = asyncio.get_running_loop()
     started = loop.time()
-    deadline = started + policy.deadline_s
+    deadline = started + bounded(policy.deadline_s)
     attempt = 0
     last_error: BaseException | None = None
     while True:
@@ -318,6 +320,8 @@ async def request(
             )
             raise DeadlineExceededError(method, url, attempt, loop.time() - started, last_error, reason)
         attempt += 1
+        if announces_deadline:
+            headers[DEADLINE_HEADER] = f"{remaining:.3f}"
         timeout = aiohttp.ClientTimeout(
             total=remaining, sock_connect=min(policy.connect_timeout_s, remaining)
         )

@@ -23,6 +23,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 from nemo_gym.base_resources_server import BaseRunRequest
 from nemo_gym.base_responses_api_agent import BaseResponsesAPIAgentConfig, SimpleResponsesAPIAgent
 from nemo_gym.config_types import AggregateMetricsRequest, ModelServerRef, ResourcesServerRef
+from nemo_gym.deadlines import bounded, budget
 from nemo_gym.errors import GymError
 from nemo_gym.http_client import checked_json, default_retry_policy, raise_for_status, response_cookies
 from nemo_gym.in_process import LocalResponse
@@ -114,17 +115,22 @@ class RolloutAgent(SimpleResponsesAPIAgent):
 
     async def as_rollout(self, work: Coroutine[Any, Any, Any]) -> Any:
         """Run `work` once a rollout slot is free (`max_concurrent_rollouts`), all within the rollout's
-        deadline: waiting for the slot counts too, so nothing waits forever."""
-        deadline_s = self.config.rollout_deadline_s or default_retry_policy().deadline_s
+        deadline: waiting for the slot counts too, so nothing waits forever. The deadline is the
+        configured one, or what the caller said it has left when that is less; the calls `work` makes
+        carry what remains of it."""
+        deadline_s = bounded(self.config.rollout_deadline_s or default_retry_policy().deadline_s)
         rollout_deadline = asyncio.timeout(deadline_s)
         try:
-            async with rollout_deadline, self._rollout_slots:
-                return await work
+            # The budget starts after the timer, so a call cut short by it never ends before the rollout.
+            async with rollout_deadline:
+                with budget(deadline_s):
+                    async with self._rollout_slots:
+                        return await work
         except TimeoutError as error:
             if not rollout_deadline.expired():
                 raise  # a peer's call ran out of its own deadline: its error names the peer
             raise GymError(
-                504, "timeout", f"the rollout did not finish within its {deadline_s:g}s deadline"
+                504, "timeout", f"the rollout did not finish within its {round(deadline_s, 2):g}s deadline"
             ) from error
         finally:
             work.close()  # discards it quietly if the deadline came while it was still waiting

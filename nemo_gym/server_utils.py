@@ -36,6 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from nemo_gym.config_types import BaseRunServerInstanceConfig, BaseServerConfig, ConfigError
 from nemo_gym.cpu_pool import shutdown_pool
+from nemo_gym.deadlines import CallerDeadlineMiddleware
 from nemo_gym.errors import ErrorEnvelopeMiddleware
 from nemo_gym.global_config import (
     DEFAULT_HEAD_SERVER_PORT,
@@ -247,12 +248,13 @@ def new_app() -> FastAPI:
 
 
 def finalize_app(app: FastAPI, server_label: str) -> FastAPI:
-    """Add what every Gym server has: `GET /` liveness and the error format (innermost middleware,
-    so error responses still carry the session cookie)."""
+    """Add what every Gym server has: `GET /` liveness, the caller's deadline taken up, and the error
+    format (innermost middleware, so error responses still carry the session cookie)."""
     if not any(getattr(route, "path", None) == "/" for route in app.router.routes):
         app.add_api_route("/", _liveness, methods=["GET"])
     app.router.on_shutdown.append(close_global_aiohttp_client)
     app.router.on_shutdown.append(shutdown_pool)
+    app.user_middleware.append(Middleware(CallerDeadlineMiddleware))
     app.user_middleware.append(Middleware(ErrorEnvelopeMiddleware, server_label=server_label))
     return app
 

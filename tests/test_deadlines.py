@@ -1,0 +1,128 @@
+"""A call's remaining deadline travels down: collector or trainer -> agent -> model server -> upstream.
+
+Real processes: the session-counter environment, openai_model in front of the scripted upstream, and
+simple_agent with a generous rollout deadline of its own. The tests read the `X-Gym-Deadline-S` header the
+upstream received and time what a caller with less time left gets back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+
+import pytest
+
+from nemo_gym.deadlines import DEADLINE_HEADER, budget, parse_header, remaining_s
+from nemo_gym.http_client import get_response_json, request
+from tests.helpers import instance_config, run_instance
+from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
+
+AGENT_DEADLINE_S = 60.0
+CALLER_BUDGET_S = 1.5
+
+
+@dataclass
+class Stack:
+    agent_url: str
+    model: str
+    upstream: ScriptedUpstream
+
+    def deadline_headers_seen(self) -> list[float]:
+        return [float(entry["headers"][DEADLINE_HEADER]) for entry in self.upstream.requests(self.model)]
+
+
+@pytest.fixture(scope="module")
+def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    workdir = tmp_path_factory.mktemp("deadlines")
+    model = fresh_model("deadlines")
+    config = {
+        "counter_rs": instance_config("resources_servers", "example_session_state_mgmt", domain="agent"),
+        "policy_model": instance_config(
+            "responses_api_models",
+            "openai_model",
+            openai_base_url=scripted_upstream.base_url,
+            openai_api_key="sk-deadline-test",
+            openai_model=model,
+        ),
+    }
+    with ExitStack() as servers:
+        for name, implementation in (
+            ("counter_rs", "resources_servers"),
+            ("policy_model", "responses_api_models"),
+        ):
+            started = servers.enter_context(run_instance(config, name, workdir))
+            next(iter(config[name][implementation].values()))["port"] = started.port
+        config["agent"] = instance_config(
+            "responses_api_agents",
+            "simple_agent",
+            resources_server={"type": "resources_servers", "name": "counter_rs"},
+            model_server={"type": "responses_api_models", "name": "policy_model"},
+            rollout_deadline_s=AGENT_DEADLINE_S,
+        )
+        agent = servers.enter_context(run_instance(config, "agent", workdir))
+        yield Stack(agent.url, model, scripted_upstream)
+
+
+def row() -> dict:
+    return {
+        "responses_create_params": {"input": [{"role": "user", "content": "count"}]},
+        "initial_count": 0,
+        "expected_count": 0,
+    }
+
+
+async def run(stack: Stack, headers: dict[str, str] | None = None) -> tuple[int, dict]:
+    answer = await request("POST", stack.agent_url + "/run", json=row(), headers=headers or {})
+    return answer.status, await get_response_json(answer)
+
+
+async def test_the_agents_own_deadline_reaches_the_upstream(stack):
+    stack.upstream.clear(stack.model)
+    stack.upstream.script(stack.model, [{"output": [assistant_message("done")]}])
+    status, body = await run(stack)
+    assert status == 200, body
+    [seen] = stack.deadline_headers_seen()[-1:]
+    assert CALLER_BUDGET_S < seen <= AGENT_DEADLINE_S
+
+
+async def test_a_caller_with_less_time_left_cuts_the_whole_rollout_short(stack):
+    stack.upstream.clear(stack.model)
+    stack.upstream.script(stack.model, [{"hang": True}])
+    seen_before = len(stack.deadline_headers_seen())
+    started = time.monotonic()
+    status, body = await run(stack, {DEADLINE_HEADER: str(CALLER_BUDGET_S)})
+    waited = time.monotonic() - started
+    assert status == 504, body
+    assert f"within its {CALLER_BUDGET_S:g}s deadline" in body["error"]["message"]
+    # Without the caller's budget the agent would have waited its own 60 s for the hanging upstream.
+    assert waited < AGENT_DEADLINE_S / 4
+    [seen] = stack.deadline_headers_seen()[seen_before:]
+    assert 0 < seen <= CALLER_BUDGET_S
+
+
+async def test_a_meaningless_deadline_header_is_ignored(stack):
+    stack.upstream.clear(stack.model)
+    stack.upstream.script(stack.model, [{"output": [assistant_message("done")]}])
+    status, body = await run(stack, {DEADLINE_HEADER: "soon"})
+    assert status == 200, body
+    assert stack.deadline_headers_seen()[-1] > CALLER_BUDGET_S
+
+
+async def test_a_budget_never_extends_an_outer_one():
+    assert remaining_s() is None
+    with budget(5.0):
+        with budget(50.0) as granted:
+            assert granted <= 5.0
+            assert remaining_s() <= 5.0
+        await asyncio.sleep(0)
+    assert remaining_s() is None
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("2.5", 2.5), ("0", 0.0), ("-1", None), ("nan", None), ("x", None)]
+)
+def test_parse_header(text, seconds):
+    assert parse_header(text) == seconds
