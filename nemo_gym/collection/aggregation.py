@@ -1,0 +1,77 @@
+"""`/aggregate_metrics` per agent over a collection's results and unresolved failures, with request
+bodies assembled on disk so memory does not grow with the number of results."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import tempfile
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from nemo_gym.collection.records import agent_name_of
+from nemo_gym.config_types import AGENT_REF_KEY, AggregateMetrics
+from nemo_gym.http_client import raise_for_status
+from nemo_gym.jsonl import FAILURE_CLASS_KEY, write_atomically
+from nemo_gym.reward_profile import failure_metrics
+from nemo_gym.server_utils import ServerClient
+
+
+def stripped_for_aggregation(result: dict[str, Any]) -> dict[str, Any]:
+    """A result without its heavy parts: no request params, and of the response only its usage."""
+    light = {
+        key: value for key, value in result.items() if key not in ("responses_create_params", "response")
+    }
+    response = result.get("response")
+    if isinstance(response, dict) and "usage" in response:
+        light["response"] = {"usage": response["usage"]}
+    return light
+
+
+async def aggregate_results(
+    results: Iterable[dict[str, Any]],
+    failures: Iterable[dict[str, Any]],
+    server_client: ServerClient,
+    destination: Path,
+) -> list[dict[str, Any]]:
+    """One `/aggregate_metrics` per agent over its results and its unresolved failures (which the servers
+    count but keep out of the statistics), written to `destination`. The request bodies are assembled on
+    disk, never as a list of parsed results."""
+    failure_classes: dict[str, Counter[str]] = {}
+    with tempfile.TemporaryDirectory(prefix="gym-aggregate-") as scratch:
+        bodies: dict[str, Any] = {}
+        try:
+            for record in itertools.chain(results, failures):
+                agent = agent_name_of(record) or ""
+                if agent not in bodies:
+                    bodies[agent] = (Path(scratch) / f"{len(bodies)}.json").open("wb")
+                    bodies[agent].write(b'{"verify_responses":[')
+                else:
+                    bodies[agent].write(b",")
+                bodies[agent].write(orjson.dumps(stripped_for_aggregation(record)))
+                if FAILURE_CLASS_KEY in record:
+                    failure_classes.setdefault(agent, Counter())[record[FAILURE_CLASS_KEY]] += 1
+        finally:
+            for body in bodies.values():
+                body.write(b"]}")
+                body.close()
+        entries = []
+        for agent in sorted(bodies):
+            response = await server_client.post(
+                agent, "/aggregate_metrics", data=Path(bodies[agent].name).read_bytes(),
+                headers={"Content-Type": "application/json"}, idempotent=True,
+            )  # fmt: skip
+            await raise_for_status(response)
+            metrics = AggregateMetrics.model_validate_json(await response.read())
+            counts = failure_metrics(failure_classes.get(agent, Counter()))
+            for key, value in counts.items():  # servers that predate failure records do not count them
+                metrics.agent_metrics.setdefault(key, value)
+            if counts["num_failed_rollouts"]:
+                metrics.key_metrics.update(counts)
+            entries.append({AGENT_REF_KEY: {"name": agent}, **metrics.model_dump()})
+    write_atomically(destination, [json.dumps(entries, indent=2).encode()])
+    return entries

@@ -1,0 +1,173 @@
+"""`gym collect` end to end: materialize (or resume), run what is missing through a bounded pipeline,
+append each result or failure as it completes, aggregate, report."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import aiohttp
+
+from nemo_gym.collection.aggregation import aggregate_results
+from nemo_gym.collection.config import RolloutCollectionConfig
+from nemo_gym.collection.ledger import CollectionLedger
+from nemo_gym.collection.materialize import materialize
+from nemo_gym.collection.paths import CollectionPaths, refuse_to_replace
+from nemo_gym.collection.progress import CollectionProgress, CollectionSummary
+from nemo_gym.collection.records import (
+    FAILURE_TERMINAL_KEY,
+    NO_PERSIST_KEY,
+    agent_name_of,
+    max_rollout_attempts,
+)
+from nemo_gym.collection.runner import RolloutCollectionHelper
+from nemo_gym.config_types import ConfigError
+from nemo_gym.global_config import command_settings, locate_data_file, parse_global_config_dict
+from nemo_gym.http_client import RequestFailedError
+from nemo_gym.jsonl import FAILURE_CLASS_KEY, LineAppender, drop_torn_tail, iter_jsonl, rollout_key
+from nemo_gym.server_utils import ServerClient, configure_http_client_from, head_server_config_from
+from nemo_gym.wandb_logging import WandbRun
+
+
+class RolloutCollector:
+    """`gym collect`: materialize, run what is missing through a bounded pipeline, aggregate."""
+
+    def __init__(self, config: RolloutCollectionConfig, helper: RolloutCollectionHelper) -> None:
+        self.config = config
+        self.helper = helper
+        self.paths = CollectionPaths.for_output(config.output_jsonl_fpath)
+        self._already_done = 0
+
+    async def collect(self) -> CollectionSummary:
+        input_path = locate_data_file(self.config.input_jsonl_fpath, "input_jsonl_fpath")
+        self.paths.output.parent.mkdir(parents=True, exist_ok=True)
+        max_attempts = max_rollout_attempts()
+        ledger = CollectionLedger()
+        try:
+            resuming = (
+                self.config.resume_from_cache
+                and self.paths.materialized.exists()
+                and self.paths.output.exists()
+            )
+            if self.config.resume_from_cache and not resuming:
+                print("resume_from_cache: no earlier materialized inputs and results here; starting afresh.")
+            if resuming:
+                agents = self._load_earlier_run(ledger)
+            else:
+                refuse_to_replace(self.paths, self.config.overwrite)
+                for path in (
+                    self.paths.output,
+                    self.paths.failures,
+                    self.paths.aggregate_metrics,
+                    self.paths.materialized,
+                ):
+                    path.unlink(missing_ok=True)
+                _, agents = materialize(self.config, input_path, self.paths, ledger)
+                self.paths.output.touch()
+                self.paths.failures.touch()
+            for agent in sorted(agents):
+                self.helper.agent_url(agent)  # an unknown agent is a config error, before anything runs
+            progress = await self._run_missing(ledger, max_attempts)
+            summary = CollectionSummary(
+                self.paths, progress.total, self._already_done, progress, ledger.unresolved_failures(), []
+            )
+            if not self.config.disable_aggregation:
+                try:
+                    summary.aggregates = await aggregate_results(
+                        (result for _, _, _, result in iter_jsonl(self.paths.output)),
+                        ledger.unresolved_failure_records(),
+                        self.helper.server_client,
+                        self.paths.aggregate_metrics,
+                    )
+                except (RequestFailedError, aiohttp.ClientError, ValueError) as error:
+                    summary.aggregation_error = str(error)
+        finally:
+            ledger.close()
+        return summary
+
+    def _load_earlier_run(self, ledger: CollectionLedger) -> set[str]:
+        drop_torn_tail(self.paths.output)
+        drop_torn_tail(self.paths.failures)
+        for _, _, _, result in iter_jsonl(self.paths.output):
+            if ledger.mark_done(rollout_key(result)):
+                self._already_done += 1
+        for _, _, _, failure in iter_jsonl(self.paths.failures):
+            ledger.record_failure(
+                rollout_key(failure),
+                agent_name_of(failure),
+                failure[FAILURE_CLASS_KEY],
+                bool(failure.get(FAILURE_TERMINAL_KEY)),
+            )
+        ledger.commit()
+        return {
+            agent for _, _, _, row in iter_jsonl(self.paths.materialized) if (agent := agent_name_of(row))
+        }
+
+    def _runnable(self, ledger: CollectionLedger, max_attempts: int) -> Iterator[dict[str, Any]]:
+        for _, _, _, row in iter_jsonl(self.paths.materialized):
+            key = rollout_key(row)
+            if ledger.is_done(key):
+                continue
+            attempts, terminal = ledger.failed_attempts(key)
+            if terminal or attempts >= max_attempts:
+                continue
+            yield row
+
+    async def _run_missing(self, ledger: CollectionLedger, max_attempts: int) -> CollectionProgress:
+        total = sum(1 for _ in self._runnable(ledger, max_attempts))
+        progress = CollectionProgress(total=total)
+        results = LineAppender(self.paths.output)
+        failures = LineAppender(self.paths.failures)
+        try:
+            rows = self._runnable(ledger, max_attempts)
+            attempt_of = lambda row: ledger.failed_attempts(rollout_key(row))[0] + 1  # noqa: E731
+            async for row, result in self.helper.run_examples(rows, attempt_of):
+                key = rollout_key(row)
+                if FAILURE_CLASS_KEY in result:
+                    failures.append(result)
+                    ledger.record_failure(
+                        key,
+                        agent_name_of(row),
+                        result[FAILURE_CLASS_KEY],
+                        bool(result.get(FAILURE_TERMINAL_KEY)),
+                    )
+                elif ledger.mark_done(key) and not result.get(NO_PERSIST_KEY):
+                    results.append(result)
+                progress.add(result)
+                if progress.finished % 1000 == 0:
+                    ledger.commit()
+        finally:
+            results.close()
+            failures.close()
+            progress.close()
+        return progress
+
+
+async def collect_rollouts(overrides: list[str], server_client: ServerClient | None = None) -> int:
+    """`gym collect`: the exit code is 0 when every rollout has a result and aggregation succeeded.
+    `server_client` reaches the deployment (default: the one whose head server the config names)."""
+    cfg = parse_global_config_dict(overrides)
+    config = command_settings(RolloutCollectionConfig, cfg)
+    configure_http_client_from(cfg)
+    try:
+        helper = RolloutCollectionHelper(
+            server_client,
+            head_server_config=head_server_config_from(cfg),
+            max_in_flight=config.num_samples_in_parallel,
+            rollout_timeout_s=config.rollout_timeout_s,
+        )
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
+    wandb_run = WandbRun.start_if_configured(cfg, helper.server_client.global_config_dict)
+    try:
+        summary = await RolloutCollector(config, helper).collect()
+        if wandb_run is not None:
+            wandb_run.log_aggregates(summary.aggregates)
+            if config.upload_rollouts_to_wandb:
+                wandb_run.log_rollouts(result for _, _, _, result in iter_jsonl(summary.paths.output))
+    finally:
+        if wandb_run is not None:
+            wandb_run.finish()
+    for line in summary.lines():
+        print(line)
+    return summary.exit_code

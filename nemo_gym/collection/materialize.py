@@ -1,0 +1,117 @@
+"""The materialized inputs: every (task, rollout) of a collection, one line each, written atomically
+before anything runs so that a resumed run knows exactly what is missing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from nemo_gym.collection.config import RolloutCollectionConfig
+from nemo_gym.collection.ledger import CollectionLedger
+from nemo_gym.collection.paths import CollectionPaths
+from nemo_gym.collection.records import agent_name_of
+from nemo_gym.config_types import AGENT_REF_KEY, ConfigError
+from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, iter_jsonl, write_atomically
+from nemo_gym.prompt_config import PromptTemplates
+
+MAX_ROWS_LISTED = 10
+
+
+def seeded_metadata(params: dict[str, Any], seed: int, where: str) -> dict[str, Any]:
+    """`metadata` with `{"seed": seed}` merged into its `extra_body` JSON string."""
+    metadata = dict(params.get("metadata") or {})
+    try:
+        extra_body = json.loads(metadata.get("extra_body") or "{}")
+    except json.JSONDecodeError as error:
+        raise ConfigError(
+            f"{where}: responses_create_params.metadata.extra_body is not JSON ({error})"
+        ) from error
+    metadata["extra_body"] = json.dumps({**extra_body, "seed": seed})
+    return metadata
+
+
+def repeats_for(num_repeats: int | dict[str, int], agent: str) -> int | None:
+    if isinstance(num_repeats, int):
+        return num_repeats
+    return num_repeats.get(agent, num_repeats.get("_default"))
+
+
+def _listed(items: list[str], total: int) -> str:
+    more = f" and {total - len(items)} more" if total > len(items) else ""
+    return ", ".join(items) + more
+
+
+def materialize(
+    config: RolloutCollectionConfig, input_path: Path, paths: CollectionPaths, ledger: CollectionLedger
+) -> tuple[int, set[str]]:
+    """Write the materialized inputs (atomically) and return how many rollouts and which agents they use.
+
+    Rows without an agent, or whose agent has no repeat count, are collected into one error."""
+    templates = PromptTemplates.load(config.prompt_config) if config.prompt_config else None
+    agents: set[str] = set()
+    unrouted: list[str] = []
+    unrouted_total = 0
+    unrepeated: dict[str, list[str]] = {}
+    written = 0
+
+    def rows() -> Iterator[bytes]:
+        nonlocal written, unrouted_total
+        for number, _, raw, row in iter_jsonl(input_path, config.limit):
+            where = f"{input_path}:{number}"
+            if templates is not None:
+                row = templates.apply(row, where)
+            if AGENT_REF_KEY not in row and config.agent_name:
+                row[AGENT_REF_KEY] = {"name": config.agent_name}
+            agent = agent_name_of(row)
+            if not agent:
+                unrouted_total += 1
+                if len(unrouted) < MAX_ROWS_LISTED:
+                    unrouted.append(str(number))
+                continue
+            repeats = repeats_for(config.num_repeats, agent)
+            if repeats is None:
+                unrepeated.setdefault(agent, []).append(str(number))
+                continue
+            agents.add(agent)
+            if config.responses_create_params:
+                row["responses_create_params"] = {
+                    **(row.get("responses_create_params") or {}),
+                    **config.responses_create_params,
+                }
+            task = (
+                row[TASK_INDEX_KEY] if isinstance(row.get(TASK_INDEX_KEY), int) else ledger.task_of_line(raw)
+            )
+            for _ in range(repeats):
+                rollout = ledger.next_rollout(task)
+                copy = {**row, TASK_INDEX_KEY: task, ROLLOUT_INDEX_KEY: rollout}
+                if config.num_repeats_add_seed:
+                    params = dict(copy.get("responses_create_params") or {})
+                    params["metadata"] = seeded_metadata(params, rollout, where)
+                    copy["responses_create_params"] = params
+                written += 1
+                yield orjson.dumps(copy) + b"\n"
+            if written % 10_000 == 0:
+                ledger.commit()
+
+    write_atomically(paths.materialized, rows())
+    if unrouted_total or unrepeated:
+        paths.materialized.unlink(missing_ok=True)
+    if unrouted_total:
+        raise ConfigError(
+            f"{input_path}: {unrouted_total} row(s) name no agent (lines {_listed(unrouted, unrouted_total)}); "
+            "give each row an agent_ref or pass +agent_name=<agent instance>"
+        )
+    if unrepeated:
+        names = ", ".join(
+            f"'{agent}' (lines {_listed(lines[:MAX_ROWS_LISTED], len(lines))})"
+            for agent, lines in unrepeated.items()
+        )
+        raise ConfigError(
+            f"num_repeats has no count for agent(s) {names}; add them or a `_default` to num_repeats"
+        )
+    ledger.commit()
+    return written, agents

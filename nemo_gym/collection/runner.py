@@ -1,0 +1,118 @@
+"""RolloutCollectionHelper: rows through agents' `/run`, each answer classified as a result or a failure
+record; what `gym collect` runs and what a trainer can call directly."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
+from typing import Any
+
+import aiohttp
+import orjson
+
+from nemo_gym.collection.config import DEFAULT_MAX_IN_FLIGHT
+from nemo_gym.collection.pipeline import completed_in_any_order
+from nemo_gym.collection.records import (
+    DEFAULT_MAX_ATTEMPTS,
+    agent_name_of,
+    error_message,
+    failure_record,
+    status_failure_class,
+)
+from nemo_gym.config_types import AGENT_REF_KEY, BaseServerConfig, ServerRefNotFoundError
+from nemo_gym.http_client import (
+    DeadlineExceededError,
+    RequestFailedError,
+    RetryPolicy,
+    default_retry_policy,
+    request,
+)
+from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
+from nemo_gym.server_utils import ServerClient
+
+# The agent's own rollout deadline defaults to the global HTTP deadline; the collector waits a little
+# longer, so the agent's structured 504 arrives before the collector gives up on its own.
+COLLECTOR_DEADLINE_MARGIN_S = 30.0
+
+
+class RolloutCollectionHelper:
+    """Runs rows through agents' `/run` with a bounded number in flight; usable from a trainer process.
+
+    Every row yields `(row, result)`: the agent's answer stamped with the row's indices and agent_ref, or a
+    failure record (it has `_ng_failure_class`) — never an exception for a failed rollout.
+    """
+
+    def __init__(
+        self,
+        server_client: ServerClient | None = None,
+        *,
+        head_server_config: BaseServerConfig | None = None,
+        max_in_flight: int | None = None,
+        rollout_timeout_s: float | None = None,
+    ) -> None:
+        self.server_client = server_client or ServerClient.load_from_global_config(head_server_config)
+        self.max_in_flight = max_in_flight or DEFAULT_MAX_IN_FLIGHT
+        self.rollout_timeout_s = rollout_timeout_s or (
+            default_retry_policy().deadline_s + COLLECTOR_DEADLINE_MARGIN_S
+        )
+
+    def agent_url(self, agent: str) -> str:
+        return self.server_client.server_base_url(agent)
+
+    async def run_one(self, row: dict[str, Any], attempt: int = 1) -> dict[str, Any]:
+        """One `/run`, classified: the stamped result, or a failure record."""
+        agent = agent_name_of(row)
+        try:
+            url = self.agent_url(agent or "") + "/run"
+        except ServerRefNotFoundError as error:
+            return failure_record(row, "invalid_request", f"agent_ref {agent!r}: {error}", attempt)
+        policy = RetryPolicy(
+            max_attempts=DEFAULT_MAX_ATTEMPTS,
+            deadline_s=self.rollout_timeout_s,
+            connect_timeout_s=min(default_retry_policy().connect_timeout_s, self.rollout_timeout_s),
+        )
+        try:
+            async with asyncio.timeout(self.rollout_timeout_s):
+                response = await request("POST", url, json=row, retry_policy=policy, idempotent=False)
+                body = await response.read()
+        except (DeadlineExceededError, TimeoutError):
+            return failure_record(
+                row, "timeout", f"no answer from {agent} within {self.rollout_timeout_s:g}s", attempt
+            )
+        except (RequestFailedError, aiohttp.ClientError, OSError) as error:
+            return failure_record(row, "connection", f"{agent}: {error}", attempt)
+        if not 200 <= response.status < 300:
+            message = error_message(body)
+            return failure_record(
+                row, status_failure_class(response.status), message, attempt, response.status
+            )
+        try:
+            result = orjson.loads(body)
+        except orjson.JSONDecodeError as error:
+            return failure_record(row, "invalid_response", f"{agent} answered non-JSON ({error})", attempt)
+        reward = result.get("reward") if isinstance(result, dict) else None
+        if isinstance(reward, bool) or not isinstance(reward, int | float):
+            return failure_record(
+                row, "invalid_response", f"{agent} answered without a numeric reward", attempt
+            )
+        result[TASK_INDEX_KEY] = row.get(TASK_INDEX_KEY)
+        result[ROLLOUT_INDEX_KEY] = row.get(ROLLOUT_INDEX_KEY)
+        result[AGENT_REF_KEY] = row.get(AGENT_REF_KEY)
+        return result
+
+    async def run_examples(
+        self,
+        rows: Iterable[dict[str, Any]] | AsyncIterable[dict[str, Any]],
+        attempt_of: Callable[[dict[str, Any]], int] | None = None,
+    ) -> AsyncIterator[tuple[dict[str, Any], dict[str, Any]]]:
+        """`(row, result)` in completion order. Rows are pulled only as slots free up, so `rows` may be a
+        lazy iterator over any number of rows; stopping the iteration cancels what is in flight.
+        `attempt_of(row)` numbers the attempt recorded in a failure (default 1)."""
+
+        async def run(row: dict[str, Any]) -> dict[str, Any]:
+            return await self.run_one(row, attempt_of(row) if attempt_of else 1)
+
+        async with contextlib.aclosing(completed_in_any_order(rows, run, self.max_in_flight)) as pairs:
+            async for pair in pairs:
+                yield pair
