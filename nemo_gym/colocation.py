@@ -20,11 +20,18 @@ from pathlib import Path
 
 import orjson
 
-from nemo_gym import server_utils
 from nemo_gym.config_types import ConfigError
 from nemo_gym.global_config import NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME, get_global_config_dict
 from nemo_gym.http_protocol import RequestLimits
 from nemo_gym.in_process import host_in_process
+from nemo_gym.server_utils import configure_http_client_from
+from nemo_gym.serving import (
+    BOUND_ADDRESS_FILE_ENV_VAR_NAME,
+    LISTEN_FD_ENV_VAR_NAME,
+    BoundApp,
+    collecting_apps,
+    serve,
+)
 
 COLOCATED_SERVERS_ENV_VAR_NAME = "NEMO_GYM_COLOCATED_SERVERS"
 COLOCATED_WORKERS_ENV_VAR_NAME = "NEMO_GYM_COLOCATED_WORKERS"
@@ -65,29 +72,27 @@ def check_module_names(servers: list[tuple[str, Path, str]]) -> None:
                 )
 
 
-def load_servers(specs: list[dict[str, str]]) -> list[server_utils.BoundApp]:
+def load_servers(specs: list[dict[str, str]]) -> list[BoundApp]:
     """Run each entrypoint in its own folder and collect the app it builds (the launcher has checked that
     their module names do not clash)."""
-    collected: list[server_utils.BoundApp] = []
-    server_utils._colocation_collector = collected
     home = Path.cwd()
-    try:
-        for spec in specs:
-            os.environ[NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME] = spec["name"]
-            os.environ[server_utils.LISTEN_FD_ENV_VAR_NAME] = spec["listen_fd"]
-            os.environ[server_utils.BOUND_ADDRESS_FILE_ENV_VAR_NAME] = spec["address_file"]
-            sys.path.insert(0, spec["dir"])
-            os.chdir(spec["dir"])
-            before = len(collected)
-            runpy.run_path(spec["entrypoint"], run_name="__main__")
-            if len(collected) != before + 1:
-                sys.exit(
-                    f"Error: server instance '{spec['name']}': {spec['entrypoint']} did not call "
-                    "run_webserver() once when run as __main__, so it cannot be co-hosted; set colocate: false"
-                )
-    finally:
-        os.chdir(home)
-        server_utils._colocation_collector = None
+    with collecting_apps() as collected:
+        try:
+            for spec in specs:
+                os.environ[NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME] = spec["name"]
+                os.environ[LISTEN_FD_ENV_VAR_NAME] = spec["listen_fd"]
+                os.environ[BOUND_ADDRESS_FILE_ENV_VAR_NAME] = spec["address_file"]
+                sys.path.insert(0, spec["dir"])
+                os.chdir(spec["dir"])
+                before = len(collected)
+                runpy.run_path(spec["entrypoint"], run_name="__main__")
+                if len(collected) != before + 1:
+                    sys.exit(
+                        f"Error: server instance '{spec['name']}': {spec['entrypoint']} did not call "
+                        "run_webserver() once when run as __main__, so it cannot be co-hosted; set colocate: false"
+                    )
+        finally:
+            os.chdir(home)
     return collected
 
 
@@ -97,10 +102,10 @@ def main() -> None:
     bound_apps = load_servers(specs)
     # Every instance configured the pooled client for itself; the pool is shared by the workers.
     global_config_dict = get_global_config_dict()
-    server_utils.configure_http_client_from(global_config_dict, num_workers)
+    configure_http_client_from(global_config_dict, num_workers)
     for bound in bound_apps:
         host_in_process(bound.instance_name, bound.app, *bound.address)
-    server_utils.serve(bound_apps, RequestLimits.from_config(global_config_dict), num_workers)
+    serve(bound_apps, RequestLimits.from_config(global_config_dict), num_workers)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import orjson
 from pydantic import Field
 
 from nemo_gym.cli.flags import switch, value
+from nemo_gym.cli.tables import format_table
 from nemo_gym.config_types import BaseNeMoGymCLIConfig, ConfigError
 from nemo_gym.global_config import command_settings, install_root, parse_global_config_dict
 from nemo_gym.testing import implementation_folder
@@ -183,8 +184,6 @@ def _print_whole(header: str, output: bytes) -> None:
 
 
 def summary_table(results: list[FolderResult]) -> str:
-    from nemo_gym.launcher import format_table
-
     return format_table(
         [("server", "tests", "seconds", "data")]
         + [

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from nemo_gym.cli.tables import format_table
 from nemo_gym.global_config import parse_global_config_dict
 from nemo_gym.http_client import (
     HTTPStatusError,
@@ -18,7 +19,6 @@ from nemo_gym.http_client import (
     checked_json,
     request,
 )
-from nemo_gym.launcher import format_table
 from nemo_gym.server_utils import head_server_config_from
 
 HEAD_POLICY = RetryPolicy(max_attempts=1, deadline_s=5.0, connect_timeout_s=2.0)

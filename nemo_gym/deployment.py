@@ -1,0 +1,363 @@
+"""A running deployment: the head server plus one child process per server instance (or one co-hosting
+them all), started with their sockets reserved, waited for until ready, watched, and stopped.
+
+Children share a random per-deployment session secret and stop with the launcher even if it is killed;
+one that dies stops the deployment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TextIO
+
+import orjson
+from omegaconf import DictConfig
+
+from nemo_gym.child_processes import KILL_WAIT_S, OUTPUT_DRAIN_S, ChildProcess, all_exit_within, start_child
+from nemo_gym.cli.tables import format_table
+from nemo_gym.colocation import COLOCATED_SERVERS_ENV_VAR_NAME, COLOCATED_WORKERS_ENV_VAR_NAME
+from nemo_gym.config_handoff import ConfigHandoff, child_environment
+from nemo_gym.config_types import BaseServerConfig
+from nemo_gym.global_config import install_root, parse_global_config_dict, require_server_instances, to_yaml
+from nemo_gym.http_client import RequestFailedError, RetryPolicy, request
+from nemo_gym.http_protocol import RequestLimits
+from nemo_gym.preflight import check_startable, colocation_from, implementation_dir, readiness_deadline_from
+from nemo_gym.server_processes import ServerProcess, SocketReserver
+from nemo_gym.server_utils import HeadServer, RunningServer, head_server_config_from
+from nemo_gym.serving import BOUND_ADDRESS_FILE_ENV_VAR_NAME, LISTEN_FD_ENV_VAR_NAME
+from nemo_gym.sessions import SESSION_SECRET_ENV_VAR_NAME, new_session_secret
+
+STOP_GRACE_S = 3.0
+READINESS_POLL_S = 0.05
+LIVENESS_POLICY = RetryPolicy(max_attempts=1, deadline_s=5.0, connect_timeout_s=2.0)
+
+
+class DeploymentError(Exception):
+    """The deployment could not start or stopped because a server failed; the message says which."""
+
+
+class Deployment:
+    """A running deployment: head server plus one child process per server instance.
+
+    Use `start()` (returns once every server answers), then `wait()` (returns the exit code when a stop
+    was requested or a child died), and always `stop()` (which never raises).
+    """
+
+    def __init__(
+        self,
+        overrides: list[str],
+        *,
+        readiness_deadline_s: float | None = None,
+        output: TextIO | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        self._reserver = SocketReserver()
+        self.cwd = cwd or Path.cwd()
+        try:
+            self.global_config_dict: DictConfig = parse_global_config_dict(
+                overrides, cwd=self.cwd, port_reserver=self._reserver
+            )
+            self.instances = require_server_instances(self.global_config_dict)
+            check_startable(self.global_config_dict, self.instances, self.cwd)
+            self.colocated_workers = colocation_from(self.global_config_dict)
+            self.readiness_deadline_s = readiness_deadline_s or readiness_deadline_from(
+                self.global_config_dict
+            )
+        except BaseException:
+            self._reserver.close_all()
+            raise
+        self.output = output or sys.stdout
+        self.servers: list[ServerProcess] = []
+        self.head_server_config: BaseServerConfig = head_server_config_from(self.global_config_dict)
+        self._head: RunningServer | None = None
+        self._run_dir: Path | None = None
+        self._config: ConfigHandoff | None = None
+        self._watchers: list[asyncio.Task[None]] = []
+        self.stop_requested = asyncio.Event()
+        self.stop_signal: int = signal.SIGINT
+        self.interruption: str | None = None
+        self._child_exited = asyncio.Event()
+
+    # ---- starting -------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the head server and every child, and wait until all answer `GET /` (or fail)."""
+        try:
+            self._reserve_sockets()
+            self._start_head_server()
+            self._run_dir = Path(tempfile.mkdtemp(prefix="gym-run-"))
+            self._config = ConfigHandoff(to_yaml(self.global_config_dict, mask=False))
+            secret = new_session_secret()
+            if self.colocated_workers is not None:
+                await self._spawn_colocated(secret, self.colocated_workers)
+            else:
+                for server in self.servers:
+                    await self._spawn(server, secret)
+            await self._wait_until_ready()
+        finally:
+            self._reserver.close_all()
+        self._print_table()
+
+    def _reserve_sockets(self) -> None:
+        for instance in self.instances:
+            inner = instance.get_inner_run_server_config()
+            owner = f"Server instance '{instance.name}'"
+            advice = "Give it another port, or leave its port unset to get a free one."
+            sock = self._reserver.take(inner.host, inner.port, owner, advice)
+            self.servers.append(
+                ServerProcess(instance, implementation_dir(instance, self.cwd), inner.host, inner.port, sock)
+            )
+
+    def _start_head_server(self) -> None:
+        head = self.head_server_config
+        advice = "Choose another with ++head_server.port=<port>, or ++head_server.port=0 for any free port."
+        sock = self._reserver.take(head.host, head.port, "The head server (head_server.port)", advice)
+        if head.port == 0:
+            head.port = sock.getsockname()[1]
+            self.global_config_dict.head_server.port = head.port
+        self._head_server = HeadServer(config=head, global_config_dict=self.global_config_dict)
+        self._head = RunningServer(
+            self._head_server.setup_webserver(), sock, RequestLimits.from_config(self.global_config_dict)
+        )
+
+    async def _spawn(self, server: ServerProcess, secret: str) -> None:
+        assert server.sock is not None and self._config is not None
+        env = child_environment(
+            server.name,
+            server.dir_path,
+            self._config.child_path,
+            {
+                SESSION_SECRET_ENV_VAR_NAME: secret,
+                LISTEN_FD_ENV_VAR_NAME: str(server.sock.fileno()),
+                BOUND_ADDRESS_FILE_ENV_VAR_NAME: str(self._address_file(server)),
+            },
+        )
+        entrypoint = server.instance.get_inner_run_server_config().entrypoint
+        pass_fds = [server.sock.fileno(), *self._config.pass_fds]
+        server.process = await start_child(
+            [entrypoint], server.dir_path, env, pass_fds, lambda text: self._copy_line(server, text)
+        )
+        server.start_time = time.time()
+        server.sock.close()
+        server.sock = None
+        self._watchers.append(asyncio.create_task(self._watch_exit(server.process)))
+        self._publish_spawned_servers()
+
+    async def _spawn_colocated(self, secret: str, num_workers: int) -> None:
+        """One child hosting every server instance (see `nemo_gym.colocation`)."""
+        assert self._config is not None and all(server.sock is not None for server in self.servers)
+        specs = [
+            {
+                "name": server.name,
+                "dir": str(server.dir_path),
+                "entrypoint": server.instance.get_inner_run_server_config().entrypoint,
+                "listen_fd": str(server.sock.fileno()),
+                "address_file": str(self._address_file(server)),
+            }
+            for server in self.servers
+        ]
+        env = child_environment(
+            self.servers[0].name,
+            install_root(),
+            self._config.child_path,
+            {
+                SESSION_SECRET_ENV_VAR_NAME: secret,
+                COLOCATED_SERVERS_ENV_VAR_NAME: orjson.dumps(specs).decode(),
+                COLOCATED_WORKERS_ENV_VAR_NAME: str(num_workers),
+            },
+        )
+        pass_fds = [int(spec["listen_fd"]) for spec in specs] + list(self._config.pass_fds)
+        process = await start_child(
+            ["-m", "nemo_gym.colocation"], self.cwd, env, pass_fds, self._copy_colocated_line
+        )
+        started = time.time()
+        for server in self.servers:
+            server.process = process
+            server.start_time = started
+            server.sock.close()
+            server.sock = None
+        self._watchers.append(asyncio.create_task(self._watch_exit(process)))
+        self._publish_spawned_servers()
+
+    def _publish_spawned_servers(self) -> None:
+        """List every spawned server on the head server's `/server_instances` at once: a server that
+        already answers may be looked up while the others are still starting. The list is replaced, not
+        changed in place, so the head server's thread never sees a half-built one."""
+        self._head_server.server_instances = [
+            server.describe() for server in self.servers if server.process is not None
+        ]
+
+    def _copy_colocated_line(self, text: str) -> None:
+        """A co-hosting child speaks for all its servers: every one keeps the line for error reports."""
+        for server in self.servers:
+            server.recent_lines.append(text)
+        print(f"(colocated) {text}", file=self.output, flush=True)
+
+    def _copy_line(self, server: ServerProcess, text: str) -> None:
+        """Keep the line for error reports and print it prefixed with the instance name."""
+        server.recent_lines.append(text)
+        print(f"({server.name}) {text}", file=self.output, flush=True)
+
+    async def _watch_exit(self, process: ChildProcess) -> None:
+        await process.wait()
+        self._child_exited.set()
+
+    def _address_file(self, server: ServerProcess) -> Path:
+        assert self._run_dir is not None
+        return self._run_dir / f"{server.name}.address.json"
+
+    async def _wait_until_ready(self) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.readiness_deadline_s
+        pending = list(self.servers)
+        while pending:
+            await self._fail_if_a_child_exited("while starting")
+            pending = [server for server in pending if not self._address_file(server).exists()]
+            if pending and loop.time() >= deadline:
+                raise DeploymentError(self._not_ready_message(pending))
+            if pending:
+                await asyncio.sleep(READINESS_POLL_S)
+        # Every child has read the config and reported its address: drop both now, so that not even a
+        # launcher killed by SIGKILL leaves anything of the run behind.
+        self._forget_config()
+        for server in self.servers:
+            await self._check_liveness(server, deadline)
+
+    def _forget_config(self) -> None:
+        if self._config is not None:
+            self._config.close()
+            self._config = None
+        if self._run_dir is not None:
+            shutil.rmtree(self._run_dir, ignore_errors=True)
+            self._run_dir = None
+
+    async def _check_liveness(self, server: ServerProcess, deadline: float) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._fail_if_a_child_exited("while starting")
+            try:
+                response = await request("GET", server.url + "/", retry_policy=LIVENESS_POLICY)
+                response.release()
+                return
+            except RequestFailedError:
+                if loop.time() >= deadline:
+                    raise DeploymentError(self._not_ready_message([server])) from None
+                await asyncio.sleep(READINESS_POLL_S)
+
+    def _not_ready_message(self, pending: list[ServerProcess]) -> str:
+        parts = [
+            f"{len(pending)} server(s) did not come up within {self.readiness_deadline_s:g}s "
+            "(raise +readiness_deadline_s=<seconds> if they need longer):"
+        ]
+        parts += [
+            f"  {server.name} ({server.url}), last output:\n{server.last_lines()}" for server in pending
+        ]
+        return "\n".join(parts)
+
+    async def _fail_if_a_child_exited(self, when: str) -> None:
+        """Raise naming a dead child, once its last output lines (which may trail its exit) are in."""
+        for server in self.servers:
+            if server.process is not None and server.process.returncode is not None:
+                await server.process.output_ends_within(OUTPUT_DRAIN_S)
+        self._raise_if_a_child_exited(when)
+
+    def _raise_if_a_child_exited(self, when: str) -> None:
+        for server in self.servers:
+            if server.process is not None and server.process.returncode is not None:
+                raise DeploymentError(
+                    f"Server instance '{server.name}' exited with code {server.process.returncode} {when}; "
+                    f"last output:\n{server.last_lines()}"
+                )
+
+    def _print_table(self) -> None:
+        rows = [("INSTANCE", "TYPE", "IMPLEMENTATION", "URL", "PID")]
+        head = self.head_server_config
+        rows.append(("head_server", "head", "-", f"http://{head.host}:{head.port}", str(os.getpid())))
+        for server in self.servers:
+            pid = str(server.process.pid) if server.process else "-"
+            rows.append(
+                (server.name, server.instance.SERVER_TYPE, server.instance.impl_name, server.url, pid)
+            )
+        print(format_table(rows), file=self.output, flush=True)
+        print(f"All {len(self.servers)} server(s) are up. Ctrl-C stops them.", file=self.output, flush=True)
+
+    def server_url(self, instance_name: str) -> str:
+        return next(server.url for server in self.servers if server.name == instance_name)
+
+    # ---- running and stopping ---------------------------------------------------------------------------
+
+    def request_stop(self, signum: int = signal.SIGINT) -> None:
+        if not self.stop_requested.is_set():
+            self.stop_signal = signum
+        self.stop_requested.set()
+
+    def interrupted(self, what: str) -> int:
+        """Note that a stop request cut `what` short (said once stopped); the exit code of a process ended
+        by that signal."""
+        self.interruption = what
+        return 128 + self.stop_signal
+
+    async def wait(self) -> int:
+        """Block until a stop is requested (0) or a child dies (1, after saying which)."""
+        stop = asyncio.create_task(self.stop_requested.wait())
+        exited = asyncio.create_task(self._child_exited.wait())
+        try:
+            await asyncio.wait([stop, exited], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            exited.cancel()
+        if self.stop_requested.is_set():
+            return 0
+        try:
+            await self._fail_if_a_child_exited("while running; stopping the deployment")
+        except DeploymentError as error:
+            print(f"Error: {error}", file=sys.stderr, flush=True)
+        return 1
+
+    async def stop(self) -> None:
+        """SIGTERM every child, SIGKILL those still alive after the grace period, stop the head server and
+        remove the run folder. Never fails: whatever goes wrong stopping the children (even cancellation),
+        the cleanup still happens, and an error is only reported."""
+        try:
+            await self._stop_children()
+        except Exception as error:
+            print(f"Warning: stopping the servers went wrong ({error!r}).", file=sys.stderr, flush=True)
+        finally:
+            self._release()
+
+    async def _stop_children(self) -> None:
+        children = self._children()
+        running = [child for child in children if child.returncode is None]
+        for child in running:
+            child.signal_group(signal.SIGTERM)
+        if not await all_exit_within(running, STOP_GRACE_S):
+            for child in running:
+                if child.returncode is None:
+                    child.signal_group(signal.SIGKILL)
+            await all_exit_within(running, KILL_WAIT_S)
+        # Let the last lines arrive; a pipe a helper process still holds is simply closed afterwards.
+        await asyncio.gather(*(child.output_ends_within(OUTPUT_DRAIN_S) for child in children))
+
+    def _children(self) -> list[ChildProcess]:
+        """Each child process once (co-hosted servers share one)."""
+        unique = {id(server.process): server.process for server in self.servers if server.process is not None}
+        return list(unique.values())
+
+    def _release(self) -> None:
+        """Everything `stop()` must do even if stopping the children failed or was cancelled."""
+        self._forget_config()
+        for watcher in self._watchers:
+            watcher.cancel()
+        for process in self._children():
+            process.close()
+        if self._head is not None:
+            self._head.stop()
+            self._head = None
+        self._reserver.close_all()

@@ -1,0 +1,154 @@
+"""What `gym run` and `gym validate` check before any server starts: implementation folders and
+entrypoints, co-hosting constraints, the readiness deadline, and each server's own validation of its config.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import signal
+from collections import deque
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from nemo_gym.child_processes import KILL_WAIT_S, OUTPUT_DRAIN_S, RECENT_LINES_KEPT, start_child
+from nemo_gym.colocation import check_module_names
+from nemo_gym.config_handoff import ConfigHandoff, child_environment
+from nemo_gym.config_types import ConfigError, ServerInstanceConfig
+from nemo_gym.global_config import install_root, resolve_instance_config, to_yaml
+from nemo_gym.server_utils import CHECK_CONFIG_ONLY_ENV_VAR_NAME
+
+DEFAULT_READINESS_DEADLINE_S = 120.0
+
+
+def implementation_dir(instance: ServerInstanceConfig, cwd: Path) -> Path:
+    """`<server_type>/<implementation>/` in the current directory if it is there, else in the install root."""
+    relative = Path(instance.SERVER_TYPE) / instance.impl_name
+    for root in (cwd, install_root()):
+        if (root / relative).is_dir():
+            return root / relative
+    raise ConfigError(
+        f"Server instance '{instance.name}': implementation folder {relative} not found in {cwd} or "
+        f"{install_root()}; check the implementation name under {instance.SERVER_TYPE}"
+    )
+
+
+def check_startable(cfg: DictConfig, instances: list[ServerInstanceConfig], cwd: Path) -> None:
+    """Fail before anything starts on what a child would only find out once started: a missing folder or
+    entrypoint, or a config value it cannot resolve (such as an unset `${policy_api_key}`)."""
+    if colocation_from(cfg) is not None:
+        check_colocatable(instances, cwd)
+    for instance in instances:
+        resolve_instance_config(cfg, instance.name)
+        folder = implementation_dir(instance, cwd)
+        entrypoint = instance.get_inner_run_server_config().entrypoint
+        if not (folder / entrypoint).is_file():
+            raise ConfigError(
+                f"Server instance '{instance.name}': entrypoint {entrypoint} not found in {folder}; "
+                "check its `entrypoint` key"
+            )
+
+
+def check_colocatable(instances: list[ServerInstanceConfig], cwd: Path) -> None:
+    """Co-hosted servers share one process: no per-server workers, no clashing module names."""
+    for instance in instances:
+        workers = instance.get_inner_run_server_config().num_workers
+        if workers is not None and workers > 1:
+            raise ConfigError(
+                f"Server instance '{instance.name}': num_workers has no effect with colocate: true; "
+                "use colocate_num_workers for the whole deployment"
+            )
+    check_module_names(
+        [
+            (
+                instance.name,
+                implementation_dir(instance, cwd),
+                instance.get_inner_run_server_config().entrypoint,
+            )
+            for instance in instances
+        ]
+    )
+
+
+def colocation_from(cfg: DictConfig) -> int | None:
+    """With `colocate: true`, the number of processes that each host every server (`colocate_num_workers`,
+    default 1); None when each server gets a process of its own."""
+    colocate = cfg.get("colocate", False)
+    if not isinstance(colocate, bool):
+        raise ConfigError(f"colocate must be true or false, got {colocate!r}")
+    workers = cfg.get("colocate_num_workers", 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"colocate_num_workers must be a whole number of processes >= 1, got {workers!r}")
+    return workers if colocate else None
+
+
+def readiness_deadline_from(cfg: DictConfig) -> float:
+    """`readiness_deadline_s` as a positive number of seconds (a typo must not become a traceback, and a
+    negative deadline would fail every start)."""
+    value = cfg.get("readiness_deadline_s")
+    if value is None:
+        return DEFAULT_READINESS_DEADLINE_S
+    seconds: float | None = None
+    if not isinstance(value, bool):
+        with contextlib.suppress(TypeError, ValueError):
+            seconds = float(value)
+    if seconds is None or not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigError(f"readiness_deadline_s must be a positive number of seconds, got {value!r}")
+    return seconds
+
+
+async def check_server_configs(
+    cfg: DictConfig, instances: list[ServerInstanceConfig], cwd: Path, deadline_s: float
+) -> None:
+    """Let every instance's own server validate its config, as `gym run` would at start, without serving.
+
+    The server classes live in the implementation folders and are not importable from here, so each
+    entrypoint runs in check-only mode (it loads and validates its config, sets up, and exits without
+    binding). All run in parallel; the first failure in config order is raised as one line.
+    """
+    handoff = ConfigHandoff(to_yaml(cfg, mask=False))
+    try:
+        problems = await asyncio.gather(
+            *(_check_one_server(instance, cwd, handoff, deadline_s) for instance in instances)
+        )
+    finally:
+        handoff.close()
+    for problem in problems:
+        if problem is not None:
+            raise ConfigError(problem)
+
+
+async def _check_one_server(
+    instance: ServerInstanceConfig, cwd: Path, handoff: ConfigHandoff, deadline_s: float
+) -> str | None:
+    """None if the server accepts its config, else why not (one line)."""
+    folder = implementation_dir(instance, cwd)
+    lines: deque[str] = deque(maxlen=RECENT_LINES_KEPT)
+    env = child_environment(instance.name, folder, handoff.child_path, {CHECK_CONFIG_ONLY_ENV_VAR_NAME: "1"})
+    entrypoint = instance.get_inner_run_server_config().entrypoint
+    child = await start_child([entrypoint], folder, env, handoff.pass_fds, lines.append)
+    try:
+        if not await child.exits_within(deadline_s):
+            return (
+                f"Server instance '{instance.name}' did not finish checking its config within "
+                f"{deadline_s:g}s (does its entrypoint call run_webserver()?)"
+            )
+        await child.output_ends_within(OUTPUT_DRAIN_S)
+    finally:
+        if child.returncode is None:
+            child.signal_group(signal.SIGKILL)
+            await child.exits_within(KILL_WAIT_S)
+        child.close()
+    if child.returncode == 0:
+        return None
+    return _check_failure(instance.name, child.returncode, list(lines))
+
+
+def _check_failure(instance_name: str, returncode: int | None, lines: list[str]) -> str:
+    reported = [line for line in lines if line.startswith("Error: ")]
+    if reported:
+        return reported[-1].removeprefix("Error: ")
+    last = next((line.strip() for line in reversed(lines) if line.strip()), "no output")
+    return f"Server instance '{instance_name}' failed its config check (exit code {returncode}): {last}"
