@@ -32,7 +32,7 @@ def assign_addresses(
     )
     explicit_ports = _explicit_ports(instances, head_port)
     taken = {head_port, *explicit_ports, *settings.disallowed_ports}
-    ports = [head_port]
+    ports = [head_port] if head_port else []  # 0 is no port but "any free one", bound by the launcher
     for instance in instances:
         inner_config, inner_dict = (
             instance.get_inner_run_server_config(),
