@@ -24,5 +24,3 @@ DEFAULT_PORT_RANGE_LOW = 10001
 DEFAULT_PORT_RANGE_HIGH = 20000
 MAX_PORT_PROBES = 50
 
-# Launcher: how long every server together may take to answer its first health check.
-DEFAULT_READINESS_DEADLINE_S = 120.0
