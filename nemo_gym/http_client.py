@@ -25,16 +25,16 @@ import orjson
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from nemo_gym.deadlines import DEADLINE_HEADER, bounded
+from nemo_gym.defaults import DEFAULT_CONNECT_TIMEOUT_S as DEFAULT_CONNECT_TIMEOUT_S
+from nemo_gym.defaults import DEFAULT_CONNECTOR_LIMIT as DEFAULT_CONNECTOR_LIMIT
+from nemo_gym.defaults import DEFAULT_CONNECTOR_LIMIT_PER_HOST as DEFAULT_CONNECTOR_LIMIT_PER_HOST
+from nemo_gym.defaults import DEFAULT_DEADLINE_S as DEFAULT_DEADLINE_S
+from nemo_gym.defaults import MAX_NUM_TRIES as MAX_NUM_TRIES
 from nemo_gym.redaction import without_url_passwords
 from nemo_gym.text_extraction import one_line
 
 logger = logging.getLogger("nemo_gym.http")
 
-MAX_NUM_TRIES = 3
-DEFAULT_CONNECT_TIMEOUT_S = 10.0
-DEFAULT_DEADLINE_S = 1800.0
-DEFAULT_CONNECTOR_LIMIT = 102400
-DEFAULT_CONNECTOR_LIMIT_PER_HOST = 1024
 # Below the servers' 30 s keep-alive, so the client never reuses a socket the server is about to close.
 CLIENT_KEEPALIVE_S = 15.0
 MAX_REASON_CHARS = 200

@@ -1,0 +1,49 @@
+"""References from one server instance to another by name (`{type: resources_servers, name: ...}`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+
+ModelServerType = Literal["responses_api_models"]
+ResourcesServerType = Literal["resources_servers"]
+AgentServerType = Literal["responses_api_agents"]
+SERVER_TYPES: tuple[str, ...] = ("responses_api_models", "resources_servers", "responses_api_agents")
+AGENT_REF_KEY = "agent_ref"
+
+
+class ModelServerRef(BaseModel):
+    """Points at a model server instance by name."""
+
+    type: ModelServerType
+    name: str
+
+
+class ResourcesServerRef(BaseModel):
+    """Points at a resources server instance by name."""
+
+    type: ResourcesServerType
+    name: str
+
+
+class AgentServerRef(BaseModel):
+    """Points at an agent server instance by name."""
+
+    type: AgentServerType
+    name: str
+
+
+ServerRef = Annotated[ModelServerRef | ResourcesServerRef | AgentServerRef, Field(discriminator="type")]
+ServerRefTypeAdapter: TypeAdapter[ServerRef] = TypeAdapter(ServerRef)
+
+
+def is_server_ref(value: Any) -> ServerRef | None:
+    """The reference `value` spells (a mapping with a server `type` and a `name`), or None if it is not one."""
+    if not isinstance(value, Mapping) or value.get("type") not in SERVER_TYPES:
+        return None
+    try:
+        return ServerRefTypeAdapter.validate_python(dict(value))
+    except ValidationError:
+        return None
