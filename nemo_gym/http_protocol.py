@@ -24,26 +24,16 @@ from typing import Any
 import httptools
 import orjson
 from omegaconf import DictConfig
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from nemo_gym.config.deployment import deployment_settings
 from nemo_gym.errors import error_body
-from nemo_gym.global_config import command_settings
 
 BYTES_PER_MB = 1024 * 1024
 LIVENESS_BODY = b'{"status":"ok"}'
 STARTS_PER_LOOP_PASS = 4
 SLOW_LOOP_PASS_S = 0.010
-
-
-class RequestLimitSettings(BaseModel):
-    """The top-level `global_max_request_body_mb` / `global_request_read_timeout_s` knobs of every server."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    global_max_request_body_mb: float = Field(default=64.0, gt=0)
-    global_request_read_timeout_s: float = Field(default=120.0, gt=0)
 
 
 @dataclass(frozen=True)
@@ -54,10 +44,10 @@ class RequestLimits:
     @classmethod
     def from_config(cls, global_config_dict: DictConfig) -> RequestLimits:
         """The limits the config sets; a bad value is a ConfigError naming its key."""
-        settings = command_settings(RequestLimitSettings, global_config_dict)
+        knobs = deployment_settings(global_config_dict).knobs
         return cls(
-            max_body_bytes=int(settings.global_max_request_body_mb * BYTES_PER_MB),
-            read_timeout_s=settings.global_request_read_timeout_s,
+            max_body_bytes=int(knobs.global_max_request_body_mb * BYTES_PER_MB),
+            read_timeout_s=knobs.global_request_read_timeout_s,
         )
 
 

@@ -26,13 +26,12 @@ from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from starlette.middleware import Middleware
 
+from nemo_gym.config.deployment import deployment_settings
 from nemo_gym.config_types import BaseRunServerInstanceConfig, BaseServerConfig, ConfigError
 from nemo_gym.cpu_pool import shutdown_pool
 from nemo_gym.deadlines import CallerDeadlineMiddleware
 from nemo_gym.errors import ErrorEnvelopeMiddleware
 from nemo_gym.global_config import (
-    DEFAULT_HEAD_SERVER_PORT,
-    DEFAULT_HOST,
     NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME,
     get_first_server_config_dict,
     get_global_config_dict,
@@ -110,11 +109,8 @@ HEAD_CONFIG_FETCH_TIMEOUT_S = 10.0
 
 
 def head_server_config_from(global_config_dict: DictConfig) -> BaseServerConfig:
-    head = global_config_dict.get("head_server") or {}
-    port = head.get("port")
-    return BaseServerConfig(
-        host=head.get("host") or DEFAULT_HOST, port=DEFAULT_HEAD_SERVER_PORT if port is None else port
-    )
+    settings = deployment_settings(global_config_dict)
+    return BaseServerConfig(host=settings.head_server_host, port=settings.head_server_port)
 
 
 def configure_http_client_from(global_config_dict: DictConfig, num_workers: int | None = None) -> None:
@@ -245,7 +241,7 @@ class SimpleServer(BaseServer):
             sys.exit(f"Error: {NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME} must name this server's instance.")
         try:
             global_config_dict = get_global_config_dict()
-            if global_config_dict.get("verbose"):  # `gym ... -v`: debug logging in every server
+            if deployment_settings(global_config_dict).knobs.verbose:  # `gym ... -v`: debug logging
                 logging.getLogger().setLevel(logging.DEBUG)
             config = cls.load_config(global_config_dict, instance_name)
             if logger.isEnabledFor(logging.DEBUG):  # the masked dump is not made for nothing
