@@ -21,7 +21,6 @@ import orjson
 from omegaconf import DictConfig
 
 from nemo_gym.child_processes import KILL_WAIT_S, OUTPUT_DRAIN_S, ChildProcess, all_exit_within, start_child
-from nemo_gym.cli.tables import format_table
 from nemo_gym.colocation import COLOCATED_SERVERS_ENV_VAR_NAME, COLOCATED_WORKERS_ENV_VAR_NAME
 from nemo_gym.config_handoff import ConfigHandoff, child_environment
 from nemo_gym.config_types import BaseServerConfig
@@ -33,6 +32,7 @@ from nemo_gym.server_processes import ServerProcess, SocketReserver
 from nemo_gym.server_utils import HeadServer, RunningServer, head_server_config_from
 from nemo_gym.serving import BOUND_ADDRESS_FILE_ENV_VAR_NAME, LISTEN_FD_ENV_VAR_NAME
 from nemo_gym.sessions import SESSION_SECRET_ENV_VAR_NAME, new_session_secret
+from nemo_gym.text_tables import format_table
 
 STOP_GRACE_S = 3.0
 READINESS_POLL_S = 0.05

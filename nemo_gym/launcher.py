@@ -23,7 +23,6 @@ from nemo_gym.child_processes import (
     all_exit_within,
     start_child,
 )
-from nemo_gym.cli.tables import format_table
 from nemo_gym.config_handoff import ConfigHandoff, child_environment
 from nemo_gym.deployment import (
     LIVENESS_POLICY,
@@ -42,6 +41,7 @@ from nemo_gym.preflight import (
     readiness_deadline_from,
 )
 from nemo_gym.server_processes import ServerProcess, SocketReserver
+from nemo_gym.text_tables import format_table
 
 __all__ = [
     "DEFAULT_READINESS_DEADLINE_S",

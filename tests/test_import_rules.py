@@ -1,6 +1,8 @@
-"""Import boundaries, checked on the source (AST, no imports run).
+"""Import boundaries, checked on the source (AST, no imports run) except where noted.
 
-The core never imports a server folder, and a server folder imports only the standard library, third-party
+Inside the core, a module imports only from its own layer or the layers before it in the table of
+docs/architecture.md (read from that page, so the page cannot go stale), and the type modules load no HTTP
+layer (checked in a fresh interpreter). The core never imports a server folder, and a server folder imports only the standard library, third-party
 packages, nemo_gym and its own modules, package-qualified: so any set of folders can be co-hosted in one
 process (a bare `grading` of two folders would share one `sys.modules` entry) and each folder can be copied
 alone. Test code of a folder may also use the repository's `tests` package (helpers, scripted upstream).
@@ -9,6 +11,9 @@ alone. Test code of a folder may also use the repository's `tests` package (help
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +24,19 @@ SERVER_KINDS = ("resources_servers", "responses_api_agents", "responses_api_mode
 # Re-exports core names under the path environments written for NeMo Gym import them from.
 SHARED_SHIM = "resources_servers.gymnasium"
 REPO_TESTS = "tests"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+LAYER_ROW = re.compile(r"^\s*\|\s*(\w+)\s*\|\s*([\w ]+?)\s*\|\s*$")
+# Compatibility re-exports made lazily inside a function (module `__getattr__`), so that importing the
+# lower module still loads nothing of the higher one: (importing module, imported module).
+LAZY_REEXPORTS = {("nemo_gym.openai_utils", "nemo_gym.upstream")}
+TYPE_MODULES = (
+    "nemo_gym.wire",
+    "nemo_gym.openai_utils",
+    "nemo_gym.config_types",
+    "nemo_gym.defaults",
+    "nemo_gym.validation_errors",
+)
+HTTP_LAYER = ("aiohttp", "fastapi", "starlette", "uvicorn", "nemo_gym.http_client")
 
 
 def python_files(folder: Path) -> Iterator[Path]:
@@ -132,3 +150,92 @@ def test_the_checks_catch_each_kind_of_violation(tmp_path):
         "resources_servers/demo/app.py:10: `tests.helpers`: only test code may use the repository's tests",
         "resources_servers/demo/tests/test_app.py:2: bare `app`; write `resources_servers.demo.app`",
     ]
+
+
+def architecture_layers(page: Path) -> list[tuple[str, list[str]]]:
+    """The layer table between the markers of docs/architecture.md: (layer, module names) in order."""
+    text = page.read_text()
+    table = text.split("<!-- layers:", 1)[1].split("<!-- end layers -->", 1)[0]
+    rows = [LAYER_ROW.match(line) for line in table.splitlines()]
+    return [(row[1], row[2].split()) for row in rows if row and row[1] != "layer"]
+
+
+def module_name(root: Path, path: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer_of(module: str, layers: list[tuple[str, list[str]]]) -> int | None:
+    """The index of the layer listing `module` or a package above it (the longest such name wins)."""
+    found, longest = None, 0
+    for index, (_, names) in enumerate(layers):
+        for name in names:
+            dotted = f"nemo_gym.{name}"
+            if is_within(module, dotted) and len(dotted) > longest:
+                found, longest = index, len(dotted)
+    return found
+
+
+def layering_violations(root: Path, layers: list[tuple[str, list[str]]]) -> list[str]:
+    problems = []
+    for path in python_files(root / "nemo_gym"):
+        module = module_name(root, path)
+        if module == "nemo_gym":
+            continue
+        own = layer_of(module, layers)
+        if own is None:
+            problems.append(f"{path.relative_to(root)}: in no layer of docs/architecture.md; add it there")
+            continue
+        for line, imported, level in imported_modules(path):
+            if level or not is_within(imported, "nemo_gym") or (module, imported) in LAZY_REEXPORTS:
+                continue
+            target = layer_of(imported, layers)
+            if target is not None and target > own:
+                problems.append(
+                    f"{path.relative_to(root)}:{line}: a {layers[own][0]} module imports "
+                    f"`{imported}` ({layers[target][0]})"
+                )
+    return problems
+
+
+def test_every_core_module_sits_in_a_layer_and_imports_only_downwards():
+    assert layering_violations(ROOT, architecture_layers(ARCHITECTURE)) == []
+
+
+def test_the_layer_check_catches_an_upward_import_and_an_unplaced_module(tmp_path):
+    (tmp_path / "nemo_gym" / "wire").mkdir(parents=True)
+    (tmp_path / "nemo_gym" / "wire" / "responses.py").write_text(
+        "import json\nfrom nemo_gym.defaults import X\nfrom nemo_gym.http_client import request\n"
+    )
+    (tmp_path / "nemo_gym" / "stray.py").write_text("")
+    layers = [("foundation", ["defaults"]), ("types", ["wire"]), ("transport", ["http_client"])]
+    assert layering_violations(tmp_path, layers) == [
+        "nemo_gym/stray.py: in no layer of docs/architecture.md; add it there",
+        "nemo_gym/wire/responses.py:3: a types module imports `nemo_gym.http_client` (transport)",
+    ]
+
+
+def test_the_layer_table_is_read_from_the_page():
+    layers = architecture_layers(ARCHITECTURE)
+    assert [name for name, _ in layers] == [
+        "foundation",
+        "types",
+        "transport",
+        "servers",
+        "orchestration",
+        "cli",
+    ]
+    assert "wire" in dict(layers)["types"]
+
+
+def test_the_type_modules_load_no_http_layer():
+    """In a fresh interpreter, since an import made anywhere else in this process would hide one."""
+    probe = (
+        "import importlib, sys\n"
+        f"for name in {TYPE_MODULES!r}: importlib.import_module(name)\n"
+        f"print(sorted(m for m in sys.modules if m.startswith({HTTP_LAYER!r})))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert loaded.stdout.strip() == "[]"

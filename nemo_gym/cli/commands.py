@@ -178,7 +178,7 @@ def env_init(invocation: Invocation) -> int:
 def lister(what: str) -> Callable[[Invocation], int]:
     def run(invocation: Invocation) -> int:
         from nemo_gym.cli.selectors import listed
-        from nemo_gym.launcher import format_table
+        from nemo_gym.text_tables import format_table
 
         assets = listed(what, invocation.options.get("search_dir") or [])
         if invocation.options.get("json"):

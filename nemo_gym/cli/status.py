@@ -10,7 +10,6 @@ from typing import Any
 
 import orjson
 
-from nemo_gym.cli.tables import format_table
 from nemo_gym.global_config import parse_global_config_dict
 from nemo_gym.http_client import (
     HTTPStatusError,
@@ -20,6 +19,7 @@ from nemo_gym.http_client import (
     request,
 )
 from nemo_gym.server_utils import head_server_config_from
+from nemo_gym.text_tables import format_table
 
 HEAD_POLICY = RetryPolicy(max_attempts=1, deadline_s=5.0, connect_timeout_s=2.0)
 INSTANCE_POLICY = RetryPolicy(max_attempts=1, deadline_s=2.0, connect_timeout_s=2.0)
