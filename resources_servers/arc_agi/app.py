@@ -9,7 +9,6 @@ deadline scores 0.0 rather than stall the server.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from fastapi import Request
@@ -21,11 +20,9 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.openai_utils import NeMoGymResponse, assistant_texts
 from resources_servers.arc_agi.grading import Grid, extract_grid
-
-logger = logging.getLogger("arc_agi")
 
 
 class ArcAgiConfig(BaseResourcesServerConfig):
@@ -68,14 +65,9 @@ class ArcAgiResourcesServer(SimpleResourcesServer):
         )
 
     async def _extract(self, text: str) -> Grid | None:
-        timeout_s = self.config.grading_timeout_s
-        try:
-            return await run_cpu_bound(extract_grid, text, timeout_s=timeout_s)
-        except CPUCallTimeoutError:
-            logger.warning(
-                "extracting a grid from %d characters exceeded %s s; reward 0.0", len(text), timeout_s
-            )
-            return None
+        return await run_cpu_bound(
+            extract_grid, text, timeout_s=self.config.grading_timeout_s, on_timeout=None
+        )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ CPU worker pool because row regexes may backtrack catastrophically; past the dea
 
 from __future__ import annotations
 
-import logging
 import statistics
 from collections import defaultdict
 from typing import Any, Literal
@@ -21,10 +20,8 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from resources_servers.format_verification.checks import Check, Verifier, run_checks
-
-logger = logging.getLogger("format_verification")
 
 GradingMode = Literal["binary", "fraction"]
 MAX_CHECKS = 100
@@ -102,12 +99,9 @@ class FormatVerificationResourcesServer(SimpleResourcesServer):
         the deadline."""
         if not text.strip():
             return []
-        deadline_s = self.config.check_timeout_seconds
-        try:
-            return await run_cpu_bound(run_checks, text, checks, timeout_s=deadline_s)
-        except CPUCallTimeoutError:
-            logger.warning("format checks exceeded %s s; reward 0.0", deadline_s)
-            return None
+        return await run_cpu_bound(
+            run_checks, text, checks, timeout_s=self.config.check_timeout_seconds, on_timeout=None
+        )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """`check_pass_rate/<type>`: the share of checks of each type that passed, over every rollout."""

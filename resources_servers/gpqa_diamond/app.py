@@ -7,7 +7,6 @@ runs in the CPU worker pool because template regexes come from the data; past it
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Literal
 
 from fastapi import Request
@@ -19,12 +18,10 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.reward_profile import compute_pass_majority_metrics, highest_k_metrics
 from nemo_gym.text_extraction import option_pairs
 from resources_servers.gpqa_diamond.grading import extract_letter
-
-logger = logging.getLogger("gpqa_diamond")
 
 
 class GPQADiamondConfig(BaseResourcesServerConfig):
@@ -68,18 +65,14 @@ class GPQADiamondResourcesServer(SimpleResourcesServer):
 
     async def verify(self, request: Request, body: GPQADiamondVerifyRequest) -> GPQADiamondVerifyResponse:
         gold = body.expected_answer.strip().upper()
-        deadline_s = self.config.grading_timeout_seconds
-        try:
-            extracted = await run_cpu_bound(
-                extract_letter,
-                body.response.output_text,
-                option_pairs(body.options),
-                template_patterns(body.template_metadata),
-                timeout_s=deadline_s,
-            )
-        except CPUCallTimeoutError:
-            logger.warning("answer extraction exceeded %s s; scoring 0.0", deadline_s)
-            extracted = None
+        extracted = await run_cpu_bound(
+            extract_letter,
+            body.response.output_text,
+            option_pairs(body.options),
+            template_patterns(body.template_metadata),
+            timeout_s=self.config.grading_timeout_seconds,
+            on_timeout=None,
+        )
         return GPQADiamondVerifyResponse(
             responses_create_params=body.responses_create_params,
             response=body.response,

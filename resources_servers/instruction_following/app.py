@@ -18,7 +18,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.openai_utils import NeMoGymResponse, assistant_texts
 from nemo_gym.reward_profile import default_key_metrics
 from resources_servers.instruction_following.checks import grade
@@ -89,14 +89,15 @@ class InstructionFollowingResourcesServer(SimpleResourcesServer):
         """One verdict per instruction; past the deadline, none is followed."""
         if not instruction_ids:
             return []
-        deadline_s = self.config.grading_timeout_s
-        try:
-            outcomes = await run_cpu_bound(grade, text, instruction_ids, kwargs, timeout_s=deadline_s)
-        except CPUCallTimeoutError:
-            logger.warning(
-                "checking a %d-character answer exceeded %s s: nothing followed", len(text), deadline_s
-            )
-            return [False] * len(instruction_ids)
+        timed_out = [(False, None)] * len(instruction_ids)  # past the deadline, nothing is followed
+        outcomes = await run_cpu_bound(
+            grade,
+            text,
+            instruction_ids,
+            kwargs,
+            timeout_s=self.config.grading_timeout_s,
+            on_timeout=timed_out,
+        )
         for instruction_id, (_, problem) in zip(instruction_ids, outcomes, strict=True):
             if problem is not None and instruction_id not in self._warned and len(self._warned) < MAX_WARNED:
                 self._warned.add(instruction_id)

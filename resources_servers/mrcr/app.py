@@ -9,7 +9,6 @@ the CPU pool with a deadline, past which the answer scores 0.0.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from fastapi import Request
@@ -21,11 +20,10 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.pass_at_k_metrics import pass_at_k_key_metrics, subset_pass_majority_metrics
 from resources_servers.mrcr.grading import similarity
 
-logger = logging.getLogger("mrcr")
 SUBSET_KEY = "n_needles"
 
 
@@ -60,16 +58,14 @@ class MrcrResourcesServer(SimpleResourcesServer):
         )
 
     async def _similarity(self, answer: str, body: MrcrVerifyRequest) -> float:
-        timeout_s = self.config.grading_timeout_s
-        try:
-            return await run_cpu_bound(
-                similarity, answer, body.expected_answer, body.random_string_to_prepend, timeout_s=timeout_s
-            )
-        except CPUCallTimeoutError:
-            logger.warning(
-                "comparing a %d-character answer exceeded %s s; reward 0.0", len(answer), timeout_s
-            )
-            return 0.0
+        return await run_cpu_bound(
+            similarity,
+            answer,
+            body.expected_answer,
+            body.random_string_to_prepend,
+            timeout_s=self.config.grading_timeout_s,
+            on_timeout=0.0,
+        )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """pass@k over all tasks and per needle count (`n_needles=4/pass@1/accuracy`, ...).

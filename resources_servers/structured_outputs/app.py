@@ -7,7 +7,6 @@ applied to model text, so a hostile answer could otherwise stall the server.
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Literal
 
 from fastapi import Request
@@ -19,12 +18,10 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.errors import GymError
 from nemo_gym.reward_profile import compute_pass_majority_metrics, default_key_metrics, highest_k_metrics
 from resources_servers.structured_outputs.grading import Grade, grade
-
-logger = logging.getLogger("structured_outputs")
 
 
 class StructuredOutputsConfig(BaseResourcesServerConfig):
@@ -76,24 +73,17 @@ class StructuredOutputsResourcesServer(SimpleResourcesServer):
 
     async def _grade(self, schema_str: str, answer: str) -> Grade:
         config = self.config
-        try:
-            return await run_cpu_bound(
-                grade,
-                schema_str,
-                answer,
-                config.strictify_schema,
-                config.extract_from_code_fence,
-                config.max_answer_chars,
-                config.max_json_depth,
-                timeout_s=config.grading_timeout_s,
-            )
-        except CPUCallTimeoutError:
-            logger.warning(
-                "grading a %d-character answer exceeded %s s; reward 0.0",
-                len(answer),
-                config.grading_timeout_s,
-            )
-            return Grade(False, False, f"grading exceeded {config.grading_timeout_s} s")
+        return await run_cpu_bound(
+            grade,
+            schema_str,
+            answer,
+            config.strictify_schema,
+            config.extract_from_code_fence,
+            config.max_answer_chars,
+            config.max_json_depth,
+            timeout_s=config.grading_timeout_s,
+            on_timeout=Grade(False, False, f"grading exceeded {config.grading_timeout_s} s"),
+        )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """pass@k over the 0/1 reward: how often some of k rollouts gives schema-valid JSON."""

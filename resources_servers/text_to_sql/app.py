@@ -7,7 +7,6 @@ query runs read-only with a time limit and a row cap, in the CPU pool (see sql_g
 
 from __future__ import annotations
 
-import logging
 import shutil
 import tempfile
 from pathlib import Path
@@ -23,13 +22,12 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config_types import ConfigError
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.errors import GymError
 from nemo_gym.pass_at_k_metrics import subset_pass_majority_metrics
 from nemo_gym.reward_profile import default_key_metrics, highest_k_metrics
 from resources_servers.text_to_sql.sql_grading import SqlGrade, grade_sql, prepare_databases
 
-logger = logging.getLogger("text_to_sql")
 FOLDER = Path(__file__).resolve().parent
 
 
@@ -92,13 +90,18 @@ class TextToSqlResourcesServer(SimpleResourcesServer):
 
     async def _grade(self, database: Path, gold_sql: str, answer: str) -> SqlGrade:
         query_s, max_rows = self.config.sql_timeout_s, self.config.max_result_rows
-        try:  # two queries, each stopped by its own progress handler; the pool deadline is a backstop
-            return await run_cpu_bound(
-                grade_sql, database, gold_sql, answer, query_s, max_rows, timeout_s=2 * query_s + 1
-            )
-        except CPUCallTimeoutError:
-            logger.warning("grading a %d-character answer outlived its deadline; reward 0.0", len(answer))
-            return SqlGrade(None, f"grading exceeded {2 * query_s + 1} s", False)
+        # Two queries, each stopped by its own progress handler; the pool deadline is a backstop.
+        deadline_s = 2 * query_s + 1
+        return await run_cpu_bound(
+            grade_sql,
+            database,
+            gold_sql,
+            answer,
+            query_s,
+            max_rows,
+            timeout_s=deadline_s,
+            on_timeout=SqlGrade(None, f"grading exceeded {deadline_s} s", False),
+        )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """pass@k and majority@k (votes on the extracted SQL text), overall and per `difficulty`."""
