@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import Request
 from pydantic import Field
 
 from nemo_gym.base_resources_server import (
@@ -54,7 +53,7 @@ def answer_text(response: NeMoGymResponse) -> str:
 class ArcAgiResourcesServer(SimpleResourcesServer):
     config: ArcAgiConfig
 
-    async def verify(self, request: Request, body: ArcAgiVerifyRequest) -> ArcAgiVerifyResponse:
+    async def verify(self, body: ArcAgiVerifyRequest) -> ArcAgiVerifyResponse:
         """reward 1.0 iff an answer grid was found and equals `expected_output`."""
         predicted = await self._extract(answer_text(body.response))
         return ArcAgiVerifyResponse(

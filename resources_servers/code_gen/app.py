@@ -14,7 +14,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from nemo_gym.base_resources_server import (
@@ -97,7 +96,7 @@ class CodeGenResourcesServer(SimpleResourcesServer):
         resolve_isolation(self.config.sandbox.isolation)  # refuse to start rather than run code unprotected
         self._slots = asyncio.Semaphore(self.config.num_processes)
 
-    async def verify(self, request: Request, body: CodeGenVerifyRequest) -> CodeGenVerifyResponse:
+    async def verify(self, body: CodeGenVerifyRequest) -> CodeGenVerifyResponse:
         text = body.response.output_text
         summaries = [
             part.text

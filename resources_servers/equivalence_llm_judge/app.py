@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from nemo_gym.base_resources_server import (
@@ -105,9 +105,7 @@ class EquivalenceLLMJudgeResourcesServer(SimpleResourcesServer):
         self._judge = Judge(self.config, self.server_client, self.config.name)
         return app
 
-    async def verify(
-        self, request: Request, body: EquivalenceLLMJudgeVerifyRequest
-    ) -> EquivalenceLLMJudgeVerifyResponse:
+    async def verify(self, body: EquivalenceLLMJudgeVerifyRequest) -> EquivalenceLLMJudgeVerifyResponse:
         fallback = (body.metadata or {}).get("expected_answer")
         expected = body.expected_answer or ("" if fallback is None else str(fallback))
         row_regex = self._row_regex(body)

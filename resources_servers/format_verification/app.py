@@ -11,7 +11,6 @@ import statistics
 from collections import defaultdict
 from typing import Any, Literal
 
-from fastapi import Request
 from pydantic import BaseModel, Field, model_validator
 
 from nemo_gym.base_resources_server import (
@@ -73,7 +72,7 @@ class FormatVerifyResponse(BaseVerifyResponse):
 class FormatVerificationResourcesServer(SimpleResourcesServer):
     config: FormatVerificationConfig
 
-    async def verify(self, request: Request, body: FormatVerifyRequest) -> FormatVerifyResponse:
+    async def verify(self, body: FormatVerifyRequest) -> FormatVerifyResponse:
         results = await self._run_checks(body.response.output_text, body.all_checks())
         passed = [result["passed"] for result in results or []]
         fraction = sum(passed) / len(passed) if passed else 0.0

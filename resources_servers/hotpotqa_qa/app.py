@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import Request
 from pydantic import ConfigDict, Field
 
 from nemo_gym.base_resources_server import (
@@ -62,7 +61,7 @@ def scores_of(rollout: dict[str, Any]) -> dict[str, float]:
 class HotpotQAResourcesServer(SimpleResourcesServer):
     config: HotpotQAConfig
 
-    async def verify(self, request: Request, body: HotpotQAVerifyRequest) -> HotpotQAVerifyResponse:
+    async def verify(self, body: HotpotQAVerifyRequest) -> HotpotQAVerifyResponse:
         golds = (body.expected_answer, *body.answer_aliases)
         result = await run_cpu_bound(
             grade,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from pydantic import BaseModel, Field, PrivateAttr
 
 from nemo_gym.base_resources_server import (
@@ -88,7 +88,7 @@ class MathWithCodeResourcesServer(SimpleResourcesServer):
             truncated=run.truncated,
         )
 
-    async def verify(self, request: Request, body: MathWithCodeVerifyRequest) -> MathWithCodeVerifyResponse:
+    async def verify(self, body: MathWithCodeVerifyRequest) -> MathWithCodeVerifyResponse:
         graded = await run_cpu_bound(
             grade,
             body.expected_answer,

@@ -13,7 +13,7 @@ import asyncio
 import logging
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from pydantic import BaseModel, Field, PrivateAttr, model_validator
 
 from nemo_gym.base_resources_server import (
@@ -143,7 +143,7 @@ class MathWithJudgeResourcesServer(SimpleResourcesServer):
             self._judge = Judge(self.config, self.server_client, self.config.name)
         return app
 
-    async def verify(self, request: Request, body: MathVerifyRequest) -> MathVerifyResponse:
+    async def verify(self, body: MathVerifyRequest) -> MathVerifyResponse:
         generated = body.response.output_text
         library = await self._library_grade(body.expected_answer, generated)
         reward, evaluations, failure = library.library_reward, None, None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import Request
 from pydantic import Field
 
 from nemo_gym.base_resources_server import (
@@ -48,7 +47,7 @@ class MrcrVerifyResponse(MrcrVerifyRequest, BaseVerifyResponse):
 class MrcrResourcesServer(SimpleResourcesServer):
     config: MrcrConfig
 
-    async def verify(self, request: Request, body: MrcrVerifyRequest) -> MrcrVerifyResponse:
+    async def verify(self, body: MrcrVerifyRequest) -> MrcrVerifyResponse:
         """reward = seq_match_ratio: 0 without the prefix, else the similarity of the prefix-less texts."""
         answer = body.response.output_text.strip()
         prefix_matched = answer.startswith(body.random_string_to_prepend)

@@ -8,7 +8,6 @@ CPU pool with a deadline because its cost is references × text length, both set
 
 from __future__ import annotations
 
-from fastapi import Request
 from pydantic import ConfigDict, Field
 
 from nemo_gym.base_resources_server import (
@@ -60,7 +59,7 @@ class RulerVerifyResponse(BaseVerifyResponse):
 class RulerResourcesServer(SimpleResourcesServer):
     config: RulerConfig
 
-    async def verify(self, request: Request, body: RulerVerifyRequest) -> RulerVerifyResponse:
+    async def verify(self, body: RulerVerifyRequest) -> RulerVerifyResponse:
         reward = await self._score(body)
         per_subset = {body.subset: reward} if body.subset in KNOWN_SUBSETS else {}
         return RulerVerifyResponse(

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from fastapi import Request
 from pydantic import ConfigDict, Field
 
 from nemo_gym.base_resources_server import (
@@ -63,7 +62,7 @@ def first_action(response: NeMoGymResponse) -> Action | None:
 class SingleStepResourcesServer(SimpleResourcesServer):
     config: SingleStepConfig
 
-    async def verify(self, request: Request, body: SingleStepVerifyRequest) -> SingleStepVerifyResponse:
+    async def verify(self, body: SingleStepVerifyRequest) -> SingleStepVerifyResponse:
         result = await self._grade(expected_of(body.expected_action), first_action(body.response))
         row = body.model_dump(exclude={"reward", "category", "name_match", "argument_scores"})
         return SingleStepVerifyResponse(**row, **vars(result))

@@ -11,7 +11,6 @@ from collections import defaultdict
 from statistics import fmean
 from typing import Any
 
-from fastapi import Request
 from pydantic import ConfigDict, Field, field_validator
 
 from nemo_gym.base_resources_server import (
@@ -89,7 +88,7 @@ def grouped_metrics(rollout: dict[str, Any]) -> list[tuple[str, str]]:
 class StructEvalResourcesServer(SimpleResourcesServer):
     config: StructEvalConfig
 
-    async def verify(self, request: Request, body: StructEvalVerifyRequest) -> StructEvalVerifyResponse:
+    async def verify(self, body: StructEvalVerifyRequest) -> StructEvalVerifyResponse:
         paths = body.raw_output_metric
         result = await self._grade(body.response.output_text, body.output_type, paths)
         row = body.model_dump(exclude=RESULT_FIELDS)

@@ -7,9 +7,8 @@ applied to model text, so a hostile answer could otherwise stall the server.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from fastapi import Request
 from pydantic import AliasChoices, ConfigDict, Field
 
 from nemo_gym.base_resources_server import (
@@ -20,7 +19,7 @@ from nemo_gym.base_resources_server import (
 )
 from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.errors import GymError
-from nemo_gym.reward_profile import compute_pass_majority_metrics, default_key_metrics, highest_k_metrics
+from nemo_gym.pass_at_k_metrics import PassAtK
 from resources_servers.structured_outputs.grading import Grade, grade
 
 
@@ -54,10 +53,10 @@ class StructuredOutputsVerifyResponse(BaseVerifyResponse):
 
 class StructuredOutputsResourcesServer(SimpleResourcesServer):
     config: StructuredOutputsConfig
+    pass_at_k = PassAtK()  # how often some of k rollouts gives schema-valid JSON
+    key_metric_patterns = ("mean/*", "pass@1[avg-of-{k}]/*", "pass@{k}/*")
 
-    async def verify(
-        self, request: Request, body: StructuredOutputsVerifyRequest
-    ) -> StructuredOutputsVerifyResponse:
+    async def verify(self, body: StructuredOutputsVerifyRequest) -> StructuredOutputsVerifyResponse:
         """reward 1.0 iff the answer parses as JSON and validates against the schema."""
         result = await self._grade(body.schema_str, body.response.output_text)
         if result.schema_problem is not None:
@@ -84,16 +83,6 @@ class StructuredOutputsResourcesServer(SimpleResourcesServer):
             timeout_s=config.grading_timeout_s,
             on_timeout=Grade(False, False, f"grading exceeded {config.grading_timeout_s} s"),
         )
-
-    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        """pass@k over the 0/1 reward: how often some of k rollouts gives schema-valid JSON."""
-        return compute_pass_majority_metrics(tasks)
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return {
-            **default_key_metrics(agent_metrics),
-            **highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]", "pass@{k}"),
-        }
 
 
 if __name__ == "__main__":
