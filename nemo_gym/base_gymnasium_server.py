@@ -35,6 +35,7 @@ from nemo_gym.http_client import get_response_json, request, response_cookies
 from nemo_gym.openai_utils import NeMoGymResponse
 from nemo_gym.server_utils import new_app
 from nemo_gym.sessions import SessionStore, get_session_id
+from nemo_gym.validation_errors import describe_validation_error
 
 # A few hundred bytes per episode for the shipped environments: the default stays far below 100 MB.
 DEFAULT_MAX_EPISODES = 100_000
@@ -104,10 +105,7 @@ def parse_metadata(model: type[TaskModel], metadata: dict[str, Any]) -> TaskMode
     try:
         return model.model_validate(metadata)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(map(str, problem['loc'])) or 'row'}: {problem['msg']}"
-            for problem in error.errors()[:MAX_REPORTED_PROBLEMS]
-        )
+        problems = describe_validation_error(error, limit=MAX_REPORTED_PROBLEMS, root="row")
         raise GymError(
             422, "invalid_task", f"the row's task fields do not fit this environment: {problems}"
         ) from error

@@ -1,22 +1,33 @@
 """Resources servers own the task side of a rollout: tools, per-rollout state, and the reward.
 
 Subclass `SimpleResourcesServer`, declare request models for your tools and `verify`, and add one POST
-route per tool in `setup_webserver()` after calling `super().setup_webserver()`.
+route per tool in `setup_webserver()` after calling `super().setup_webserver()`. `verify(self, body)` (as
+NeMo Gym declares it) and `verify(self, request, body)` (to read the session) both serve `/verify`: the
+route takes its parameters from the method's own signature. Per-rollout state goes in `self.sessions`.
 """
 
 from __future__ import annotations
 
-from fastapi import FastAPI, Request
-from pydantic import BaseModel
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import BaseModel, Field, PrivateAttr
 
 from nemo_gym.config_types import BaseRunServerInstanceConfig
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.reward_profile import MetricsAggregationMixin
 from nemo_gym.server_utils import SimpleServer, new_app
+from nemo_gym.sessions import SessionStore
+
+# About 200 bytes per session of a small state: the default caps the store near 20 MB, far above any
+# rollout concurrency.
+DEFAULT_MAX_SESSIONS = 100_000
 
 
 class BaseResourcesServerConfig(BaseRunServerInstanceConfig):
-    pass
+    max_sessions: int = Field(
+        default=DEFAULT_MAX_SESSIONS, ge=1, description="per-rollout states kept at once; the least recent go"
+    )
 
 
 class BaseRunRequest(BaseModel):
@@ -43,6 +54,16 @@ class BaseSeedSessionResponse(BaseModel):
 
 class SimpleResourcesServer(MetricsAggregationMixin, SimpleServer):
     config: BaseResourcesServerConfig
+    _sessions: SessionStore[Any] | None = PrivateAttr(default=None)
+
+    @property
+    def sessions(self) -> SessionStore[Any]:
+        """Per-rollout state by session id (`nemo_gym.sessions.get_session_id(request)`), at most
+        `config.max_sessions`; made on first use, so a stateless environment holds none. The environment
+        drops a rollout's state when it is done with it (usually in `verify`)."""
+        if self._sessions is None:
+            self._sessions = SessionStore(self.config.max_sessions)
+        return self._sessions
 
     def setup_webserver(self) -> FastAPI:
         """Register the base routes; FastAPI reads body and response models from the (overridden) methods."""
@@ -53,8 +74,8 @@ class SimpleResourcesServer(MetricsAggregationMixin, SimpleServer):
         app.post("/aggregate_metrics")(self.aggregate_metrics)
         return app
 
-    async def seed_session(self, request: Request, body: BaseSeedSessionRequest) -> BaseSeedSessionResponse:
+    async def seed_session(self, body: BaseSeedSessionRequest) -> BaseSeedSessionResponse:
         return BaseSeedSessionResponse()
 
-    async def verify(self, request: Request, body: BaseVerifyRequest) -> BaseVerifyResponse:
+    async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
         raise NotImplementedError(f"{type(self).__name__} must implement verify()")

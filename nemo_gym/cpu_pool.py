@@ -5,7 +5,8 @@ included. `run_cpu_bound(fn, *args, timeout_s=...)` runs `fn` in a bounded pool 
 (`NEMO_GYM_CPU_WORKERS`, default: the number of cores), so the loop keeps answering while the pool is
 busy; calls beyond the pool's size queue. Each call has a deadline: inside the worker an interval timer
 interrupts pure-Python work that runs too long, and the caller stops waiting shortly after the deadline
-in any case, so a verifier never hangs.
+in any case, so a verifier never hangs. A verifier that scores a runaway answer with a fixed fallback
+passes it as `on_timeout=` instead of catching CPUCallTimeoutError.
 
 `fn` and its arguments cross a process boundary: `fn` must be a module-level function and the arguments
 picklable. Workers are spawned (fresh interpreters), not forked: forking a process that runs an event
@@ -18,6 +19,7 @@ wait for busy workers), and a worker also dies when its server dies without shut
 from __future__ import annotations
 
 import asyncio
+import logging
 import multiprocessing
 import os
 import signal
@@ -29,6 +31,7 @@ from typing import Any, TypeVar
 
 from nemo_gym.parent_death import die_with_parent
 
+logger = logging.getLogger("nemo_gym.cpu_pool")
 ResultT = TypeVar("ResultT")
 WORKERS_ENV = "NEMO_GYM_CPU_WORKERS"
 DEFAULT_TIMEOUT_S = 30.0
@@ -38,6 +41,8 @@ ORPHAN_CHECK_INTERVAL_S = 0.5
 WORKER_EXIT_WAIT_S = 5.0
 
 _pool: ProcessPoolExecutor | None = None
+_RAISE: Any = object()
+"""`on_timeout` left out: a call past its deadline raises."""
 
 
 class CPUCallTimeoutError(TimeoutError):
@@ -108,17 +113,33 @@ def _exit_when_orphaned(parent_pid: int) -> None:
 
 
 async def run_cpu_bound(
-    fn: Callable[..., ResultT], *args: Any, timeout_s: float = DEFAULT_TIMEOUT_S
+    fn: Callable[..., ResultT], *args: Any, timeout_s: float = DEFAULT_TIMEOUT_S, on_timeout: Any = _RAISE
 ) -> ResultT:
     """`fn(*args)` in the worker pool; raises CPUCallTimeoutError past `timeout_s` (plus queueing time:
-    the deadline starts when a worker picks the call up)."""
+    the deadline starts when a worker picks the call up).
+
+    With `on_timeout`, a call past its deadline logs one warning and returns `on_timeout` itself instead of
+    raising. It is a value, never called: call sites build their fallback (a reward of 0.0, an empty grade)
+    from what they already hold, and `None` is a fallback like any other.
+    """
     future = asyncio.get_running_loop().run_in_executor(
         _shared_pool(), _call_with_deadline, fn, args, timeout_s
     )
     try:
-        return await asyncio.wait_for(future, timeout_s + CALLER_GRACE_S + _queue_allowance(timeout_s))
-    except TimeoutError as error:
-        raise CPUCallTimeoutError(f"CPU-bound call exceeded its {timeout_s} s deadline") from error
+        try:
+            return await asyncio.wait_for(future, timeout_s + CALLER_GRACE_S + _queue_allowance(timeout_s))
+        except TimeoutError as error:
+            raise CPUCallTimeoutError(f"CPU-bound call exceeded its {timeout_s} s deadline") from error
+    except CPUCallTimeoutError:
+        if on_timeout is _RAISE:
+            raise
+        logger.warning(
+            "%s.%s exceeded its %s s deadline; answering its on_timeout fallback",
+            fn.__module__,
+            fn.__qualname__,
+            timeout_s,
+        )
+        return on_timeout
 
 
 def _queue_allowance(timeout_s: float) -> float:

@@ -1,4 +1,4 @@
-"""Default `/aggregate_metrics`, and the pass@k / majority@k helpers environments call in `compute_metrics`.
+"""Default `/aggregate_metrics`, with the declarations that give an environment its pass@k metrics and headline.
 
 Statistic keys are `<stat>/<field>` (`mean/reward`, `std/output_tokens`, ...), as trainers and dashboards
 expect; they keep the scale of their field, so a 0-1 reward stays 0-1. The pass@k family is in percent
@@ -14,13 +14,10 @@ is validated (`AggregateMetricsBody`) so a malformed one is a 422 naming the fie
 
 from __future__ import annotations
 
-import json
-import math
-import re
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Annotated, Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Annotated, Any, ClassVar
 
 from fastapi import HTTPException
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -28,6 +25,14 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from nemo_gym.config_types import AGENT_REF_KEY, AggregateMetrics
 from nemo_gym.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
+from nemo_gym.pass_at_k_metrics import PER_SAMPLE_AGGREGATE_KEY as PER_SAMPLE_AGGREGATE_KEY
+from nemo_gym.pass_at_k_metrics import STD_SUFFIXES as STD_SUFFIXES
+from nemo_gym.pass_at_k_metrics import Number, PassAtK, Rollout, select_key_metrics
+from nemo_gym.pass_at_k_metrics import ScoreFn as ScoreFn
+from nemo_gym.pass_at_k_metrics import Vote as Vote
+from nemo_gym.pass_at_k_metrics import compute_pass_majority_metrics as compute_pass_majority_metrics
+from nemo_gym.pass_at_k_metrics import compute_subset_metrics as compute_subset_metrics
+from nemo_gym.pass_at_k_metrics import highest_k_metrics as highest_k_metrics
 
 INDEX_KEYS = (TASK_INDEX_KEY, ROLLOUT_INDEX_KEY)
 ROLLOUT_ID_KEY = "rollout_id"
@@ -37,10 +42,6 @@ NUM_FAILED_KEY = "num_failed_rollouts"
 # Keys of a rollout info that locate the rollout rather than measure it.
 LOCATION_KEYS = (ROLLOUT_ID_KEY, *INDEX_KEYS)
 
-Number = int | float
-Rollout = Mapping[str, Any]
-ScoreFn = Callable[[Rollout], Mapping[str, Number]]
-Vote = tuple[Any, float]  # (extracted answer, score) of one rollout
 # Larger magnitudes are not metrics: a sum or spread of a few of them overflows a float.
 MAX_METRIC_MAGNITUDE = 1e300
 
@@ -286,7 +287,14 @@ def _index_pair(rollout: Rollout) -> tuple[int, int]:
 
 
 class MetricsAggregationMixin:
-    """`/aggregate_metrics` with two hooks an environment may override."""
+    """`/aggregate_metrics`, shaped by two declarations or, beyond them, two hooks an environment overrides.
+
+    `pass_at_k = PassAtK(answer_key="extracted_answer")` adds pass@k / majority@k (`compute_metrics`);
+    `key_metric_patterns` picks the headline (`get_key_metrics`, patterns as in `select_key_metrics`).
+    """
+
+    pass_at_k: ClassVar[PassAtK | None] = None
+    key_metric_patterns: ClassVar[tuple[str, ...]] = ("mean/*",)
 
     async def aggregate_metrics(self, body: AggregateMetricsBody) -> AggregateMetrics:
         """Per-task groups and pooled statistics of the successful rollouts; failed ones are only counted.
@@ -338,181 +346,10 @@ class MetricsAggregationMixin:
         """Environment-specific metrics over the successful rollouts grouped by task, in task order.
 
         Tasks whose rollouts all failed are left out. A `per_task_metrics` list in the result is merged
-        into the per-task groups by `_ng_task_index`. Default: none.
+        into the per-task groups by `_ng_task_index`. Default: the declared `pass_at_k` metrics, if any.
         """
-        return {}
+        return self.pass_at_k.compute(tasks) if self.pass_at_k is not None else {}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return default_key_metrics(agent_metrics)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# pass@k and majority@k
-#
-# Result of `compute_pass_majority_metrics`: a flat dict `{metric key: float}` in percent, for k = 1..max_k
-# and each score name, plus one nested entry `"per_sample_aggregate": {score name: [percent per rollout
-# index]}`. Only pass@k is restricted to the tasks with at least k scores (it needs k draws); the other
-# k-metrics look at each task's first k scores, however many there are.
-
-STD_SUFFIXES = ("/std_dev_across_runs", "/std_err_across_runs", "/avg_sample_std_dev")
-PER_SAMPLE_AGGREGATE_KEY = "per_sample_aggregate"
-
-
-def compute_pass_majority_metrics(
-    tasks: Sequence[Sequence[Rollout]],
-    score_fn: ScoreFn | None = None,
-    answer_key: str | None = None,
-    add_avg_sample_std_dev: bool = False,
-) -> dict[str, Any]:
-    """pass@k, pass@1[avg-of-k] (with run-to-run spread) and, given `answer_key`, majority@k, in percent.
-
-    `score_fn(rollout)` names the scores (default `{"accuracy": reward}`); with `answer_key` a binary
-    `no_answer` score is added (1 when the extracted answer is None) so unparsable outputs show up.
-    """
-    scored = [[_scores(rollout, score_fn, answer_key) for rollout in task] for task in tasks]
-    answers = [[rollout.get(answer_key) for rollout in task] for task in tasks] if answer_key else None
-    names = list(dict.fromkeys(name for task in scored for scores in task for name in scores))
-    values = {name: _values_of(scored, name) for name in names}
-    votes = {name: _votes_of(scored, answers, name) for name in names} if answers is not None else {}
-    per_sample = {name: _per_sample_aggregate(values[name]) for name in names}
-    max_k = max((len(task) for task in tasks), default=0)
-    metrics: dict[str, Any] = {}
-    for k in range(1, max_k + 1):
-        for name in names:
-            metrics.update(_metrics_at_k(values[name], k, name, per_sample[name]))
-            if add_avg_sample_std_dev and k >= 2:
-                metrics.update(_avg_sample_std_dev(values[name], k, name))
-            if name in votes:
-                metrics.update(_majority_metric(votes[name], k, name))
-    metrics[PER_SAMPLE_AGGREGATE_KEY] = per_sample
-    return metrics
-
-
-def _scores(rollout: Rollout, score_fn: ScoreFn | None, answer_key: str | None) -> dict[str, float]:
-    raw = dict(score_fn(rollout)) if score_fn is not None else {"accuracy": rollout["reward"]}
-    if answer_key is not None:
-        raw["no_answer"] = rollout.get(answer_key) is None
-    return {name: float(value) for name, value in raw.items()}
-
-
-def _values_of(scored: list[list[dict[str, float]]], name: str) -> list[list[float]]:
-    """Per task, the scores called `name` in rollout order (rollouts without it skipped)."""
-    return [[scores[name] for scores in task if name in scores] for task in scored]
-
-
-def _votes_of(scored: list[list[dict[str, float]]], answers: list[list[Any]], name: str) -> list[list[Vote]]:
-    return [
-        [(answer, scores[name]) for scores, answer in zip(task, task_answers, strict=True) if name in scores]
-        for task, task_answers in zip(scored, answers, strict=True)
-    ]
-
-
-def _per_sample_aggregate(values: list[list[float]]) -> list[float]:
-    """Percent score of rollout i averaged over the tasks that have one: one entry per "run"."""
-    longest = max((len(task) for task in values), default=0)
-    return [100.0 * statistics.fmean(task[i] for task in values if len(task) > i) for i in range(longest)]
-
-
-def _pass_at_k(values: Sequence[float], k: int) -> float:
-    """Binary scores: the unbiased estimator over all n rollouts; other scores: best of the first k."""
-    if all(value in (0.0, 1.0) for value in values):
-        return 1.0 - math.comb(values.count(0.0), k) / math.comb(len(values), k)
-    return max(values[:k])
-
-
-def _metrics_at_k(values: list[list[float]], k: int, name: str, per_sample: list[float]) -> dict[str, float]:
-    scored_tasks = [task for task in values if task]
-    if not scored_tasks:
-        return {}
-    metrics: dict[str, float] = {}
-    if drawn := [task for task in scored_tasks if len(task) >= k]:
-        metrics[f"pass@{k}/{name}"] = 100.0 * statistics.fmean(_pass_at_k(task, k) for task in drawn)
-    avg_key = f"pass@1[avg-of-{k}]/{name}"
-    metrics[avg_key] = 100.0 * statistics.fmean(statistics.fmean(task[:k]) for task in scored_tasks)
-    runs = per_sample[:k]
-    if k >= 2 and len(runs) >= 2:
-        spread = statistics.stdev(runs)
-        metrics[f"{avg_key}/std_dev_across_runs"] = spread
-        metrics[f"{avg_key}/std_err_across_runs"] = spread / math.sqrt(len(runs))
-    return metrics
-
-
-def _avg_sample_std_dev(values: list[list[float]], k: int, name: str) -> dict[str, float]:
-    """How much one task's score varies between its first k rollouts, averaged over tasks (percent)."""
-    spreads = [statistics.stdev(task[:k]) for task in values if len(task[:k]) >= 2]
-    if not spreads:
-        return {}
-    return {f"pass@1[avg-of-{k}]/{name}/avg_sample_std_dev": 100.0 * statistics.fmean(spreads)}
-
-
-def _majority_metric(votes: list[list[Vote]], k: int, name: str) -> dict[str, float]:
-    voted_tasks = [task for task in votes if task]
-    if not voted_tasks:
-        return {}
-    return {f"majority@{k}/{name}": 100.0 * statistics.fmean(_majority_at_k(task, k) for task in voted_tasks)}
-
-
-def _majority_at_k(votes: Sequence[Vote], k: int) -> float:
-    """Score of the most frequent (answer, score) among the answered ones of the first k rollouts.
-
-    Tied pairs share the win (their scores are averaged); a task without any answer scores 0.
-    """
-    counts = Counter((_hashable(answer), score) for answer, score in votes[:k] if answer is not None)
-    if not counts:
-        return 0.0
-    top = max(counts.values())
-    return statistics.fmean(score for (_, score), count in counts.items() if count == top)
-
-
-def _hashable(answer: Any) -> Any:
-    """Lists and dicts vote by their canonical JSON text."""
-    try:
-        hash(answer)
-    except TypeError:
-        return json.dumps(answer, sort_keys=True, default=str)
-    return answer
-
-
-def compute_subset_metrics(
-    tasks: Sequence[Sequence[Rollout]],
-    subset_key: str,
-    score_fn: ScoreFn | None = None,
-    answer_key: str | None = None,
-) -> dict[str, Any]:
-    """`compute_pass_majority_metrics` per subset, keys prefixed `<subset>/` (`easy/pass@1/accuracy`).
-
-    A task's subset is the `subset_key` value of its first rollout; tasks without one belong to no subset.
-    `per_sample_aggregate` is left out so the result stays flat, like the agent metrics it is merged into.
-    """
-    subsets: dict[str, list[Sequence[Rollout]]] = defaultdict(list)
-    for task in tasks:
-        if task and task[0].get(subset_key) is not None:
-            subsets[str(task[0][subset_key])].append(task)
-    return {
-        f"{subset}/{key}": value
-        for subset, subset_tasks in subsets.items()
-        for key, value in compute_pass_majority_metrics(subset_tasks, score_fn, answer_key).items()
-        if key != PER_SAMPLE_AGGREGATE_KEY
-    }
-
-
-def highest_k_metrics(metrics: Mapping[str, Any], *prefixes: str) -> dict[str, Any]:
-    """The entries of each family such as `"pass@{k}"` at its largest k, without the spread keys.
-
-    Typical `get_key_metrics`: report pass@8, not pass@1..8. Each prefix must contain `{k}`.
-    """
-    return {key: value for prefix in prefixes for key, value in _highest_k_of_family(metrics, prefix).items()}
-
-
-def _highest_k_of_family(metrics: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    if "{k}" not in prefix:
-        raise ValueError(f"highest_k_metrics: prefix {prefix!r} must contain '{{k}}', e.g. 'pass@{{k}}'")
-    before, after = prefix.split("{k}", 1)
-    pattern = re.compile(re.escape(before) + r"(\d+)" + re.escape(after) + "/")
-    found = {
-        key: int(match.group(1))
-        for key in metrics
-        if (match := pattern.match(key)) and not key.endswith(STD_SUFFIXES)
-    }
-    top = max(found.values(), default=None)
-    return {key: metrics[key] for key, k in found.items() if k == top}
+        """The headline: the entries `key_metric_patterns` names (default: the means)."""
+        return select_key_metrics(agent_metrics, self.key_metric_patterns)

@@ -43,6 +43,22 @@ async def test_a_library_catching_every_exception_cannot_swallow_the_deadline():
         await cpu_pool.run_cpu_bound(spin_inside_a_catch_all, timeout_s=0.3)
 
 
+async def test_with_on_timeout_a_runaway_call_answers_the_fallback_and_logs_one_warning(caplog):
+    with caplog.at_level("WARNING", logger="nemo_gym.cpu_pool"):
+        answer = await cpu_pool.run_cpu_bound(spin_forever, timeout_s=0.3, on_timeout=None)
+    assert answer is None
+    (warning,) = caplog.records
+    assert "tests.cpu_workloads.spin_forever exceeded its 0.3 s deadline" in warning.getMessage()
+
+
+async def test_on_timeout_is_returned_as_is_and_leaves_other_errors_and_results_alone():
+    fallback = [0.0]
+    assert await cpu_pool.run_cpu_bound(spin_forever, timeout_s=0.3, on_timeout=fallback) is fallback
+    assert (await cpu_pool.run_cpu_bound(square, 3, timeout_s=30, on_timeout=fallback))[0] == 9
+    with pytest.raises(ValueError, match="still an error"):
+        await cpu_pool.run_cpu_bound(fail, "still an error", timeout_s=30, on_timeout=fallback)
+
+
 def test_worker_count_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv(cpu_pool.WORKERS_ENV, "3")
     assert cpu_pool.worker_count() == 3

@@ -6,8 +6,18 @@ from typing import Any
 
 import pytest
 
-from nemo_gym.pass_at_k_metrics import pass_at_k_key_metrics, subset_pass_majority_metrics
-from nemo_gym.reward_profile import compute_pass_majority_metrics, compute_subset_metrics
+from nemo_gym.pass_at_k_metrics import (
+    PassAtK,
+    pass_at_k_key_metrics,
+    select_key_metrics,
+    subset_pass_majority_metrics,
+)
+from nemo_gym.reward_profile import (
+    MetricsAggregationMixin,
+    compute_pass_majority_metrics,
+    compute_subset_metrics,
+    default_key_metrics,
+)
 
 
 def task(subset: Any, rewards: list[float], answers: list[Any] | None = None) -> list[dict[str, Any]]:
@@ -78,3 +88,47 @@ def test_key_metrics_leading_keys_and_families_are_chosen_by_the_caller():
 
 def test_key_metrics_of_an_empty_run_are_empty():
     assert pass_at_k_key_metrics({}) == {}
+
+
+def test_a_pass_at_k_declaration_computes_what_the_functions_compute():
+    halves = lambda rollout: {"half": rollout["reward"] / 2}  # noqa: E731
+    assert PassAtK().compute(TASKS) == compute_pass_majority_metrics(TASKS)
+    assert PassAtK(answer_key="answer", score_fn=halves).compute(TASKS) == compute_pass_majority_metrics(
+        TASKS, halves, "answer"
+    )
+    assert PassAtK(subset_key="level", key_in_prefix=True).compute(TASKS) == subset_pass_majority_metrics(
+        TASKS, "level", key_in_prefix=True
+    )
+    with_spread = PassAtK(subset_key="level", add_avg_sample_std_dev=True).compute(TASKS)
+    assert "pass@1[avg-of-2]/accuracy/avg_sample_std_dev" in with_spread
+    assert not any(key.endswith("avg_sample_std_dev") for key in compute_subset_metrics(TASKS, "level"))
+
+
+def test_key_metric_patterns_name_exact_keys_prefixes_and_highest_k_families():
+    assert select_key_metrics(AGENT_METRICS, ("mean/*",)) == default_key_metrics(AGENT_METRICS)
+    chosen = select_key_metrics(
+        AGENT_METRICS,
+        ("mean/reward", "mean/absent", "pass@1[avg-of-{k}]/*", "pass@{k}/no_answer", "majority@{k}/accuracy"),
+    )
+    assert chosen == {
+        "mean/reward": 0.5,
+        "pass@1[avg-of-3]/accuracy": pytest.approx(50.0),
+        "pass@1[avg-of-3]/no_answer": pytest.approx(100 / 3),
+        "pass@3/no_answer": pytest.approx(50.0),
+        "majority@3/accuracy": 100.0,
+    }
+    assert select_key_metrics(AGENT_METRICS, ("pass@{k}/*",)) == {
+        "pass@3/accuracy": 100.0,
+        "pass@3/no_answer": pytest.approx(50.0),
+    }, "per-subset entries and lower k are not headline entries"
+
+
+def test_the_mixin_declarations_replace_the_hooks():
+    class Declared(MetricsAggregationMixin):
+        pass_at_k = PassAtK(answer_key="answer")
+        key_metric_patterns = ("mean/reward", "pass@{k}/accuracy")
+
+    assert Declared().compute_metrics(TASKS) == compute_pass_majority_metrics(TASKS, answer_key="answer")
+    assert Declared().get_key_metrics(AGENT_METRICS) == {"mean/reward": 0.5, "pass@3/accuracy": 100.0}
+    assert MetricsAggregationMixin().compute_metrics(TASKS) == {}
+    assert MetricsAggregationMixin().get_key_metrics(AGENT_METRICS) == default_key_metrics(AGENT_METRICS)

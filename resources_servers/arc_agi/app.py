@@ -9,10 +9,8 @@ deadline scores 0.0 rather than stall the server.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from fastapi import Request
 from pydantic import Field
 
 from nemo_gym.base_resources_server import (
@@ -21,11 +19,9 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.openai_utils import NeMoGymResponse, assistant_texts
 from resources_servers.arc_agi.grading import Grid, extract_grid
-
-logger = logging.getLogger("arc_agi")
 
 
 class ArcAgiConfig(BaseResourcesServerConfig):
@@ -57,7 +53,7 @@ def answer_text(response: NeMoGymResponse) -> str:
 class ArcAgiResourcesServer(SimpleResourcesServer):
     config: ArcAgiConfig
 
-    async def verify(self, request: Request, body: ArcAgiVerifyRequest) -> ArcAgiVerifyResponse:
+    async def verify(self, body: ArcAgiVerifyRequest) -> ArcAgiVerifyResponse:
         """reward 1.0 iff an answer grid was found and equals `expected_output`."""
         predicted = await self._extract(answer_text(body.response))
         return ArcAgiVerifyResponse(
@@ -68,14 +64,9 @@ class ArcAgiResourcesServer(SimpleResourcesServer):
         )
 
     async def _extract(self, text: str) -> Grid | None:
-        timeout_s = self.config.grading_timeout_s
-        try:
-            return await run_cpu_bound(extract_grid, text, timeout_s=timeout_s)
-        except CPUCallTimeoutError:
-            logger.warning(
-                "extracting a grid from %d characters exceeded %s s; reward 0.0", len(text), timeout_s
-            )
-            return None
+        return await run_cpu_bound(
+            extract_grid, text, timeout_s=self.config.grading_timeout_s, on_timeout=None
+        )
 
 
 if __name__ == "__main__":

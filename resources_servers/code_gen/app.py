@@ -14,7 +14,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from nemo_gym.base_resources_server import (
@@ -23,7 +22,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.openai_utils import NeMoGymResponseReasoningItem
 from nemo_gym.reward_profile import compute_pass_majority_metrics, compute_subset_metrics, highest_k_metrics
 from nemo_gym.sandbox import SandboxLimits, SandboxResult, python_command, resolve_isolation, run_sandboxed
@@ -97,7 +96,7 @@ class CodeGenResourcesServer(SimpleResourcesServer):
         resolve_isolation(self.config.sandbox.isolation)  # refuse to start rather than run code unprotected
         self._slots = asyncio.Semaphore(self.config.num_processes)
 
-    async def verify(self, request: Request, body: CodeGenVerifyRequest) -> CodeGenVerifyResponse:
+    async def verify(self, body: CodeGenVerifyRequest) -> CodeGenVerifyResponse:
         text = body.response.output_text
         summaries = [
             part.text
@@ -136,15 +135,14 @@ class CodeGenResourcesServer(SimpleResourcesServer):
         async with self._slots:
             run = await run_sandboxed([*python_command(), "harness.py"], files=files, limits=limits)
         grading = (run.stdout, tests.inputs, tests.outputs, tests.fn_name, _early_end(run))
-        try:
-            if len(run.stdout) <= INLINE_GRADING_CHARS:  # a few milliseconds: not worth a trip to the pool
-                result, metadata = grade_reports(*grading)
-            else:
-                result, metadata = await run_cpu_bound(grade_reports, *grading, timeout_s=GRADING_TIMEOUT_S)
-        except CPUCallTimeoutError:
-            logger.warning("comparing outputs took over %.0f s; the answer scores 0.0", GRADING_TIMEOUT_S)
+        if len(run.stdout) <= INLINE_GRADING_CHARS:  # a few milliseconds: not worth a trip to the pool
+            result, metadata = grade_reports(*grading)
+        else:
             message = f"Error during testing: comparing outputs took over {GRADING_TIMEOUT_S:.0f} s"
-            result, metadata = [GLOBAL_TIMEOUT], {"error_code": GLOBAL_TIMEOUT, "error_message": message}
+            timed_out = [GLOBAL_TIMEOUT], {"error_code": GLOBAL_TIMEOUT, "error_message": message}
+            result, metadata = await run_cpu_bound(
+                grade_reports, *grading, timeout_s=GRADING_TIMEOUT_S, on_timeout=timed_out
+            )
         if self.config.debug:
             logger.info(
                 "code_gen run %s -> %s %s\n%s", run.model_dump(exclude={"stdout"}), result, metadata, code

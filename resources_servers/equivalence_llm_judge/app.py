@@ -8,12 +8,11 @@ the comparison on the whole generation (`check_full_generation_on_fail`). Judge 
 
 from __future__ import annotations
 
-import logging
 import re
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from nemo_gym.base_resources_server import (
@@ -23,7 +22,7 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config_types import ModelServerRef
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     Judge,
@@ -42,7 +41,6 @@ from resources_servers.equivalence_llm_judge.equivalence_judging import (
     verdict_label,
 )
 
-logger = logging.getLogger("equivalence_llm_judge")
 FOLDER = Path(__file__).resolve().parent
 
 
@@ -107,9 +105,7 @@ class EquivalenceLLMJudgeResourcesServer(SimpleResourcesServer):
         self._judge = Judge(self.config, self.server_client, self.config.name)
         return app
 
-    async def verify(
-        self, request: Request, body: EquivalenceLLMJudgeVerifyRequest
-    ) -> EquivalenceLLMJudgeVerifyResponse:
+    async def verify(self, body: EquivalenceLLMJudgeVerifyRequest) -> EquivalenceLLMJudgeVerifyResponse:
         fallback = (body.metadata or {}).get("expected_answer")
         expected = body.expected_answer or ("" if fallback is None else str(fallback))
         row_regex = self._row_regex(body)
@@ -128,11 +124,10 @@ class EquivalenceLLMJudgeResourcesServer(SimpleResourcesServer):
                 judge_failure=failure,
             )
 
-        try:
-            question, generated = await self._extract(body, full, regex)
-        except CPUCallTimeoutError:
-            logger.warning("answer extraction exceeded %s s; reward 0.0", self.config.extraction_timeout_s)
+        extracted = await self._extract(body, full, regex)
+        if extracted is None:  # the extraction ran past its deadline
             return answer(0.0)
+        question, generated = extracted
         config = self.config
         try:
             if not await self._equal(question, expected, generated, evaluations):
@@ -159,8 +154,9 @@ class EquivalenceLLMJudgeResourcesServer(SimpleResourcesServer):
 
     async def _extract(
         self, body: EquivalenceLLMJudgeVerifyRequest, full: str, regex: str | None
-    ) -> tuple[str, str]:
-        """(question, answer to judge); regexes run in the CPU pool, the rest is cheap enough to run here."""
+    ) -> tuple[str, str] | None:
+        """(question, answer to judge); regexes run in the CPU pool, the rest is cheap enough to run here.
+        None when the regexes run past their deadline."""
         question = last_user_text(body.responses_create_params)
         if not full:
             return question, self.config.msg_extraction_failure
@@ -174,6 +170,7 @@ class EquivalenceLLMJudgeResourcesServer(SimpleResourcesServer):
             full,
             regex,
             timeout_s=self.config.extraction_timeout_s,
+            on_timeout=None,
         )
 
     async def _equal(

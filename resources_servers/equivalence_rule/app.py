@@ -6,10 +6,8 @@ similarity rules are quadratic in the worst case on long answers, so they run in
 deadline; a grading that runs out of time earns 0.0.
 """
 
-import logging
 from typing import Literal
 
-from fastapi import Request
 from pydantic import ConfigDict, Field
 
 from nemo_gym.base_resources_server import (
@@ -18,10 +16,8 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from resources_servers.equivalence_rule.grading import exact_score, grade
-
-logger = logging.getLogger("equivalence_rule")
 
 GradingRule = Literal["exact", "seq_match", "weighted_seq_match"]
 
@@ -53,20 +49,11 @@ class EquivalenceRuleResourcesServer(SimpleResourcesServer):
         rule = self.config.grading_rule
         if rule == "exact":  # linear: cheaper inline than a trip to the pool
             return exact_score(response_text, expected)
-        try:
-            return await run_cpu_bound(
-                grade, rule, response_text, expected, timeout_s=self.config.grading_timeout_s
-            )
-        except CPUCallTimeoutError:
-            logger.warning(
-                "%s grading of a %d-character answer exceeded %s s; reward 0.0",
-                rule,
-                len(response_text),
-                self.config.grading_timeout_s,
-            )
-            return 0.0
+        return await run_cpu_bound(
+            grade, rule, response_text, expected, timeout_s=self.config.grading_timeout_s, on_timeout=0.0
+        )
 
-    async def verify(self, request: Request, body: EquivalenceVerifyRequest) -> EquivalenceVerifyResponse:
+    async def verify(self, body: EquivalenceVerifyRequest) -> EquivalenceVerifyResponse:
         """reward = equivalence_score, from the configured `grading_rule`."""
         score = await self.score(body.response.output_text, body.expected_answer)
         row = body.model_dump(exclude={"reward", "equivalence_score"})

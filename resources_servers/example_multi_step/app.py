@@ -6,10 +6,8 @@ The tools keep no state; `/verify` judges only the last submission found in the 
 diagnostic fields that separate "wrong set" from "right set, wrong order" and from "used the term itself".
 """
 
-import json
-
-from fastapi import FastAPI, Request
-from pydantic import BaseModel, Field, ValidationError
+from fastapi import FastAPI
+from pydantic import Field
 
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
@@ -17,29 +15,11 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.openai_utils import NeMoGymResponse
-
-SUBMIT_TOOL = "extract_synonym_values"
+from resources_servers.example_multi_step import tools
 
 
 class MultiStepConfig(BaseResourcesServerConfig):
     pass
-
-
-class GetSynonymValueRequest(BaseModel):
-    synonym: str
-
-
-class GetSynonymValueResponse(BaseModel):
-    synonym_value: int
-
-
-class ExtractSynonymValuesRequest(BaseModel):
-    synonym_values: list[int]
-
-
-class ExtractSynonymValuesResponse(BaseModel):
-    success: bool
 
 
 class MultiStepVerifyRequest(BaseVerifyRequest):
@@ -59,46 +39,18 @@ class MultiStepVerifyResponse(BaseVerifyResponse):
     order_instruction_following_failure: bool
 
 
-def synonym_value(synonym: str) -> int:
-    """A deterministic value the model cannot guess without calling the tool: the sum of code points."""
-    return sum(ord(character) for character in synonym)
-
-
-def submitted_values(response: NeMoGymResponse) -> list[int]:
-    """The values of the last `extract_synonym_values` call; [] if there is none or it is malformed.
-
-    A malformed submission (arguments that are not JSON, or not a list of integers as the tool route
-    would accept) counts as submitting nothing rather than failing the whole verification.
-    """
-    calls = [item for item in response.output if item.type == "function_call" and item.name == SUBMIT_TOOL]
-    if not calls:
-        return []
-    try:
-        arguments = json.loads(calls[-1].arguments)
-        return ExtractSynonymValuesRequest.model_validate(arguments).synonym_values
-    except (ValueError, ValidationError):
-        return []
-
-
 class MultiStepResourcesServer(SimpleResourcesServer):
     config: MultiStepConfig
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
-        app.post("/get_synonym_value")(self.get_synonym_value)
-        app.post(f"/{SUBMIT_TOOL}")(self.extract_synonym_values)
+        app.post("/get_synonym_value")(tools.get_synonym_value)
+        app.post(f"/{tools.SUBMIT_TOOL}")(tools.extract_synonym_values)
         return app
 
-    async def get_synonym_value(self, body: GetSynonymValueRequest) -> GetSynonymValueResponse:
-        return GetSynonymValueResponse(synonym_value=synonym_value(body.synonym))
-
-    async def extract_synonym_values(self, body: ExtractSynonymValuesRequest) -> ExtractSynonymValuesResponse:
-        """Only acknowledges: the submission is read back from the response at verification time."""
-        return ExtractSynonymValuesResponse(success=True)
-
-    async def verify(self, request: Request, body: MultiStepVerifyRequest) -> MultiStepVerifyResponse:
+    async def verify(self, body: MultiStepVerifyRequest) -> MultiStepVerifyResponse:
         """reward = 1.0 iff the submitted list equals the expected one, order included."""
-        actual = submitted_values(body.response)
+        actual = tools.submitted_values(body.response)
         expected = body.expected_synonym_values
         accuracy = actual == expected
         set_overlap = len(set(actual) & set(expected)) / len(expected)

@@ -4,7 +4,7 @@ The smallest useful environment: it exercises the tool-calling plumbing (schema,
 the model) without judging the answer, so it is a smoke test for a training or serving setup.
 """
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from pydantic import BaseModel
 
 from nemo_gym.base_resources_server import (
@@ -40,7 +40,7 @@ class SingleToolCallResourcesServer(SimpleResourcesServer):
         """A fixed forecast: the point is that the model calls the tool, not what the tool says."""
         return GetWeatherResponse(city=body.city, weather_description=f"The weather in {body.city} is cold.")
 
-    async def verify(self, request: Request, body: BaseVerifyRequest) -> BaseVerifyResponse:
+    async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
         """Every rollout earns 1.0: nothing about the answer is checked."""
         return BaseVerifyResponse(**body.model_dump(), reward=1.0)
 

@@ -7,12 +7,10 @@ CPU worker pool because row regexes may backtrack catastrophically; past the dea
 
 from __future__ import annotations
 
-import logging
 import statistics
 from collections import defaultdict
 from typing import Any, Literal
 
-from fastapi import Request
 from pydantic import BaseModel, Field, model_validator
 
 from nemo_gym.base_resources_server import (
@@ -21,10 +19,8 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from resources_servers.format_verification.checks import Check, Verifier, run_checks
-
-logger = logging.getLogger("format_verification")
 
 GradingMode = Literal["binary", "fraction"]
 MAX_CHECKS = 100
@@ -76,7 +72,7 @@ class FormatVerifyResponse(BaseVerifyResponse):
 class FormatVerificationResourcesServer(SimpleResourcesServer):
     config: FormatVerificationConfig
 
-    async def verify(self, request: Request, body: FormatVerifyRequest) -> FormatVerifyResponse:
+    async def verify(self, body: FormatVerifyRequest) -> FormatVerifyResponse:
         results = await self._run_checks(body.response.output_text, body.all_checks())
         passed = [result["passed"] for result in results or []]
         fraction = sum(passed) / len(passed) if passed else 0.0
@@ -102,12 +98,9 @@ class FormatVerificationResourcesServer(SimpleResourcesServer):
         the deadline."""
         if not text.strip():
             return []
-        deadline_s = self.config.check_timeout_seconds
-        try:
-            return await run_cpu_bound(run_checks, text, checks, timeout_s=deadline_s)
-        except CPUCallTimeoutError:
-            logger.warning("format checks exceeded %s s; reward 0.0", deadline_s)
-            return None
+        return await run_cpu_bound(
+            run_checks, text, checks, timeout_s=self.config.check_timeout_seconds, on_timeout=None
+        )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """`check_pass_rate/<type>`: the share of checks of each type that passed, over every rollout."""

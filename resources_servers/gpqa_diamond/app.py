@@ -7,10 +7,8 @@ runs in the CPU worker pool because template regexes come from the data; past it
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Literal
 
-from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from nemo_gym.base_resources_server import (
@@ -19,12 +17,10 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
-from nemo_gym.reward_profile import compute_pass_majority_metrics, highest_k_metrics
+from nemo_gym.cpu_pool import run_cpu_bound
+from nemo_gym.pass_at_k_metrics import PassAtK
 from nemo_gym.text_extraction import option_pairs
 from resources_servers.gpqa_diamond.grading import extract_letter
-
-logger = logging.getLogger("gpqa_diamond")
 
 
 class GPQADiamondConfig(BaseResourcesServerConfig):
@@ -65,21 +61,26 @@ def template_patterns(template: TemplateMetadata | None) -> tuple[str, ...]:
 
 class GPQADiamondResourcesServer(SimpleResourcesServer):
     config: GPQADiamondConfig
+    # pass@k and pass@1[avg-of-k] of accuracy and no_answer, and majority@k over the extracted letters.
+    pass_at_k = PassAtK(answer_key="extracted_answer")
+    key_metric_patterns = (
+        "mean/reward",
+        "pass@1[avg-of-{k}]/accuracy",
+        "pass@1[avg-of-{k}]/no_answer",
+        "pass@{k}/accuracy",
+        "majority@{k}/accuracy",
+    )
 
-    async def verify(self, request: Request, body: GPQADiamondVerifyRequest) -> GPQADiamondVerifyResponse:
+    async def verify(self, body: GPQADiamondVerifyRequest) -> GPQADiamondVerifyResponse:
         gold = body.expected_answer.strip().upper()
-        deadline_s = self.config.grading_timeout_seconds
-        try:
-            extracted = await run_cpu_bound(
-                extract_letter,
-                body.response.output_text,
-                option_pairs(body.options),
-                template_patterns(body.template_metadata),
-                timeout_s=deadline_s,
-            )
-        except CPUCallTimeoutError:
-            logger.warning("answer extraction exceeded %s s; scoring 0.0", deadline_s)
-            extracted = None
+        extracted = await run_cpu_bound(
+            extract_letter,
+            body.response.output_text,
+            option_pairs(body.options),
+            template_patterns(body.template_metadata),
+            timeout_s=self.config.grading_timeout_seconds,
+            on_timeout=None,
+        )
         return GPQADiamondVerifyResponse(
             responses_create_params=body.responses_create_params,
             response=body.response,
@@ -87,21 +88,6 @@ class GPQADiamondResourcesServer(SimpleResourcesServer):
             expected_answer=gold,
             extracted_answer=extracted,
         )
-
-    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        """pass@k and pass@1[avg-of-k] of accuracy and no_answer, and majority@k over the extracted letters."""
-        return compute_pass_majority_metrics(tasks, answer_key="extracted_answer")
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        """Mean reward, the largest-k average accuracy and no-answer rate, pass@k and majority vote."""
-        keys = {"mean/reward": agent_metrics["mean/reward"]} if "mean/reward" in agent_metrics else {}
-        averages = highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]")
-        keys.update(
-            {key: value for key, value in averages.items() if key.endswith(("/accuracy", "/no_answer"))}
-        )
-        best_of = highest_k_metrics(agent_metrics, "pass@{k}", "majority@{k}")
-        keys.update({key: value for key, value in best_of.items() if key.endswith("/accuracy")})
-        return keys
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi import Request
 from pydantic import field_validator
 
 from nemo_gym.base_resources_server import (
@@ -59,7 +58,7 @@ class GraphWalksVerifyResponse(GraphWalksVerifyRequest, BaseVerifyResponse):
 class GraphWalksResourcesServer(SimpleResourcesServer):
     config: BaseResourcesServerConfig
 
-    async def verify(self, request: Request, body: GraphWalksVerifyRequest) -> GraphWalksVerifyResponse:
+    async def verify(self, body: GraphWalksVerifyRequest) -> GraphWalksVerifyResponse:
         """reward = f1 of the predicted and expected node sets; 0 when the answer line cannot be read."""
         predicted = parse_final_answer(body.response.output_text)
         f1 = 0.0 if predicted is None else f1_score(set(predicted), expected_nodes(body.expected_answer))

@@ -9,7 +9,6 @@ import logging
 import statistics
 from typing import Any, Literal
 
-from fastapi import Request
 from pydantic import Field, PrivateAttr, model_validator
 
 from nemo_gym.base_resources_server import (
@@ -18,9 +17,8 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.openai_utils import NeMoGymResponse, assistant_texts
-from nemo_gym.reward_profile import default_key_metrics
 from resources_servers.instruction_following.checks import grade
 
 logger = logging.getLogger("instruction_following")
@@ -66,11 +64,10 @@ def final_text(response: NeMoGymResponse) -> str:
 
 class InstructionFollowingResourcesServer(SimpleResourcesServer):
     config: InstructionFollowingConfig
+    key_metric_patterns = ("mean/*", "instruction_level_accuracy")
     _warned: set[str] = PrivateAttr(default_factory=set)
 
-    async def verify(
-        self, request: Request, body: InstructionFollowingVerifyRequest
-    ) -> InstructionFollowingVerifyResponse:
+    async def verify(self, body: InstructionFollowingVerifyRequest) -> InstructionFollowingVerifyResponse:
         followed = await self.follow_list(final_text(body.response), body.instruction_id_list, body.kwargs)
         if body.grading_mode == "binary":
             reward = float(all(followed))
@@ -89,14 +86,15 @@ class InstructionFollowingResourcesServer(SimpleResourcesServer):
         """One verdict per instruction; past the deadline, none is followed."""
         if not instruction_ids:
             return []
-        deadline_s = self.config.grading_timeout_s
-        try:
-            outcomes = await run_cpu_bound(grade, text, instruction_ids, kwargs, timeout_s=deadline_s)
-        except CPUCallTimeoutError:
-            logger.warning(
-                "checking a %d-character answer exceeded %s s: nothing followed", len(text), deadline_s
-            )
-            return [False] * len(instruction_ids)
+        timed_out = [(False, None)] * len(instruction_ids)  # past the deadline, nothing is followed
+        outcomes = await run_cpu_bound(
+            grade,
+            text,
+            instruction_ids,
+            kwargs,
+            timeout_s=self.config.grading_timeout_s,
+            on_timeout=timed_out,
+        )
         for instruction_id, (_, problem) in zip(instruction_ids, outcomes, strict=True):
             if problem is not None and instruction_id not in self._warned and len(self._warned) < MAX_WARNED:
                 self._warned.add(instruction_id)
@@ -114,12 +112,6 @@ class InstructionFollowingResourcesServer(SimpleResourcesServer):
             if isinstance(verdict, bool)
         ]
         return {"instruction_level_accuracy": statistics.fmean(verdicts)} if verdicts else {}
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        key_metrics = default_key_metrics(agent_metrics)
-        if "instruction_level_accuracy" in agent_metrics:
-            key_metrics["instruction_level_accuracy"] = agent_metrics["instruction_level_accuracy"]
-        return key_metrics
 
 
 if __name__ == "__main__":

@@ -8,10 +8,9 @@ checked against `expected_answer` with math-verify in the CPU pool (past its dea
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from pydantic import BaseModel, Field, PrivateAttr
 
 from nemo_gym.base_resources_server import (
@@ -20,14 +19,12 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseFunctionToolCall, assistant_texts
 from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
 from nemo_gym.reward_profile import compute_pass_majority_metrics
 from nemo_gym.sandbox import SandboxLimits, resolve_isolation, run_sandboxed
 from resources_servers.math_with_code.grading import Grade, grade
-
-logger = logging.getLogger("math_with_code")
 
 
 class MathWithCodeConfig(BaseResourcesServerConfig):
@@ -91,15 +88,14 @@ class MathWithCodeResourcesServer(SimpleResourcesServer):
             truncated=run.truncated,
         )
 
-    async def verify(self, request: Request, body: MathWithCodeVerifyRequest) -> MathWithCodeVerifyResponse:
-        deadline_s = self.config.grading_timeout_seconds
-        try:
-            graded = await run_cpu_bound(
-                grade, body.expected_answer, final_text(body.response), timeout_s=deadline_s
-            )
-        except CPUCallTimeoutError:
-            logger.warning("grading took over %.1f s; the answer scores 0.0", deadline_s)
-            graded = Grade(0.0, None)
+    async def verify(self, body: MathWithCodeVerifyRequest) -> MathWithCodeVerifyResponse:
+        graded = await run_cpu_bound(
+            grade,
+            body.expected_answer,
+            final_text(body.response),
+            timeout_s=self.config.grading_timeout_seconds,
+            on_timeout=Grade(0.0, None),
+        )
         calls = sum(isinstance(item, NeMoGymResponseFunctionToolCall) for item in body.response.output)
         return MathWithCodeVerifyResponse(
             responses_create_params=body.responses_create_params,

@@ -13,7 +13,7 @@ import asyncio
 import logging
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from pydantic import BaseModel, Field, PrivateAttr, model_validator
 
 from nemo_gym.base_resources_server import (
@@ -22,7 +22,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     Judge,
@@ -143,7 +143,7 @@ class MathWithJudgeResourcesServer(SimpleResourcesServer):
             self._judge = Judge(self.config, self.server_client, self.config.name)
         return app
 
-    async def verify(self, request: Request, body: MathVerifyRequest) -> MathVerifyResponse:
+    async def verify(self, body: MathVerifyRequest) -> MathVerifyResponse:
         generated = body.response.output_text
         library = await self._library_grade(body.expected_answer, generated)
         reward, evaluations, failure = library.library_reward, None, None
@@ -167,10 +167,10 @@ class MathWithJudgeResourcesServer(SimpleResourcesServer):
     async def _library_grade(self, expected_answer: str, generated: str) -> Grade:
         deadline_s = self.config.library_verifier_timeout_seconds
         async with self._grading_slots:
-            try:
-                result = await run_cpu_bound(grade, expected_answer, generated, timeout_s=deadline_s)
-            except CPUCallTimeoutError:
-                result = Grade(0.0, None, timed_out=True)
+            timed_out = Grade(0.0, None, timed_out=True)
+            result = await run_cpu_bound(
+                grade, expected_answer, generated, timeout_s=deadline_s, on_timeout=timed_out
+            )
         if result.timed_out:
             logger.warning("math-verify gave up after %.1f s; the answer scores 0.0", deadline_s)
         return result

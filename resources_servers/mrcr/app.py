@@ -9,10 +9,8 @@ the CPU pool with a deadline, past which the answer scores 0.0.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from fastapi import Request
 from pydantic import Field
 
 from nemo_gym.base_resources_server import (
@@ -21,11 +19,10 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.pass_at_k_metrics import pass_at_k_key_metrics, subset_pass_majority_metrics
 from resources_servers.mrcr.grading import similarity
 
-logger = logging.getLogger("mrcr")
 SUBSET_KEY = "n_needles"
 
 
@@ -50,7 +47,7 @@ class MrcrVerifyResponse(MrcrVerifyRequest, BaseVerifyResponse):
 class MrcrResourcesServer(SimpleResourcesServer):
     config: MrcrConfig
 
-    async def verify(self, request: Request, body: MrcrVerifyRequest) -> MrcrVerifyResponse:
+    async def verify(self, body: MrcrVerifyRequest) -> MrcrVerifyResponse:
         """reward = seq_match_ratio: 0 without the prefix, else the similarity of the prefix-less texts."""
         answer = body.response.output_text.strip()
         prefix_matched = answer.startswith(body.random_string_to_prepend)
@@ -60,16 +57,14 @@ class MrcrResourcesServer(SimpleResourcesServer):
         )
 
     async def _similarity(self, answer: str, body: MrcrVerifyRequest) -> float:
-        timeout_s = self.config.grading_timeout_s
-        try:
-            return await run_cpu_bound(
-                similarity, answer, body.expected_answer, body.random_string_to_prepend, timeout_s=timeout_s
-            )
-        except CPUCallTimeoutError:
-            logger.warning(
-                "comparing a %d-character answer exceeded %s s; reward 0.0", len(answer), timeout_s
-            )
-            return 0.0
+        return await run_cpu_bound(
+            similarity,
+            answer,
+            body.expected_answer,
+            body.random_string_to_prepend,
+            timeout_s=self.config.grading_timeout_s,
+            on_timeout=0.0,
+        )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """pass@k over all tasks and per needle count (`n_needles=4/pass@1/accuracy`, ...).

@@ -8,9 +8,8 @@ scores 0.0 with `extracted_answer: null` and a named `parse_error`.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import Request
 from pydantic import ConfigDict, Field, model_validator
 
 from nemo_gym.base_resources_server import (
@@ -19,7 +18,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.reward_profile import compute_pass_majority_metrics, highest_k_metrics
+from nemo_gym.pass_at_k_metrics import PassAtK
 from resources_servers.proof_genselect.grading import select
 
 CANDIDATE_FIELD = re.compile(r"proof_\d+")
@@ -81,10 +80,16 @@ class ProofGenSelectVerifyResponse(BaseVerifyResponse):
 
 class ProofGenSelectResourcesServer(SimpleResourcesServer):
     config: ProofGenSelectConfig
+    # pass@k, pass@1[avg-of-k] and majority@k (voting on the selected index), plus the no-answer rate.
+    pass_at_k = PassAtK(answer_key="extracted_answer")
+    key_metric_patterns = (
+        "mean/reward",
+        "pass@1[avg-of-{k}]/*",
+        "pass@{k}/accuracy",
+        "majority@{k}/accuracy",
+    )
 
-    async def verify(
-        self, request: Request, body: ProofGenSelectVerifyRequest
-    ) -> ProofGenSelectVerifyResponse:
+    async def verify(self, body: ProofGenSelectVerifyRequest) -> ProofGenSelectVerifyResponse:
         correct = body.correct_indices()
         selection = select(body.response.output_text, body.candidate_count(), self.config.assert_think_end)
         row = body.model_dump(exclude={"reward", "extracted_answer", "parse_error", "correct_indices"})
@@ -95,18 +100,6 @@ class ProofGenSelectResourcesServer(SimpleResourcesServer):
             parse_error=selection.parse_error,
             correct_indices=sorted(correct),
         )
-
-    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        """pass@k, pass@1[avg-of-k] and majority@k (voting on the selected index), plus the no-answer rate."""
-        return compute_pass_majority_metrics(tasks, answer_key="extracted_answer")
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        """Mean reward, the largest-k average accuracy and no-answer rate, pass@k and majority vote."""
-        keys = {"mean/reward": agent_metrics["mean/reward"]} if "mean/reward" in agent_metrics else {}
-        keys.update(highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]"))
-        best_of = highest_k_metrics(agent_metrics, "pass@{k}", "majority@{k}")
-        keys.update({key: value for key, value in best_of.items() if key.endswith("/accuracy")})
-        return keys
 
 
 if __name__ == "__main__":

@@ -6,12 +6,7 @@ partial credit in [0, 1]) is the reward. Scoring runs in the CPU worker pool: so
 simulate (sudoku grids, Brainf*ck programs, ARC boards) and must not stall the event loop.
 """
 
-from __future__ import annotations
-
-import logging
-from typing import Any
-
-from fastapi import HTTPException, Request
+from fastapi import HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
 from nemo_gym.base_resources_server import (
@@ -20,12 +15,9 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
-from nemo_gym.pass_at_k_metrics import subset_pass_majority_metrics
-from nemo_gym.reward_profile import highest_k_metrics
+from nemo_gym.cpu_pool import run_cpu_bound
+from nemo_gym.pass_at_k_metrics import PassAtK
 from resources_servers.reasoning_gym.grading import Grade, UnknownTaskError, grade
-
-logger = logging.getLogger("reasoning_gym")
 
 
 class ReasoningGymConfig(BaseResourcesServerConfig):
@@ -54,31 +46,26 @@ class ReasoningGymVerifyResponse(BaseVerifyResponse):
 
 class ReasoningGymResourcesServer(SimpleResourcesServer):
     config: ReasoningGymConfig
+    pass_at_k = PassAtK(answer_key="extracted_answer", subset_key="task_name")  # and `<task_name>/...`
+    key_metric_patterns = ("mean/reward", "pass@1[avg-of-{k}]/*", "pass@{k}/*")
 
-    async def verify(self, request: Request, body: ReasoningGymVerifyRequest) -> ReasoningGymVerifyResponse:
+    async def verify(self, body: ReasoningGymVerifyRequest) -> ReasoningGymVerifyResponse:
         """reward = score = the task's own scorer on the extracted answer; 0.0 if scoring times out."""
         task_name = body.metadata.source_dataset
         entry = {"question": body.question, "answer": body.answer, "metadata": body.metadata.model_dump()}
-        timeout_s = self.config.verify_timeout_s
         try:
             result = await run_cpu_bound(
-                grade, task_name, body.response.output_text, entry, timeout_s=timeout_s
+                grade,
+                task_name,
+                body.response.output_text,
+                entry,
+                timeout_s=self.config.verify_timeout_s,
+                on_timeout=Grade(score=0.0, extracted_answer=None),
             )
         except UnknownTaskError:
-            raise HTTPException(
-                status_code=422,
-                detail=[
-                    {
-                        "loc": ["body", "metadata", "source_dataset"],
-                        "msg": f"reasoning-gym has no task named {task_name!r}",
-                        "type": "value_error",
-                        "input": task_name,
-                    }
-                ],
-            ) from None
-        except CPUCallTimeoutError:
-            logger.warning("scoring a %s answer took over %.1f s; it scores 0.0", task_name, timeout_s)
-            result = Grade(score=0.0, extracted_answer=None)
+            message = f"reasoning-gym has no task named {task_name!r}"
+            problem = {"loc": ["body", "metadata", "source_dataset"], "msg": message, "type": "value_error"}
+            raise HTTPException(status_code=422, detail=[{**problem, "input": task_name}]) from None
         return ReasoningGymVerifyResponse(
             **body.model_dump(include={"responses_create_params", "response"}),
             task_name=task_name,
@@ -86,15 +73,6 @@ class ReasoningGymResourcesServer(SimpleResourcesServer):
             extracted_answer=result.extracted_answer,
             reward=result.score,
         )
-
-    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        """pass@k / majority@k over all tasks, and the same per reasoning-gym task (`<task_name>/...`)."""
-        return subset_pass_majority_metrics(tasks, "task_name", answer_key="extracted_answer")
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        key_metrics = {name: agent_metrics[name] for name in ("mean/reward",) if name in agent_metrics}
-        key_metrics.update(highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]", "pass@{k}"))
-        return key_metrics
 
 
 if __name__ == "__main__":

@@ -8,9 +8,6 @@ CPU pool with a deadline because its cost is references × text length, both set
 
 from __future__ import annotations
 
-import logging
-
-from fastapi import Request
 from pydantic import ConfigDict, Field
 
 from nemo_gym.base_resources_server import (
@@ -19,10 +16,8 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from resources_servers.ruler.grading import string_match
-
-logger = logging.getLogger("ruler")
 
 # RULER's 13 tasks. The answer also carries the reward under the name of its task, so /aggregate_metrics
 # reports a mean per task (`mean/niah_single_1`, ...); other subset names get no such field.
@@ -64,7 +59,7 @@ class RulerVerifyResponse(BaseVerifyResponse):
 class RulerResourcesServer(SimpleResourcesServer):
     config: RulerConfig
 
-    async def verify(self, request: Request, body: RulerVerifyRequest) -> RulerVerifyResponse:
+    async def verify(self, body: RulerVerifyRequest) -> RulerVerifyResponse:
         reward = await self._score(body)
         per_subset = {body.subset: reward} if body.subset in KNOWN_SUBSETS else {}
         return RulerVerifyResponse(
@@ -74,19 +69,14 @@ class RulerResourcesServer(SimpleResourcesServer):
         )
 
     async def _score(self, body: RulerVerifyRequest) -> float:
-        prediction, timeout_s = body.response.output_text, self.config.grading_timeout_s
-        try:
-            return await run_cpu_bound(
-                string_match, body.subset, prediction, body.outputs, timeout_s=timeout_s
-            )
-        except CPUCallTimeoutError:
-            logger.warning(
-                "matching %d references in %d characters exceeded %s s; reward 0.0",
-                len(body.outputs),
-                len(prediction),
-                timeout_s,
-            )
-            return 0.0
+        return await run_cpu_bound(
+            string_match,
+            body.subset,
+            body.response.output_text,
+            body.outputs,
+            timeout_s=self.config.grading_timeout_s,
+            on_timeout=0.0,
+        )
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from pydantic import ConfigDict, PrivateAttr, field_validator
 
 from nemo_gym.base_resources_server import (
@@ -93,7 +93,7 @@ class SimpleQAResourcesServer(SimpleResourcesServer):
         self._judge = Judge(self.config, self.server_client, self.config.name)
         return app
 
-    async def verify(self, request: Request, body: SimpleQAVerifyRequest) -> SimpleQAVerifyResponse:
+    async def verify(self, body: SimpleQAVerifyRequest) -> SimpleQAVerifyResponse:
         """reward 1.0 for CORRECT only; no answer text is NOT_ATTEMPTED without asking the judge."""
         generation = last_assistant_text(body.response)
         expected = body.expected_answer or ""

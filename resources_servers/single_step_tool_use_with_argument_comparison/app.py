@@ -5,11 +5,9 @@ message. Trajectories of an expert are cut into such steps (behaviour cloning, o
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from typing import Any
 
-from fastapi import Request
 from pydantic import ConfigDict, Field
 
 from nemo_gym.base_resources_server import (
@@ -18,7 +16,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.openai_utils import NeMoGymResponse
 from nemo_gym.reward_profile import compute_pass_majority_metrics, default_key_metrics, highest_k_metrics
 from resources_servers.single_step_tool_use_with_argument_comparison.argument_comparison import (
@@ -31,7 +29,6 @@ from resources_servers.single_step_tool_use_with_argument_comparison.argument_co
     grade_action,
 )
 
-logger = logging.getLogger("single_step_tool_use_with_argument_comparison")
 CATEGORY_NAMES = {category.value: category.name for category in StepRewardCategory}
 
 
@@ -65,22 +62,20 @@ def first_action(response: NeMoGymResponse) -> Action | None:
 class SingleStepResourcesServer(SimpleResourcesServer):
     config: SingleStepConfig
 
-    async def verify(self, request: Request, body: SingleStepVerifyRequest) -> SingleStepVerifyResponse:
+    async def verify(self, body: SingleStepVerifyRequest) -> SingleStepVerifyResponse:
         result = await self._grade(expected_of(body.expected_action), first_action(body.response))
         row = body.model_dump(exclude={"reward", "category", "name_match", "argument_scores"})
         return SingleStepVerifyResponse(**row, **vars(result))
 
     async def _grade(self, expected: Action, actual: Action | None) -> ActionGrade:
-        deadline_s = self.config.grading_timeout_s
-        try:
-            return await run_cpu_bound(
-                grade_action, expected, actual, self.config.tool_call_comparator_config, timeout_s=deadline_s
-            )
-        except CPUCallTimeoutError:
-            logger.warning(
-                "comparing the arguments of %r exceeded %s s; reward 0.0", expected.name, deadline_s
-            )
-            return ActionGrade(0.0, StepRewardCategory.ARGUMENT_VALUE_DIFFERENT)
+        return await run_cpu_bound(
+            grade_action,
+            expected,
+            actual,
+            self.config.tool_call_comparator_config,
+            timeout_s=self.config.grading_timeout_s,
+            on_timeout=ActionGrade(0.0, StepRewardCategory.ARGUMENT_VALUE_DIFFERENT),
+        )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """pass@k over the reward, and the share of rollouts in each category (`category/<NAME>`)."""

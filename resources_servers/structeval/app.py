@@ -7,12 +7,10 @@ paths, else render_score. Parsing and path lookup run in the CPU pool with a dea
 
 from __future__ import annotations
 
-import logging
 from collections import defaultdict
 from statistics import fmean
 from typing import Any
 
-from fastapi import Request
 from pydantic import ConfigDict, Field, field_validator
 
 from nemo_gym.base_resources_server import (
@@ -21,11 +19,9 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.reward_profile import is_metric
 from resources_servers.structeval.grading import FORMATS, StructGrade, grade
-
-logger = logging.getLogger("structeval")
 
 RENDER_WEIGHT, KEY_WEIGHT = 0.2, 0.8
 RESULT_FIELDS = {
@@ -92,7 +88,7 @@ def grouped_metrics(rollout: dict[str, Any]) -> list[tuple[str, str]]:
 class StructEvalResourcesServer(SimpleResourcesServer):
     config: StructEvalConfig
 
-    async def verify(self, request: Request, body: StructEvalVerifyRequest) -> StructEvalVerifyResponse:
+    async def verify(self, body: StructEvalVerifyRequest) -> StructEvalVerifyResponse:
         paths = body.raw_output_metric
         result = await self._grade(body.response.output_text, body.output_type, paths)
         row = body.model_dump(exclude=RESULT_FIELDS)
@@ -100,15 +96,16 @@ class StructEvalResourcesServer(SimpleResourcesServer):
 
     async def _grade(self, answer: str, output_type: str, paths: list[str]) -> StructGrade:
         deadline_s = self.config.grading_timeout_s
-        try:
-            return await run_cpu_bound(
-                grade, answer, output_type, paths, self.config.max_output_chars, timeout_s=deadline_s
-            )
-        except CPUCallTimeoutError:
-            logger.warning(
-                "grading a %d-character %s answer exceeded %s s", len(answer), output_type, deadline_s
-            )
-            return StructGrade(0.0, 0.0, 0.0, "timeout", f"grading exceeded {deadline_s} s")
+        timed_out = StructGrade(0.0, 0.0, 0.0, "timeout", f"grading exceeded {deadline_s} s")
+        return await run_cpu_bound(
+            grade,
+            answer,
+            output_type,
+            paths,
+            self.config.max_output_chars,
+            timeout_s=deadline_s,
+            on_timeout=timed_out,
+        )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """Means per output format (`mean/reward_output_yaml`, `mean/render_score_yaml`,

@@ -7,10 +7,8 @@ applied to model text, so a hostile answer could otherwise stall the server.
 
 from __future__ import annotations
 
-import logging
-from typing import Any, Literal
+from typing import Literal
 
-from fastapi import Request
 from pydantic import AliasChoices, ConfigDict, Field
 
 from nemo_gym.base_resources_server import (
@@ -19,12 +17,10 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.errors import GymError
-from nemo_gym.reward_profile import compute_pass_majority_metrics, default_key_metrics, highest_k_metrics
+from nemo_gym.pass_at_k_metrics import PassAtK
 from resources_servers.structured_outputs.grading import Grade, grade
-
-logger = logging.getLogger("structured_outputs")
 
 
 class StructuredOutputsConfig(BaseResourcesServerConfig):
@@ -57,10 +53,10 @@ class StructuredOutputsVerifyResponse(BaseVerifyResponse):
 
 class StructuredOutputsResourcesServer(SimpleResourcesServer):
     config: StructuredOutputsConfig
+    pass_at_k = PassAtK()  # how often some of k rollouts gives schema-valid JSON
+    key_metric_patterns = ("mean/*", "pass@1[avg-of-{k}]/*", "pass@{k}/*")
 
-    async def verify(
-        self, request: Request, body: StructuredOutputsVerifyRequest
-    ) -> StructuredOutputsVerifyResponse:
+    async def verify(self, body: StructuredOutputsVerifyRequest) -> StructuredOutputsVerifyResponse:
         """reward 1.0 iff the answer parses as JSON and validates against the schema."""
         result = await self._grade(body.schema_str, body.response.output_text)
         if result.schema_problem is not None:
@@ -76,34 +72,17 @@ class StructuredOutputsResourcesServer(SimpleResourcesServer):
 
     async def _grade(self, schema_str: str, answer: str) -> Grade:
         config = self.config
-        try:
-            return await run_cpu_bound(
-                grade,
-                schema_str,
-                answer,
-                config.strictify_schema,
-                config.extract_from_code_fence,
-                config.max_answer_chars,
-                config.max_json_depth,
-                timeout_s=config.grading_timeout_s,
-            )
-        except CPUCallTimeoutError:
-            logger.warning(
-                "grading a %d-character answer exceeded %s s; reward 0.0",
-                len(answer),
-                config.grading_timeout_s,
-            )
-            return Grade(False, False, f"grading exceeded {config.grading_timeout_s} s")
-
-    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        """pass@k over the 0/1 reward: how often some of k rollouts gives schema-valid JSON."""
-        return compute_pass_majority_metrics(tasks)
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return {
-            **default_key_metrics(agent_metrics),
-            **highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]", "pass@{k}"),
-        }
+        return await run_cpu_bound(
+            grade,
+            schema_str,
+            answer,
+            config.strictify_schema,
+            config.extract_from_code_fence,
+            config.max_answer_chars,
+            config.max_json_depth,
+            timeout_s=config.grading_timeout_s,
+            on_timeout=Grade(False, False, f"grading exceeded {config.grading_timeout_s} s"),
+        )
 
 
 if __name__ == "__main__":

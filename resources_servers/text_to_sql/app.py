@@ -7,13 +7,11 @@ query runs read-only with a time limit and a row cap, in the CPU pool (see sql_g
 
 from __future__ import annotations
 
-import logging
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from nemo_gym.base_resources_server import (
@@ -23,13 +21,11 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config_types import ConfigError
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
+from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.errors import GymError
-from nemo_gym.pass_at_k_metrics import subset_pass_majority_metrics
-from nemo_gym.reward_profile import default_key_metrics, highest_k_metrics
+from nemo_gym.pass_at_k_metrics import PassAtK
 from resources_servers.text_to_sql.sql_grading import SqlGrade, grade_sql, prepare_databases
 
-logger = logging.getLogger("text_to_sql")
 FOLDER = Path(__file__).resolve().parent
 
 
@@ -59,6 +55,8 @@ class TextToSqlVerifyResponse(TextToSqlVerifyRequest, BaseVerifyResponse):
 
 class TextToSqlResourcesServer(SimpleResourcesServer):
     config: TextToSqlConfig
+    pass_at_k = PassAtK(answer_key="extracted_sql", subset_key="difficulty")  # votes on the SQL text
+    key_metric_patterns = ("mean/*", "pass@1[avg-of-{k}]/*", "pass@{k}/*", "majority@{k}/*")
     _databases: dict[str, Path] = PrivateAttr(default_factory=dict)
 
     def setup_webserver(self) -> FastAPI:
@@ -72,7 +70,7 @@ class TextToSqlResourcesServer(SimpleResourcesServer):
             raise
         return app
 
-    async def verify(self, request: Request, body: TextToSqlVerifyRequest) -> TextToSqlVerifyResponse:
+    async def verify(self, body: TextToSqlVerifyRequest) -> TextToSqlVerifyResponse:
         """reward 1.0 iff the extracted query runs and returns the gold query's rows."""
         database = self._databases.get(body.db_id)
         if database is None:
@@ -92,23 +90,18 @@ class TextToSqlResourcesServer(SimpleResourcesServer):
 
     async def _grade(self, database: Path, gold_sql: str, answer: str) -> SqlGrade:
         query_s, max_rows = self.config.sql_timeout_s, self.config.max_result_rows
-        try:  # two queries, each stopped by its own progress handler; the pool deadline is a backstop
-            return await run_cpu_bound(
-                grade_sql, database, gold_sql, answer, query_s, max_rows, timeout_s=2 * query_s + 1
-            )
-        except CPUCallTimeoutError:
-            logger.warning("grading a %d-character answer outlived its deadline; reward 0.0", len(answer))
-            return SqlGrade(None, f"grading exceeded {2 * query_s + 1} s", False)
-
-    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        """pass@k and majority@k (votes on the extracted SQL text), overall and per `difficulty`."""
-        return subset_pass_majority_metrics(tasks, "difficulty", answer_key="extracted_sql")
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return {
-            **default_key_metrics(agent_metrics),
-            **highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]", "pass@{k}", "majority@{k}"),
-        }
+        # Two queries, each stopped by its own progress handler; the pool deadline is a backstop.
+        deadline_s = 2 * query_s + 1
+        return await run_cpu_bound(
+            grade_sql,
+            database,
+            gold_sql,
+            answer,
+            query_s,
+            max_rows,
+            timeout_s=deadline_s,
+            on_timeout=SqlGrade(None, f"grading exceeded {deadline_s} s", False),
+        )
 
 
 if __name__ == "__main__":

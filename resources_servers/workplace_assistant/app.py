@@ -7,28 +7,22 @@ rewards 1.0 when the resulting tables agree, so any sequence of calls with the r
 read-only calls never matter. The replay is CPU work and runs in the shared process pool.
 """
 
-import json
-import logging
 from typing import Any
 
 from fastapi import Body, FastAPI, HTTPException, Request
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import Field
 
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
     BaseSeedSessionRequest,
     BaseSeedSessionResponse,
-    BaseVerifyRequest,
-    BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import CPUCallTimeoutError, run_cpu_bound
-from nemo_gym.pass_at_k_metrics import subset_pass_majority_metrics
-from nemo_gym.reward_profile import highest_k_metrics
-from nemo_gym.sessions import SessionStore, get_session_id
-from resources_servers.workplace_assistant.workspace import UnknownToolError, Workspace, replay_reward
-
-logger = logging.getLogger("workplace_assistant")
+from nemo_gym.cpu_pool import run_cpu_bound
+from nemo_gym.pass_at_k_metrics import PassAtK
+from nemo_gym.sessions import get_session_id
+from resources_servers.workplace_assistant import calls
+from resources_servers.workplace_assistant.workspace import Workspace, replay_reward
 
 NOT_SEEDED = "Session not initialized. Please call seed_session first."
 
@@ -39,57 +33,10 @@ class WorkplaceAssistantConfig(BaseResourcesServerConfig):
     verify_timeout_s: float = Field(default=30.0, gt=0)
 
 
-class GroundTruthCall(BaseModel):
-    name: str
-    arguments: str | dict[str, Any] = "{}"
-
-
-class WorkplaceVerifyRequest(BaseVerifyRequest):
-    ground_truth: list[GroundTruthCall] | str
-    id: int | str | None = None
-    category: str | None = None
-    environment_name: str | None = None
-
-
-class WorkplaceVerifyResponse(BaseVerifyResponse):
-    ground_truth: list[GroundTruthCall] | str
-    id: int | str | None = None
-    category: str | None = None
-    environment_name: str | None = None
-
-
-class ToolOutput(BaseModel):
-    output: Any
-
-
-def ground_truth_calls(ground_truth: list[GroundTruthCall] | str) -> list[tuple[str, Any]]:
-    """The expected calls; a string holds the same list JSON-encoded (unparsable → no calls)."""
-    if isinstance(ground_truth, str):
-        try:
-            decoded = json.loads(ground_truth)
-        except ValueError:
-            return []
-        if not isinstance(decoded, list):
-            return []
-        return [
-            (call["name"], call.get("arguments", "{}"))
-            for call in decoded
-            if isinstance(call, dict) and isinstance(call.get("name"), str)
-        ]
-    return [(call.name, call.arguments) for call in ground_truth]
-
-
-def predicted_calls(body: BaseVerifyRequest) -> list[tuple[str, Any]]:
-    return [(item.name, item.arguments) for item in body.response.output if item.type == "function_call"]
-
-
 class WorkplaceAssistantResourcesServer(SimpleResourcesServer):
     config: WorkplaceAssistantConfig
-    _store: SessionStore[Workspace] = PrivateAttr()
-
-    def model_post_init(self, context: object) -> None:
-        super().model_post_init(context)
-        self._store = SessionStore(self.config.max_sessions)
+    pass_at_k = PassAtK(subset_key="category")  # overall and per task category (email, calendar, CRM, ...)
+    key_metric_patterns = ("mean/reward", "pass@{k}/*", "pass@1[avg-of-{k}]/*")
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
@@ -99,47 +46,32 @@ class WorkplaceAssistantResourcesServer(SimpleResourcesServer):
 
     async def seed_session(self, request: Request, body: BaseSeedSessionRequest) -> BaseSeedSessionResponse:
         """Every seed starts the session from the shipped data, discarding earlier changes."""
-        self._store.put(get_session_id(request), Workspace())
+        self.sessions.put(get_session_id(request), Workspace())
         return BaseSeedSessionResponse()
 
     async def run_tool(
-        self, path: str, request: Request, body: dict[str, Any] | None = Body(default=None)
-    ) -> ToolOutput:
+        self, path: str, request: Request, body: dict[str, Any] | None = Body(None)
+    ) -> calls.ToolOutput:
         """One tool call; tool-level failures are reported to the model as text, never as HTTP errors."""
-        workspace = self._store.get(get_session_id(request))
+        workspace = self.sessions.get(get_session_id(request))
         if workspace is None:
             raise HTTPException(status_code=400, detail=NOT_SEEDED)
-        try:
-            return ToolOutput(output=workspace.call(path, body or {}))
-        except UnknownToolError:
-            return ToolOutput(output=f"Error executing tool '{path}': no such tool")
-        except Exception as error:
-            return ToolOutput(output=f"Error executing tool '{path}': {error}")
+        return calls.ToolOutput(output=workspace.answer(path, body or {}))
 
-    async def verify(self, request: Request, body: WorkplaceVerifyRequest) -> WorkplaceVerifyResponse:
+    async def verify(
+        self, request: Request, body: calls.WorkplaceVerifyRequest
+    ) -> calls.WorkplaceVerifyResponse:
         """Reward 1.0 iff replaying the rollout's calls and the ground truth gives equal tables; the session
         state is dropped. A replay past its deadline earns 0.0."""
-        self._store.pop(get_session_id(request))
-        try:
-            reward = await run_cpu_bound(
-                replay_reward,
-                predicted_calls(body),
-                ground_truth_calls(body.ground_truth),
-                timeout_s=self.config.verify_timeout_s,
-            )
-        except CPUCallTimeoutError:
-            logger.warning("state replay exceeded %s s; reward 0.0", self.config.verify_timeout_s)
-            reward = 0.0
-        return WorkplaceVerifyResponse(**body.model_dump(), reward=reward)
-
-    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        """pass@k overall and per task category (email, calendar, CRM, ...)."""
-        return subset_pass_majority_metrics(tasks, "category")
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        key = {name: value for name, value in agent_metrics.items() if name == "mean/reward"}
-        key.update(highest_k_metrics(agent_metrics, "pass@{k}", "pass@1[avg-of-{k}]"))
-        return key
+        self.sessions.pop(get_session_id(request))
+        reward = await run_cpu_bound(
+            replay_reward,
+            calls.predicted_calls(body.response),
+            calls.ground_truth_calls(body.ground_truth),
+            timeout_s=self.config.verify_timeout_s,
+            on_timeout=0.0,
+        )
+        return calls.WorkplaceVerifyResponse(**body.model_dump(), reward=reward)
 
 
 if __name__ == "__main__":

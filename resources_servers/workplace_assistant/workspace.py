@@ -212,6 +212,15 @@ class Workspace:
         given = {key: value for key, value in arguments.items() if value is not None}
         return getattr(self, name)(**given)
 
+    def answer(self, name: str, arguments: dict[str, Any]) -> Any:
+        """`call`, with a tool-level failure answered as text for the model instead of raised."""
+        try:
+            return self.call(name, arguments)
+        except UnknownToolError:
+            return f"Error executing tool '{name}': no such tool"
+        except Exception as error:
+            return f"Error executing tool '{name}': {error}"
+
     def comparable_state(self) -> dict[str, list[tuple[Any, ...]]]:
         """The compared tables as row tuples, strings lower-cased except in the case-sensitive columns."""
         state = {}

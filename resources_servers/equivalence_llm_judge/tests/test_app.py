@@ -253,7 +253,7 @@ async def test_a_regex_past_its_deadline_scores_0_without_asking_the_judge(judge
     result = await verify(judged.featured, body("a", assistant_message("a" * 64 + "b"), **row))
     assert (result["reward"], result["judge_evaluations"], result["judge_failure"]) == (0.0, [], None)
     assert judged.judge.requests() == []
-    assert "answer extraction exceeded 0.5 s" in judged.featured.log()
+    assert "extract_with_regexes exceeded its 0.5 s deadline" in judged.featured.log()
 
 
 async def test_a_failed_judgment_earns_the_configured_reward(judged):
