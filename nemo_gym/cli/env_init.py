@@ -136,8 +136,6 @@ APP_TEMPLATE = textwrap.dedent(
     fields, such as `expected_answer`, arrive in the body next to the model's `response`).
     """
 
-    from fastapi import Request
-
     from nemo_gym.base_resources_server import (
         BaseResourcesServerConfig,
         BaseVerifyRequest,
@@ -157,7 +155,7 @@ APP_TEMPLATE = textwrap.dedent(
     class {cls}ResourcesServer(SimpleResourcesServer):
         config: {cls}Config
 
-        async def verify(self, request: Request, body: {cls}VerifyRequest) -> BaseVerifyResponse:
+        async def verify(self, body: {cls}VerifyRequest) -> BaseVerifyResponse:
             return BaseVerifyResponse(**body.model_dump(), reward=1.0)
 
 
