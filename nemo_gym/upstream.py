@@ -111,8 +111,8 @@ class UpstreamCallConfig(BaseModel):
 class Upstream:
     """One model server's calls to its upstream: the clients it builds and the scope of each call.
 
-    Made at `setup_webserver()`, after `run_webserver()` applied the config's `global_http_*` knobs, so the
-    default deadline is the deployment's and not the library's.
+    Build the clients at `setup_webserver()`, after `run_webserver()` applied the config's `global_http_*`
+    knobs, so that the default deadline is the deployment's and not the library's.
     """
 
     def __init__(
