@@ -29,19 +29,8 @@ HTTP_LAYER = ("aiohttp", "fastapi", "starlette", "uvicorn", "nemo_gym.http_clien
 ALLOWED_IMPORTS = ("__future__", "typing", "typing_extensions", "pydantic", "nemo_gym.wire")
 LAZY_NAMES = ("NeMoGymAsyncOpenAI", "RATE_LIMIT_ERROR_CODES", "RETRY_ERROR_CODES")
 
-VERIFY_ROW = {
-    "responses_create_params": {"input": "2 + 2?"},
-    "response": {
-        "id": "resp_1",
-        "created_at": 1.0,
-        "model": "m",
-        "output": [],
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [],
-    },
-    "reward": 1.0,
-}
+# A rollout as `gym eval run` writes it: a verify response row.
+ROLLOUT_FILE = ROOT / "responses_api_models/replay_model/tests/data/example_single_tool_call_rollouts.jsonl"
 
 
 def loaded_after(script: str) -> list[str]:
@@ -106,7 +95,9 @@ def test_the_row_types_keep_their_fields_and_validate_a_verify_row() -> None:
     assert list(BaseVerifyResponse.model_fields) == ["responses_create_params", "response", "reward"]
     assert BaseSeedSessionRequest.model_fields == BaseSeedSessionResponse.model_fields == {}
 
-    verified = BaseVerifyResponse.model_validate(VERIFY_ROW)
-    assert verified.reward == 1.0 and verified.responses_create_params.input == "2 + 2?"
+    row = json.loads(ROLLOUT_FILE.read_text().splitlines()[0])
+    verified = BaseVerifyResponse.model_validate(row)
+    assert verified.reward == row["reward"]
+    assert verified.model_dump(mode="json", exclude_unset=True) == row
     with pytest.raises(ValidationError):
         BaseRunRequest.model_validate({"responses_create_params": {"input": "hi", "not_a_param": 1}})
