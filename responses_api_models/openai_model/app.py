@@ -11,52 +11,29 @@ and error bodies.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from fastapi import FastAPI, Request
-from pydantic import BaseModel, Field, PrivateAttr, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, Field, PrivateAttr, SecretStr, field_validator
 
 from nemo_gym.base_responses_api_model import BaseResponsesAPIModelConfig, SimpleResponsesAPIModel
-from nemo_gym.errors import GymError
-from nemo_gym.http_client import HTTPStatusError, default_retry_policy
 from nemo_gym.openai_utils import (
-    NeMoGymAsyncOpenAI,
     NeMoGymChatCompletion,
     NeMoGymChatCompletionCreateParamsNonStreaming,
     NeMoGymResponse,
     NeMoGymResponseCreateParamsNonStreaming,
 )
-
-DEFAULT_MAX_RETRIES = 5
-# Keys shorter than this are placeholders ("EMPTY", "dummy"); scrubbing them out of error bodies would
-# only mangle unrelated text.
-MIN_SCRUBBED_KEY_CHARS = 8
-MAX_REPORTED_PROBLEMS = 3
-
-AnswerModel = TypeVar("AnswerModel", bound=BaseModel)
+from nemo_gym.upstream import NeMoGymAsyncOpenAI, Upstream, UpstreamCallConfig, validated_answer
 
 
-class OpenAIModelConfig(BaseResponsesAPIModelConfig):
+class OpenAIModelConfig(BaseResponsesAPIModelConfig, UpstreamCallConfig):
     openai_base_url: str = Field(description="the upstream's base URL, ending in /v1")
     openai_api_key: SecretStr = Field(description="sent as `Authorization: Bearer <key>`; never shown")
     openai_model: str = Field(description="the model name sent upstream, whatever the caller asked for")
     # Headers can carry credentials too (e.g. `api-key` for Azure), so they stay out of reprs.
     openai_default_headers: dict[str, str] = Field(default_factory=dict, repr=False)
     extra_body: dict[str, Any] = Field(default_factory=dict, description="defaults under every request")
-    max_concurrent_requests: int | None = Field(
-        default=None, ge=1, description="upstream calls in flight per server process; null = no cap"
-    )
-    max_retries: int = Field(
-        default=DEFAULT_MAX_RETRIES, ge=1, description="attempts per call in all, first one included"
-    )
-    timeout_s: float | None = Field(
-        default=None,
-        gt=0,
-        description="deadline of one call, retries included; null = global_http_deadline_s",
-    )
 
     @field_validator("openai_default_headers", "extra_body", mode="before")
     @classmethod
@@ -68,31 +45,24 @@ class OpenAIModelConfig(BaseResponsesAPIModelConfig):
 class OpenAIModel(SimpleResponsesAPIModel):
     config: OpenAIModelConfig
 
+    _upstream: Upstream = PrivateAttr()
     _client: NeMoGymAsyncOpenAI | None = PrivateAttr(default=None)
-    _semaphore: asyncio.Semaphore | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any, /) -> None:
+        config = self.config
+        self._upstream = Upstream(config, config.openai_api_key, config.openai_default_headers)
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
-        self._client = self._make_client()
-        if self.config.max_concurrent_requests is not None:
-            self._semaphore = asyncio.Semaphore(self.config.max_concurrent_requests)
+        # Built here, after `run_webserver()` applied the config's `global_http_*` knobs, so the default
+        # deadline is the deployment's and not the library's.
+        self._client = self._upstream.client(NeMoGymAsyncOpenAI, self.config.openai_base_url)
         return app
-
-    def _make_client(self) -> NeMoGymAsyncOpenAI:
-        """Built at setup, after `run_webserver()` applied the config's `global_http_*` knobs, so the
-        default deadline is the deployment's and not the library's."""
-        return NeMoGymAsyncOpenAI(
-            base_url=self.config.openai_base_url,
-            api_key=self.config.openai_api_key.get_secret_value(),
-            default_headers=self.config.openai_default_headers,
-            max_retries=self.config.max_retries,
-            timeout=self.config.timeout_s or default_retry_policy().deadline_s,
-        )
 
     @property
     def client(self) -> NeMoGymAsyncOpenAI:
         if self._client is None:
-            self._client = self._make_client()
+            self._client = self._upstream.client(NeMoGymAsyncOpenAI, self.config.openai_base_url)
         return self._client
 
     # ---- routes -----------------------------------------------------------------------------------------
@@ -101,13 +71,13 @@ class OpenAIModel(SimpleResponsesAPIModel):
         self, request: Request, body: NeMoGymResponseCreateParamsNonStreaming
     ) -> NeMoGymResponse:
         answer = await self._call_upstream(self.client.create_response, body)
-        return self._validated(NeMoGymResponse, answer, "Responses API response")
+        return validated_answer(NeMoGymResponse, answer, self.client.base_url, "Responses API response")
 
     async def chat_completions(
         self, request: Request, body: NeMoGymChatCompletionCreateParamsNonStreaming
     ) -> NeMoGymChatCompletion:
         answer = await self._call_upstream(self.client.create_chat_completion, body)
-        return self._validated(NeMoGymChatCompletion, answer, "chat completion")
+        return validated_answer(NeMoGymChatCompletion, answer, self.client.base_url, "chat completion")
 
     # ---- upstream ---------------------------------------------------------------------------------------
 
@@ -119,38 +89,8 @@ class OpenAIModel(SimpleResponsesAPIModel):
 
     async def _call_upstream(self, create: Callable[..., Awaitable[Any]], body: BaseModel) -> Any:
         payload = self.upstream_body(body)
-        limit = self._semaphore if self._semaphore is not None else contextlib.nullcontext()
-        try:
-            async with limit:
-                return await create(**payload)
-        except HTTPStatusError as error:
-            # Re-raised as is: the error middleware answers the caller with the upstream's status and body.
-            self._scrub(error)
-            raise
-
-    def _scrub(self, error: HTTPStatusError) -> None:
-        """The upstream's error body goes to the caller and the logs: mask any echo of the key in it
-        (the error object itself keeps no request headers)."""
-        key = self.config.openai_api_key.get_secret_value()
-        if len(key) >= MIN_SCRUBBED_KEY_CHARS:
-            error.response_content = error.response_content.replace(key.encode(), b"****")
-
-    def _validated(self, model: type[AnswerModel], answer: Any, what: str) -> AnswerModel:
-        """A 2xx answer that is not what the API promises is the upstream's fault: 502, with the first
-        problems named, instead of a bare 500 from deep inside the response serialisation."""
-        try:
-            return model.model_validate(answer)
-        except ValidationError as error:
-            problems = "; ".join(
-                f"{'.'.join(map(str, problem['loc'])) or '<root>'}: {problem['msg']}"
-                for problem in error.errors()[:MAX_REPORTED_PROBLEMS]
-            )
-            raise GymError(
-                502,
-                "bad_upstream_response",
-                f"upstream {self.config.openai_base_url} returned an invalid {what} "
-                f"({error.error_count()} problem(s)): {problems}",
-            ) from None
+        async with self._upstream.call():
+            return await create(**payload)
 
 
 if __name__ == "__main__":

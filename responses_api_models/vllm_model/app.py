@@ -22,22 +22,19 @@ messages (sent back by the caller next turn) instead of on output items.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
-from pydantic import Field, PrivateAttr, SecretStr, ValidationError, field_validator
+from pydantic import Field, PrivateAttr, SecretStr, field_validator
 
 from nemo_gym.base_responses_api_model import BaseResponsesAPIModelConfig, SimpleResponsesAPIModel
 from nemo_gym.errors import GymError
-from nemo_gym.http_client import HTTPStatusError, default_retry_policy
+from nemo_gym.http_client import HTTPStatusError
 from nemo_gym.openai_utils import (
-    NeMoGymAsyncOpenAI,
     NeMoGymChatCompletion,
     NeMoGymChatCompletionCreateParamsNonStreaming,
     NeMoGymResponse,
@@ -45,17 +42,20 @@ from nemo_gym.openai_utils import (
 )
 from nemo_gym.redaction import without_url_passwords
 from nemo_gym.sessions import get_session_id
+from nemo_gym.upstream import (
+    NeMoGymAsyncOpenAI,
+    Upstream,
+    UpstreamCallConfig,
+    bad_upstream_answer,
+    validated_answer,
+)
 from responses_api_models.vllm_model import conversion, tokens
 
 logger = logging.getLogger("vllm_model")
 
-DEFAULT_MAX_RETRIES = 5
 DEFAULT_MAX_TRACKED_SESSIONS = 100_000
 # vLLM answers 400 with one of these when the prompt plus max_tokens does not fit the context window.
 CONTEXT_LENGTH_MARKERS = ("context length", "max_tokens")
-# Placeholder keys ("EMPTY", "dummy") are too short to be secrets; masking them would garble error text.
-MIN_MASKED_KEY_CHARS = 8
-MAX_REPORTED_PROBLEMS = 3
 # Asked of the upstream in training mode: the chosen token's log-prob, its id instead of its text.
 CHAT_TOKEN_FLAGS = {"logprobs": True, "top_logprobs": 0, "return_tokens_as_token_ids": True}
 COMPLETION_TOKEN_FLAGS = {"logprobs": 0, "return_tokens_as_token_ids": True}
@@ -83,8 +83,9 @@ CHAT_ONLY_FIELDS = (
 )
 
 
-class VLLMModelConfig(BaseResponsesAPIModelConfig):
-    """Settings of one vllm_model instance; README.md explains each key."""
+class VLLMModelConfig(BaseResponsesAPIModelConfig, UpstreamCallConfig):
+    """Settings of one vllm_model instance; README.md explains each key. The bounds of each upstream call
+    (`max_retries`, `timeout_s`, `max_concurrent_requests`) are every model server's."""
 
     # Where and what to call.
     base_url: list[str] = Field(min_length=1)
@@ -102,10 +103,7 @@ class VLLMModelConfig(BaseResponsesAPIModelConfig):
     # prompts; it is found from the upstream's chat template unless set here.
     return_token_id_information: bool = False
     eos_token_id: int | None = None
-    # Bounds: per call (attempts, deadline) and per process (calls in flight, remembered sessions).
-    max_retries: int = Field(default=DEFAULT_MAX_RETRIES, ge=1)
-    timeout_s: float | None = Field(default=None, gt=0)
-    max_concurrent_requests: int | None = Field(default=None, ge=1)
+    # Sessions pinned to a replica, remembered per process.
     max_tracked_sessions: int = Field(default=DEFAULT_MAX_TRACKED_SESSIONS, ge=1)
 
     @field_validator("base_url", mode="before")
@@ -167,11 +165,9 @@ def continuity_field(broken: tokens.ContinuityBreak | None) -> dict[str, Any]:
 
 def no_end_of_turn(base_url: str, reason: str) -> GymError:
     """The probe failed: the upstream, not the request, is at fault, and the config can say the id."""
-    return GymError(
-        502,
-        "bad_upstream_response",
+    return bad_upstream_answer(
         f"upstream {base_url}: cannot find the token id that ends an assistant turn ({reason}); "
-        "set eos_token_id in the vllm_model config to that id",
+        "set eos_token_id in the vllm_model config to that id"
     )
 
 
@@ -197,15 +193,16 @@ class VLLMModel(SimpleResponsesAPIModel):
 
     _clients: list[VLLMClient] = PrivateAttr(default_factory=list)
     _router: ReplicaRouter | None = PrivateAttr(default=None)
-    _semaphore: asyncio.Semaphore | None = PrivateAttr(default=None)
+    _upstream: Upstream = PrivateAttr()
     _reasoning: conversion.ReasoningHandling = PrivateAttr()
     _defaults: conversion.ServerDefaults = PrivateAttr()
     _end_of_turn_id: int | None = PrivateAttr(default=None)
     _end_of_turn_lock: asyncio.Lock = PrivateAttr(default_factory=asyncio.Lock)
 
     def model_post_init(self, context: Any, /) -> None:
-        """The conversion settings are fixed by the config, so they are made once."""
+        """The conversion settings and the upstream's bounds are fixed by the config, so they are made once."""
         config = self.config
+        self._upstream = Upstream(config, config.api_key, config.default_headers)
         self._reasoning = conversion.ReasoningHandling(
             config.uses_reasoning_parser, config.uses_interleaved_reasoning
         )
@@ -220,20 +217,9 @@ class VLLMModel(SimpleResponsesAPIModel):
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         # Built here, after `run_webserver()` applied the config's `global_http_*` knobs.
-        self._clients = [self._make_client(url) for url in self.config.base_url]
+        self._clients = [self._upstream.client(VLLMClient, url) for url in self.config.base_url]
         self._router = ReplicaRouter(len(self._clients), self.config.max_tracked_sessions)
-        if self.config.max_concurrent_requests is not None:
-            self._semaphore = asyncio.Semaphore(self.config.max_concurrent_requests)
         return app
-
-    def _make_client(self, base_url: str) -> VLLMClient:
-        return VLLMClient(
-            base_url=base_url,
-            api_key=self.config.api_key.get_secret_value(),
-            default_headers=self.config.default_headers,
-            max_retries=self.config.max_retries,
-            timeout=self.config.timeout_s or default_retry_policy().deadline_s,
-        )
 
     # ---- routes -----------------------------------------------------------------------------------------
 
@@ -278,7 +264,7 @@ class VLLMModel(SimpleResponsesAPIModel):
                 created_at=time.time(),
             )
         except conversion.UpstreamReplyError as error:
-            raise GymError(502, "bad_upstream_response", str(error)) from None
+            raise bad_upstream_answer(str(error)) from None
 
     # ---- upstream ---------------------------------------------------------------------------------------
 
@@ -305,24 +291,20 @@ class VLLMModel(SimpleResponsesAPIModel):
     async def _chat(self, client: VLLMClient, payload: dict[str, Any]) -> NeMoGymChatCompletion | None:
         """The upstream's chat completion, or None when the prompt does not fit the context window."""
         answer = await self._upstream_call(client, client.create_chat_completion, payload)
-        return None if answer is None else self._parsed_completion(answer, client.base_url)
+        if answer is None:
+            return None
+        return validated_answer(NeMoGymChatCompletion, answer, client.base_url, "chat completion")
 
     async def _upstream_call(self, client: VLLMClient, call: Any, body: dict[str, Any]) -> Any:
         """One bounded upstream call; None for vLLM's context-length 400, any other error as the
         upstream sent it (key masked). A broken or non-JSON answer is already a 502 from the client."""
-        try:
-            async with self._limit():
+        async with self._upstream.call():
+            try:
                 return await call(**body)
-        except HTTPStatusError as error:
-            if is_context_length_error(error):
-                return None
-            # Re-raised as is: the error middleware answers with the upstream's status and body.
-            self._mask_key(error)
-            raise
-
-    def _limit(self) -> contextlib.AbstractAsyncContextManager[Any]:
-        """The `max_concurrent_requests` bound shared by every upstream call (generation or not)."""
-        return self._semaphore if self._semaphore is not None else contextlib.nullcontext()
+            except HTTPStatusError as error:
+                if is_context_length_error(error):
+                    return None
+                raise
 
     # ---- training mode ----------------------------------------------------------------------------------
 
@@ -353,16 +335,14 @@ class VLLMModel(SimpleResponsesAPIModel):
                 return await self._first_turn(client, payload)
             return await self._continued_turn(client, payload, turns, max_tokens)
         except tokens.MissingTokenData as error:
-            raise GymError(
-                502, "bad_upstream_response", f"upstream {client.base_url}: {error} (training mode)"
-            ) from None
+            raise bad_upstream_answer(f"upstream {client.base_url}: {error} (training mode)") from None
 
     async def _first_turn(self, client: VLLMClient, payload: dict[str, Any]) -> TrainingTurn:
         completion = await self._chat(client, {**payload, **CHAT_TOKEN_FLAGS})
         if completion is None:
             return self._without_generation("length")
         if not completion.choices:
-            raise GymError(502, "bad_upstream_response", "the upstream's chat completion has no choices")
+            raise bad_upstream_answer("the upstream's chat completion has no choices")
         generated, log_probs = tokens.chat_generation(completion.choices[0].logprobs)
         prompt, _ = await self._tokenize(client, payload, payload["messages"], add_generation_prompt=True)
         return TrainingTurn(completion, prompt, generated, log_probs)
@@ -430,16 +410,15 @@ class VLLMModel(SimpleResponsesAPIModel):
         """A `/v1/completions` answer as the chat completion vLLM's parsers would have made, with the
         generated ids and log-probs."""
         if not isinstance(answer, dict) or not answer.get("choices"):
-            raise GymError(
-                502, "bad_upstream_response", f"upstream {base_url} sent a completion without choices"
-            )
+            raise bad_upstream_answer(f"upstream {base_url} sent a completion without choices")
         choice = answer["choices"][0]
         generated, log_probs = tokens.completion_generation(choice.get("logprobs"))
         message = conversion.generated_text_to_chat_message(
             str(choice.get("text") or ""), self.config.uses_reasoning_parser
         )
         chat = conversion.completion_to_chat_completion(answer, message)
-        return self._parsed_completion(chat, base_url), generated, log_probs
+        completion = validated_answer(NeMoGymChatCompletion, chat, base_url, "chat completion")
+        return completion, generated, log_probs
 
     async def _tokenize(
         self,
@@ -458,15 +437,12 @@ class VLLMModel(SimpleResponsesAPIModel):
         for key in ("tools", "chat_template_kwargs"):
             if payload.get(key) is not None:
                 tokenize_body[key] = payload[key]
-        with self._masked_key():
-            async with self._limit():
-                answer = await client.create_tokenize(**tokenize_body)
+        async with self._upstream.call():
+            answer = await client.create_tokenize(**tokenize_body)
         fields = answer if isinstance(answer, dict) else {}
         ids, max_model_len = fields.get("tokens"), fields.get("max_model_len")
         if not isinstance(ids, list) or not isinstance(max_model_len, int):
-            raise GymError(
-                502, "bad_upstream_response", f"upstream {client.base_url} /tokenize gave no tokens"
-            )
+            raise bad_upstream_answer(f"upstream {client.base_url} /tokenize gave no tokens")
         return ids, max_model_len
 
     async def _edited_turn(
@@ -493,14 +469,11 @@ class VLLMModel(SimpleResponsesAPIModel):
         generated = turn.generation_token_ids
         if generated[-1] == eos:
             generated = generated[:-1]
-        with self._masked_key():
-            async with self._limit():
-                answer = await client.create_detokenize(model=payload["model"], tokens=generated)
+        async with self._upstream.call():
+            answer = await client.create_detokenize(model=payload["model"], tokens=generated)
         text = answer.get("prompt") if isinstance(answer, dict) else None
         if not isinstance(text, str):
-            raise GymError(
-                502, "bad_upstream_response", f"upstream {client.base_url} /detokenize gave no text"
-            )
+            raise bad_upstream_answer(f"upstream {client.base_url} /detokenize gave no text")
         return text
 
     def _without_generation(self, finish_reason: str) -> TrainingTurn:
@@ -517,37 +490,6 @@ class VLLMModel(SimpleResponsesAPIModel):
         return NeMoGymChatCompletion.model_validate(
             conversion.empty_chat_completion(self.config.model, finish_reason, int(time.time()))
         )
-
-    @contextlib.contextmanager
-    def _masked_key(self) -> Iterator[None]:
-        try:
-            yield
-        except HTTPStatusError as error:
-            self._mask_key(error)
-            raise
-
-    def _mask_key(self, error: HTTPStatusError) -> None:
-        """The upstream's error body reaches the caller and the logs; an echoed key must not."""
-        key = self.config.api_key.get_secret_value()
-        if len(key) >= MIN_MASKED_KEY_CHARS:
-            error.response_content = error.response_content.replace(key.encode(), b"****")
-
-    @staticmethod
-    def _parsed_completion(answer: Any, base_url: str) -> NeMoGymChatCompletion:
-        """A 2xx answer that is not a chat completion is the upstream's fault: a 502 naming the problems,
-        not a 500 from deep inside the conversion."""
-        try:
-            return NeMoGymChatCompletion.model_validate(answer)
-        except ValidationError as error:
-            problems = "; ".join(
-                f"{'.'.join(map(str, problem['loc'])) or '<root>'}: {problem['msg']}"
-                for problem in error.errors()[:MAX_REPORTED_PROBLEMS]
-            )
-            raise GymError(
-                502,
-                "bad_upstream_response",
-                f"upstream {base_url} returned an invalid chat completion: {problems}",
-            ) from None
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from nemo_gym.openai_utils import NeMoGymResponse
-from responses_api_models.replay_model.app import canonical_text, normalise_item
+from responses_api_models.replay_model.normalise import canonical_text, normalise_item
 from tests.helpers import StartedServer, instance_config, run_instance
 
 DATA = Path(__file__).resolve().parent / "data"

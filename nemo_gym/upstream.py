@@ -1,0 +1,164 @@
+"""The upstream LLM as model servers call it: a client for an OpenAI-compatible API, and the bounds and
+manners every model server keeps with it (deadline, attempts, calls in flight, the key kept out of error
+bodies, an invalid 2xx answer turned into a 502 that names its problems)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, Field, SecretStr, ValidationError
+from yarl import URL
+
+from nemo_gym.errors import GymError
+from nemo_gym.http_client import (
+    DEFAULT_DEADLINE_S,
+    MAX_NUM_TRIES,
+    HTTPStatusError,
+    RetryPolicy,
+    checked_json,
+    default_retry_policy,
+    request,
+)
+from nemo_gym.validation_errors import describe_validation_error
+
+RATE_LIMIT_ERROR_CODES = [429, 502, 503, 504, 520]
+RETRY_ERROR_CODES = RATE_LIMIT_ERROR_CODES + [500]
+
+DEFAULT_MAX_RETRIES = 5
+# Keys shorter than this are placeholders ("EMPTY", "dummy"); masking them would only garble error text.
+MIN_MASKED_KEY_CHARS = 8
+MAX_REPORTED_PROBLEMS = 3
+
+Client = TypeVar("Client", bound="NeMoGymAsyncOpenAI")
+Answer = TypeVar("Answer", bound=BaseModel)
+
+
+class NeMoGymAsyncOpenAI(BaseModel):
+    """Minimal async client for an OpenAI-compatible upstream (OpenAI, vLLM, ...), returning plain JSON.
+
+    Statuses in RETRY_ERROR_CODES are retried with exponential backoff and jitter, honouring
+    `Retry-After`, for at most `max_retries` attempts within `timeout` seconds in all; any other non-2xx
+    status raises `HTTPStatusError` at once, carrying the upstream's body. A reply that breaks off, is
+    not HTTP or not JSON, or is not whole by `timeout` raises the `RequestFailedError` saying so (a 502
+    or 504 in a Gym server's answer).
+    """
+
+    base_url: str
+    api_key: str = Field(default="", repr=False)
+    internal: bool = False
+    default_headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    max_retries: int = Field(default=MAX_NUM_TRIES + 2, ge=1)
+    timeout: float = Field(default=DEFAULT_DEADLINE_S, gt=0)
+
+    def _retry_policy(self) -> RetryPolicy:
+        return default_retry_policy().with_overrides(
+            max_attempts=self.max_retries, deadline_s=self.timeout, retry_statuses=RETRY_ERROR_CODES
+        )
+
+    def _headers(self) -> dict[str, str]:
+        """The key goes as a bearer token, unless the base URL carries a user and password: then, as with
+        the OpenAI client, those are sent (Basic) instead, since a request has one Authorization."""
+        headers = dict(self.default_headers)
+        if self.api_key and not URL(self.base_url).raw_user:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    async def _call(self, method: str, url: str, body: dict[str, Any] | None = None) -> Any:
+        response = await request(
+            method,
+            url,
+            json=body,
+            headers=self._headers(),
+            retry_policy=self._retry_policy(),
+            _internal=self.internal,
+        )
+        return await checked_json(response)
+
+    async def create_response(self, **body: Any) -> dict[str, Any]:
+        return await self._call("POST", f"{self.base_url.rstrip('/')}/responses", body)
+
+    async def create_chat_completion(self, **body: Any) -> dict[str, Any]:
+        return await self._call("POST", f"{self.base_url.rstrip('/')}/chat/completions", body)
+
+    async def create_tokenize(self, **body: Any) -> dict[str, Any]:
+        """vLLM's `/tokenize` lives beside `/v1`, not under it."""
+        root = self.base_url.rstrip("/").removesuffix("/v1")
+        return await self._call("POST", f"{root}/tokenize", body)
+
+    async def create_models(self) -> dict[str, Any]:
+        return await self._call("GET", f"{self.base_url.rstrip('/')}/models")
+
+
+class UpstreamCallConfig(BaseModel):
+    """The config keys bounding a model server's upstream calls, the same in every model server."""
+
+    max_concurrent_requests: int | None = Field(
+        default=None, ge=1, description="upstream calls in flight per server process; null = no cap"
+    )
+    max_retries: int = Field(
+        default=DEFAULT_MAX_RETRIES, ge=1, description="attempts per call in all, first one included"
+    )
+    timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="deadline of one call, retries included; null = global_http_deadline_s",
+    )
+
+
+class Upstream:
+    """One model server's calls to its upstream: the clients it builds and the scope of each call.
+
+    Build the clients at `setup_webserver()`, after `run_webserver()` applied the config's `global_http_*`
+    knobs, so that the default deadline is the deployment's and not the library's.
+    """
+
+    def __init__(
+        self, bounds: UpstreamCallConfig, api_key: SecretStr, default_headers: dict[str, str]
+    ) -> None:
+        self._bounds = bounds
+        self._api_key = api_key
+        self._default_headers = default_headers
+        limit = bounds.max_concurrent_requests
+        self._semaphore = asyncio.Semaphore(limit) if limit is not None else None
+
+    def client(self, client_class: type[Client], base_url: str) -> Client:
+        return client_class(
+            base_url=base_url,
+            api_key=self._api_key.get_secret_value(),
+            default_headers=self._default_headers,
+            max_retries=self._bounds.max_retries,
+            timeout=self._bounds.timeout_s or default_retry_policy().deadline_s,
+        )
+
+    @contextlib.asynccontextmanager
+    async def call(self) -> AsyncIterator[None]:
+        """The scope of one upstream call (generation or not): within the `max_concurrent_requests` bound,
+        and an upstream error leaves it with any echo of the key masked, since its body reaches the caller
+        and the logs (the error keeps no request headers). The error is re-raised as is: the error
+        middleware answers with the upstream's status and body."""
+        try:
+            async with self._semaphore if self._semaphore is not None else contextlib.nullcontext():
+                yield
+        except HTTPStatusError as error:
+            key = self._api_key.get_secret_value()
+            if len(key) >= MIN_MASKED_KEY_CHARS:
+                error.response_content = error.response_content.replace(key.encode(), b"****")
+            raise
+
+
+def bad_upstream_answer(message: str) -> GymError:
+    """A 2xx answer the server cannot use is the upstream's fault, a 502, not the request's or the server's."""
+    return GymError(502, "bad_upstream_response", message)
+
+
+def validated_answer(model: type[Answer], answer: Any, base_url: str, what: str) -> Answer:
+    """The upstream's answer as `model`; one that is not what the API promises is a 502 naming the first
+    problems, instead of a bare 500 from deep inside a conversion or the response serialisation."""
+    try:
+        return model.model_validate(answer)
+    except ValidationError as error:
+        problems = describe_validation_error(error, limit=MAX_REPORTED_PROBLEMS)
+        raise bad_upstream_answer(f"upstream {base_url} returned an invalid {what}: {problems}") from None

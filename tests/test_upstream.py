@@ -1,0 +1,91 @@
+"""nemo_gym.upstream: what every model server does the same way with its upstream (client bounds, the key
+masked in upstream errors, an invalid 2xx answer as a 502 naming its problems)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import SecretStr
+
+from nemo_gym.errors import GymError
+from nemo_gym.http_client import HTTPStatusError, default_retry_policy
+from nemo_gym.openai_utils import NeMoGymChatCompletion
+from nemo_gym.upstream import (
+    NeMoGymAsyncOpenAI,
+    Upstream,
+    UpstreamCallConfig,
+    bad_upstream_answer,
+    validated_answer,
+)
+from tests.upstream_script import ScriptedUpstream, fresh_model
+
+API_KEY = "sk-upstream-test-key-0123456789"
+UPSTREAM_URL = "http://127.0.0.1:9/v1"
+COMPLETION = {
+    "id": "chatcmpl-1",
+    "created": 1,
+    "model": "m",
+    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hi"}}],
+}
+
+
+def upstream(api_key: str = API_KEY, **bounds: object) -> Upstream:
+    return Upstream(UpstreamCallConfig.model_validate(bounds), SecretStr(api_key), {"X-Team": "gym"})
+
+
+def test_clients_carry_the_key_headers_and_bounds() -> None:
+    client = upstream(max_retries=2, timeout_s=7.5).client(NeMoGymAsyncOpenAI, UPSTREAM_URL)
+    assert (client.base_url, client.api_key, client.default_headers) == (
+        UPSTREAM_URL,
+        API_KEY,
+        {"X-Team": "gym"},
+    )
+    assert (client.max_retries, client.timeout) == (2, 7.5)
+
+
+def test_without_timeout_s_a_client_has_the_deployment_deadline() -> None:
+    config = UpstreamCallConfig()
+    assert (config.max_retries, config.timeout_s, config.max_concurrent_requests) == (5, None, None)
+    client = upstream().client(NeMoGymAsyncOpenAI, UPSTREAM_URL)
+    assert client.timeout == default_retry_policy().deadline_s
+
+
+def test_a_valid_answer_becomes_the_model() -> None:
+    completion = validated_answer(NeMoGymChatCompletion, COMPLETION, UPSTREAM_URL, "chat completion")
+    assert completion.choices[0].message.content == "Hi"
+
+
+def test_an_invalid_answer_is_a_502_naming_its_first_problems() -> None:
+    with pytest.raises(GymError) as raised:
+        validated_answer(NeMoGymChatCompletion, {"choices": "none"}, UPSTREAM_URL, "chat completion")
+    error = raised.value
+    assert (error.status, error.error_type) == (502, "bad_upstream_response")
+    assert str(error) == (
+        f"upstream {UPSTREAM_URL} returned an invalid chat completion: "
+        "id: Field required; choices: Input should be a valid list; created: Field required; ... and 1 more"
+    )
+
+
+def test_a_bad_upstream_answer_is_the_upstreams_fault() -> None:
+    error = bad_upstream_answer("no tokens")
+    assert (error.status, error.error_type, str(error)) == (502, "bad_upstream_response", "no tokens")
+
+
+@pytest.mark.parametrize(
+    ("api_key", "masked"), [(API_KEY, True), ("EMPTY", False)], ids=["key", "placeholder"]
+)
+async def test_an_upstream_error_leaves_a_call_with_the_key_masked(
+    scripted_upstream: ScriptedUpstream, api_key: str, masked: bool
+) -> None:
+    model = fresh_model()
+    echo = f"Incorrect API key provided: {api_key}"
+    scripted_upstream.script(model, [{"status": 401, "body": {"error": {"message": echo}}}])
+    calls = upstream(api_key)
+    client = calls.client(NeMoGymAsyncOpenAI, scripted_upstream.base_url)
+
+    with pytest.raises(HTTPStatusError) as raised:
+        async with calls.call():
+            await client.create_chat_completion(model=model, messages=[])
+
+    body = raised.value.response_content.decode()
+    assert raised.value.status == 401
+    assert (api_key not in body, "Incorrect API key provided: ****" in body) == (masked, masked)
