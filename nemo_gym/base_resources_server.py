@@ -11,13 +11,19 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import Field, PrivateAttr
 
 from nemo_gym.config_types import BaseRunServerInstanceConfig
-from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.reward_profile import MetricsAggregationMixin
 from nemo_gym.server_utils import SimpleServer, new_app
 from nemo_gym.sessions import SessionStore
+
+# The row types live with the other wire types; they stay importable from here.
+from nemo_gym.wire.rows import BaseRunRequest as BaseRunRequest
+from nemo_gym.wire.rows import BaseSeedSessionRequest as BaseSeedSessionRequest
+from nemo_gym.wire.rows import BaseSeedSessionResponse as BaseSeedSessionResponse
+from nemo_gym.wire.rows import BaseVerifyRequest as BaseVerifyRequest
+from nemo_gym.wire.rows import BaseVerifyResponse as BaseVerifyResponse
 
 # About 200 bytes per session of a small state: the default caps the store near 20 MB, far above any
 # rollout concurrency.
@@ -28,28 +34,6 @@ class BaseResourcesServerConfig(BaseRunServerInstanceConfig):
     max_sessions: int = Field(
         default=DEFAULT_MAX_SESSIONS, ge=1, description="per-rollout states kept at once; the least recent go"
     )
-
-
-class BaseRunRequest(BaseModel):
-    """A task row as sent to an agent's `/run`; the only required key is `responses_create_params`."""
-
-    responses_create_params: NeMoGymResponseCreateParamsNonStreaming
-
-
-class BaseVerifyRequest(BaseRunRequest):
-    response: NeMoGymResponse
-
-
-class BaseVerifyResponse(BaseVerifyRequest):
-    reward: float
-
-
-class BaseSeedSessionRequest(BaseModel):
-    pass
-
-
-class BaseSeedSessionResponse(BaseModel):
-    pass
 
 
 class SimpleResourcesServer(MetricsAggregationMixin, SimpleServer):

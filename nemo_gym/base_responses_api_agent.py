@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fastapi import FastAPI, Request, Response
 
-from nemo_gym.base_resources_server import BaseRunRequest, BaseVerifyResponse
 from nemo_gym.config_types import BaseRunServerInstanceConfig
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.reward_profile import MetricsAggregationMixin
 from nemo_gym.server_utils import SimpleServer, new_app
+from nemo_gym.wire.rows import BaseRunRequest, BaseVerifyResponse
 
 
 class BaseResponsesAPIAgentConfig(BaseRunServerInstanceConfig):

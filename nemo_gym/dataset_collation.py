@@ -21,7 +21,6 @@ import orjson
 from omegaconf import DictConfig
 from pydantic import BaseModel, Field, ValidationError
 
-from nemo_gym.base_resources_server import BaseRunRequest
 from nemo_gym.config_types import (
     BaseNeMoGymCLIConfig,
     BenchmarkDatasetConfig,
@@ -40,6 +39,7 @@ from nemo_gym.global_config import (
 )
 from nemo_gym.jsonl import iter_jsonl, write_atomically
 from nemo_gym.prompt_config import RUN_REQUEST_KEY, PromptTemplates
+from nemo_gym.wire.rows import BaseRunRequest
 
 CollationMode = Literal["train_preparation", "example_validation"]
 TYPES_IN_SCOPE: dict[str, tuple[str, ...]] = {

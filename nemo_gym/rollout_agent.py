@@ -20,7 +20,6 @@ import aiohttp
 from fastapi import FastAPI, Response
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
-from nemo_gym.base_resources_server import BaseRunRequest
 from nemo_gym.base_responses_api_agent import BaseResponsesAPIAgentConfig, SimpleResponsesAPIAgent
 from nemo_gym.config_types import AggregateMetricsRequest, ModelServerRef, ResourcesServerRef
 from nemo_gym.deadlines import bounded, budget
@@ -29,6 +28,7 @@ from nemo_gym.http_client import checked_json, default_retry_policy, raise_for_s
 from nemo_gym.in_process import LocalResponse
 from nemo_gym.openai_utils import NeMoGymResponse
 from nemo_gym.validation_errors import first_problem
+from nemo_gym.wire.rows import BaseRunRequest
 
 USAGE_COUNTS = (("input_tokens",), ("output_tokens",), ("total_tokens",))
 USAGE_DETAIL_COUNTS = (
