@@ -201,3 +201,42 @@ def wait_until_gone(pids: list[int], timeout_s: float) -> list[int]:
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class CounterAgentStack:
+    """simple_agent over the session-counter environment and openai_model in front of a scripted upstream."""
+
+    agent_url: str
+    model_url: str
+
+
+@contextmanager
+def counter_agent_stack(
+    upstream_base_url: str, model: str, workdir: Path, **agent_settings: Any
+) -> Iterator[CounterAgentStack]:
+    """Start the three servers, each a real process, peers wired by their bound ports."""
+    config = {
+        "counter_rs": instance_config("resources_servers", "example_session_state_mgmt", domain="agent"),
+        "policy_model": instance_config(
+            "responses_api_models",
+            "openai_model",
+            openai_base_url=upstream_base_url,
+            openai_api_key="sk-counter-agent-test",
+            openai_model=model,
+        ),
+    }
+    with contextlib.ExitStack() as servers:
+        counter = servers.enter_context(run_instance(config, "counter_rs", workdir))
+        model_server = servers.enter_context(run_instance(config, "policy_model", workdir))
+        config["counter_rs"]["resources_servers"]["example_session_state_mgmt"]["port"] = counter.port
+        config["policy_model"]["responses_api_models"]["openai_model"]["port"] = model_server.port
+        config["agent"] = instance_config(
+            "responses_api_agents",
+            "simple_agent",
+            resources_server={"type": "resources_servers", "name": "counter_rs"},
+            model_server={"type": "responses_api_models", "name": "policy_model"},
+            **agent_settings,
+        )
+        agent = servers.enter_context(run_instance(config, "agent", workdir))
+        yield CounterAgentStack(agent.url, model_server.url)

@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack
 from dataclasses import dataclass
 
 import pytest
 
 from nemo_gym.deadlines import DEADLINE_HEADER, budget, parse_header, remaining_s
 from nemo_gym.http_client import get_response_json, request
-from tests.helpers import instance_config, run_instance
+from tests.helpers import counter_agent_stack
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
 
 AGENT_DEADLINE_S = 60.0
@@ -36,34 +35,12 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    workdir = tmp_path_factory.mktemp("deadlines")
     model = fresh_model("deadlines")
-    config = {
-        "counter_rs": instance_config("resources_servers", "example_session_state_mgmt", domain="agent"),
-        "policy_model": instance_config(
-            "responses_api_models",
-            "openai_model",
-            openai_base_url=scripted_upstream.base_url,
-            openai_api_key="sk-deadline-test",
-            openai_model=model,
-        ),
-    }
-    with ExitStack() as servers:
-        for name, implementation in (
-            ("counter_rs", "resources_servers"),
-            ("policy_model", "responses_api_models"),
-        ):
-            started = servers.enter_context(run_instance(config, name, workdir))
-            next(iter(config[name][implementation].values()))["port"] = started.port
-        config["agent"] = instance_config(
-            "responses_api_agents",
-            "simple_agent",
-            resources_server={"type": "resources_servers", "name": "counter_rs"},
-            model_server={"type": "responses_api_models", "name": "policy_model"},
-            rollout_deadline_s=AGENT_DEADLINE_S,
-        )
-        agent = servers.enter_context(run_instance(config, "agent", workdir))
-        yield Stack(agent.url, model, scripted_upstream)
+    workdir = tmp_path_factory.mktemp("deadlines")
+    with counter_agent_stack(
+        scripted_upstream.base_url, model, workdir, rollout_deadline_s=AGENT_DEADLINE_S
+    ) as stack:
+        yield Stack(stack.agent_url, model, scripted_upstream)
 
 
 def row() -> dict:

@@ -2,7 +2,6 @@
 
 import json
 from collections.abc import Iterator
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ from nemo_gym.openai_utils import (
     TokenIDLogProbMixin,
     assistant_texts,
 )
-from tests.helpers import instance_config, run_instance
+from tests.helpers import counter_agent_stack
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call, reasoning
 
 EXAMPLE_COUNTER_ROWS = "resources_servers/example_session_state_mgmt/data/example.jsonl"
@@ -532,31 +531,10 @@ def reasoning_stack(
     scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ReasoningStack]:
     """openai_model in front of the scripted upstream, and a simple_agent over it and a counter environment."""
-    workdir = tmp_path_factory.mktemp("reasoning_status")
     model = fresh_model("reasoning-status")
-    config = {
-        "counter_rs": instance_config("resources_servers", "example_session_state_mgmt", domain="agent"),
-        "policy_model": instance_config(
-            "responses_api_models",
-            "openai_model",
-            openai_base_url=scripted_upstream.base_url,
-            openai_api_key="sk-reasoning-test",
-            openai_model=model,
-        ),
-    }
-    with ExitStack() as servers:
-        counter = servers.enter_context(run_instance(config, "counter_rs", workdir))
-        model_server = servers.enter_context(run_instance(config, "policy_model", workdir))
-        config["counter_rs"]["resources_servers"]["example_session_state_mgmt"]["port"] = counter.port
-        config["policy_model"]["responses_api_models"]["openai_model"]["port"] = model_server.port
-        config["agent"] = instance_config(
-            "responses_api_agents",
-            "simple_agent",
-            resources_server={"type": "resources_servers", "name": "counter_rs"},
-            model_server={"type": "responses_api_models", "name": "policy_model"},
-        )
-        agent = servers.enter_context(run_instance(config, "agent", workdir))
-        yield ReasoningStack(model_server.url, agent.url, model, scripted_upstream)
+    workdir = tmp_path_factory.mktemp("reasoning_status")
+    with counter_agent_stack(scripted_upstream.base_url, model, workdir) as stack:
+        yield ReasoningStack(stack.model_url, stack.agent_url, model, scripted_upstream)
 
 
 def reasoning_with_status(text: str) -> dict[str, Any]:
