@@ -48,6 +48,12 @@ def budget(seconds: float) -> Iterator[float]:
         _deadline.reset(token)
 
 
+def announced(seconds: float) -> str:
+    """The header value for `seconds` left, rounded up to the millisecond: the peer's budget then ends
+    after the caller's own (never before it), so the caller's deadline, not the peer's, ends the call."""
+    return f"{math.ceil(seconds * 1000) / 1000:.3f}"
+
+
 def parse_header(value: bytes | str) -> float | None:
     """The budget a caller announced; None for a value that is not a finite, non-negative number."""
     try:

@@ -24,7 +24,7 @@ import aiohttp
 import orjson
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from nemo_gym.deadlines import DEADLINE_HEADER, bounded
+from nemo_gym.deadlines import DEADLINE_HEADER, announced, bounded
 from nemo_gym.defaults import DEFAULT_CONNECT_TIMEOUT_S as DEFAULT_CONNECT_TIMEOUT_S
 from nemo_gym.defaults import DEFAULT_CONNECTOR_LIMIT as DEFAULT_CONNECTOR_LIMIT
 from nemo_gym.defaults import DEFAULT_CONNECTOR_LIMIT_PER_HOST as DEFAULT_CONNECTOR_LIMIT_PER_HOST
@@ -321,7 +321,7 @@ async def request(
             raise DeadlineExceededError(method, url, attempt, loop.time() - started, last_error, reason)
         attempt += 1
         if announces_deadline:
-            headers[DEADLINE_HEADER] = f"{remaining:.3f}"
+            headers[DEADLINE_HEADER] = announced(remaining)
         timeout = aiohttp.ClientTimeout(
             total=remaining, sock_connect=min(policy.connect_timeout_s, remaining)
         )

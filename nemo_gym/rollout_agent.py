@@ -121,7 +121,8 @@ class RolloutAgent(SimpleResponsesAPIAgent):
         deadline_s = bounded(self.config.rollout_deadline_s or default_retry_policy().deadline_s)
         rollout_deadline = asyncio.timeout(deadline_s)
         try:
-            # The budget starts after the timer, so a call cut short by it never ends before the rollout.
+            # The calls get the same budget: one that hangs until the end fails with a 504 of its own
+            # naming that call, or the timer ends the rollout first; either way the caller hears by then.
             async with rollout_deadline:
                 with budget(deadline_s):
                     async with self._rollout_slots:

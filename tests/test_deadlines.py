@@ -14,13 +14,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from nemo_gym.deadlines import DEADLINE_HEADER, budget, parse_header, remaining_s
+from nemo_gym.deadlines import DEADLINE_HEADER, announced, budget, parse_header, remaining_s
 from nemo_gym.http_client import get_response_json, request
 from tests.helpers import counter_agent_stack
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
 
 AGENT_DEADLINE_S = 60.0
-CALLER_BUDGET_S = 1.5
+CALLER_BUDGET_S = 3.0
 
 
 @dataclass
@@ -72,8 +72,9 @@ async def test_a_caller_with_less_time_left_cuts_the_whole_rollout_short(stack):
     started = time.monotonic()
     status, body = await run(stack, {DEADLINE_HEADER: str(CALLER_BUDGET_S)})
     waited = time.monotonic() - started
+    # The rollout's timer or the hung model call (whichever the event loop serves first) ends it.
     assert status == 504, body
-    assert f"within its {CALLER_BUDGET_S:g}s deadline" in body["error"]["message"]
+    assert "deadline" in body["error"]["message"], body
     # Without the caller's budget the agent would have waited its own 60 s for the hanging upstream.
     assert waited < AGENT_DEADLINE_S / 4
     [seen] = stack.deadline_headers_seen()[seen_before:]
@@ -96,6 +97,11 @@ async def test_a_budget_never_extends_an_outer_one():
             assert remaining_s() <= 5.0
         await asyncio.sleep(0)
     assert remaining_s() is None
+
+
+def test_the_announced_budget_is_rounded_up():
+    assert announced(1.0001) == "1.001"
+    assert announced(2.0) == "2.000"
 
 
 @pytest.mark.parametrize(
