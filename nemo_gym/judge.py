@@ -53,6 +53,13 @@ class JudgeFailure(BaseModel):
     attempts: int
 
 
+class JudgeEvaluation(BaseModel):
+    """One judge call as a verify answer records it: what the judge was asked and what it answered."""
+
+    responses_create_params: NeMoGymResponseCreateParamsNonStreaming
+    response: NeMoGymResponse
+
+
 class JudgeFailed(Exception):
     def __init__(self, failure: JudgeFailure) -> None:
         super().__init__(f"{failure.kind}: {failure.message}")

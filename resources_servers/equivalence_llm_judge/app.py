@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
@@ -27,12 +27,12 @@ from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     Judge,
     JudgeConfig,
+    JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.reward_profile import compute_pass_majority_metrics, default_key_metrics
 from resources_servers.equivalence_llm_judge.equivalence_judging import (
     extract_with_regexes,
@@ -82,15 +82,13 @@ class EquivalenceLLMJudgeVerifyRequest(BaseVerifyRequest):
     template_metadata: dict[str, Any] | None = None
 
 
-class JudgeEvaluation(BaseModel):
-    responses_create_params: NeMoGymResponseCreateParamsNonStreaming
-    response: NeMoGymResponse
+class LabelledJudgeEvaluation(JudgeEvaluation):
     verdict_label: str | None = None
 
 
 class EquivalenceLLMJudgeVerifyResponse(BaseVerifyResponse):
     expected_answer: str
-    judge_evaluations: list[JudgeEvaluation]
+    judge_evaluations: list[LabelledJudgeEvaluation]
     judge_failure: JudgeFailure | None = None
 
 
@@ -112,7 +110,7 @@ class EquivalenceLLMJudgeResourcesServer(SimpleResourcesServer):
         too_long = row_regex is not None and self._too_long(expected)
         full = last_assistant_text(body.response)
         regex = None if too_long else row_regex or self.config.response_extract_regex
-        evaluations: list[JudgeEvaluation] = []
+        evaluations: list[LabelledJudgeEvaluation] = []
 
         def answer(reward: float, failure: JudgeFailure | None = None) -> EquivalenceLLMJudgeVerifyResponse:
             return EquivalenceLLMJudgeVerifyResponse(
@@ -174,7 +172,7 @@ class EquivalenceLLMJudgeResourcesServer(SimpleResourcesServer):
         )
 
     async def _equal(
-        self, question: str, expected: str, generated: str, evaluations: list[JudgeEvaluation]
+        self, question: str, expected: str, generated: str, evaluations: list[LabelledJudgeEvaluation]
     ) -> bool:
         """One judge call; its evaluation is appended to `evaluations`."""
         prompt = self._template.format(
@@ -187,7 +185,7 @@ class EquivalenceLLMJudgeResourcesServer(SimpleResourcesServer):
         response = await self._judge.ask(params)
         label = verdict_label(response, self.config.judge_equal_label, self.config.judge_not_equal_label)
         evaluations.append(
-            JudgeEvaluation(responses_create_params=params, response=response, verdict_label=label)
+            LabelledJudgeEvaluation(responses_create_params=params, response=response, verdict_label=label)
         )
         return label == self.config.judge_equal_label
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
-
-from nemo_gym.judge import Judge
-from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming, assistant_texts
+from nemo_gym.judge import Judge, JudgeEvaluation
+from nemo_gym.openai_utils import NeMoGymResponse, assistant_texts
 from nemo_gym.reward_profile import is_metric
 
 EQUAL_LABEL = "[[A=B]]"
@@ -38,11 +36,6 @@ JUDGE_USER_TEMPLATE = """<|Problem|>
 <|Start of Assistant B's Answer|>
 {second_answer}
 <|End of Assistant B's Answer|>"""
-
-
-class JudgeEvaluation(BaseModel):
-    responses_create_params: NeMoGymResponseCreateParamsNonStreaming
-    response: NeMoGymResponse
 
 
 def judge_says_equal(response: NeMoGymResponse) -> bool:

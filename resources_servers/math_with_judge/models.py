@@ -5,8 +5,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from nemo_gym.base_resources_server import BaseResourcesServerConfig, BaseVerifyRequest, BaseVerifyResponse
-from nemo_gym.judge import JudgeConfig, JudgeFailure
-from resources_servers.math_with_judge.judging import JudgeEvaluation
+from nemo_gym.judge import JudgeConfig, JudgeEvaluation, JudgeFailure
 
 
 class MathWithJudgeConfig(JudgeConfig, BaseResourcesServerConfig):
