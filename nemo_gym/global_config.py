@@ -34,13 +34,17 @@ No server instance is not an error here (`gym resolve` of an env.yaml alone is f
 
 from __future__ import annotations
 
+import logging
 import os
+import re
+import socket
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import DictConfig, OmegaConf
+from pydantic import BaseModel, ConfigDict
 
 from nemo_gym.config.deployment import deployment_settings
 from nemo_gym.config.deployment import http_client_settings as http_client_settings
@@ -57,6 +61,16 @@ from nemo_gym.config.discovery import find_server_instances as find_server_insta
 from nemo_gym.config.discovery import get_first_server_config_dict as get_first_server_config_dict
 from nemo_gym.config.discovery import require_server_instances as require_server_instances
 from nemo_gym.config.discovery import resolve_instance_config as resolve_instance_config
+from nemo_gym.config.errors import ConfigError
+from nemo_gym.config.key_names import *  # noqa: F403  (NeMo Gym's key-name constants live here too)
+from nemo_gym.config.key_names import (
+    HF_TOKEN_KEY_NAME,
+    NEMO_GYM_CONFIG_DICT_ENV_VAR_NAME,
+    POLICY_API_KEY_KEY_NAME,
+    POLICY_BASE_URL_KEY_NAME,
+    POLICY_MODEL_KEY_NAME,
+    POLICY_MODEL_NAME_KEY_NAME,
+)
 from nemo_gym.config.masking import MIN_SCRUBBED_SECRET_CHARS as MIN_SCRUBBED_SECRET_CHARS
 from nemo_gym.config.masking import mask_secrets as mask_secrets
 from nemo_gym.config.masking import to_resolved_yaml as to_resolved_yaml
@@ -87,9 +101,12 @@ from nemo_gym.defaults import DEFAULT_PORT_RANGE_HIGH as DEFAULT_PORT_RANGE_HIGH
 from nemo_gym.defaults import DEFAULT_PORT_RANGE_LOW as DEFAULT_PORT_RANGE_LOW
 from nemo_gym.defaults import MAX_PORT_PROBES as MAX_PORT_PROBES
 
-NEMO_GYM_CONFIG_DICT_ENV_VAR_NAME = "NEMO_GYM_CONFIG_DICT"
-NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME = "NEMO_GYM_CONFIG_PATH"
 NEMO_GYM_CONFIG_FILE_ENV_VAR_NAME = "NEMO_GYM_CONFIG_FILE"
+NEMO_GYM_RESERVED_TOP_LEVEL_KEYS = RESERVED_TOP_LEVEL_KEYS
+# A Hydra override token: `key=value`, `+key=value`, `++key=value` or `~key` (dotted keys, indices).
+_OVERRIDE_TOKEN = re.compile(r"^(\+\+|\+|~)?[A-Za-z_][\w\-./\[\]@]*(=.*)?$", re.DOTALL)
+
+logger = logging.getLogger("nemo_gym.global_config")
 
 _cached_global_config_dict: DictConfig | None = None
 
@@ -100,12 +117,15 @@ def parse_global_config_dict(
     cwd: Path | None = None,
     install_root: Path | None = None,
     port_reserver: PortReserver | None = None,
+    env_yaml_path: Path | None = None,
+    skip_env_yaml: bool = False,
 ) -> DictConfig:
     """Build, check and complete the merged config (see the module docstring for the steps).
 
     `port_reserver(host, port) -> bool` decides whether a free port may be given to an instance; the
     default only probes. The launcher passes one that binds and keeps the socket, so no other process
-    can take the port before the server starts.
+    can take the port before the server starts. `env_yaml_path` names the env.yaml to read instead of the
+    usual search (a missing file is no error, as in NeMo Gym); `skip_env_yaml` reads none.
     """
     cwd = cwd if cwd is not None else Path.cwd()
     root = install_root if install_root is not None else INSTALL_ROOT
@@ -115,7 +135,12 @@ def parse_global_config_dict(
             ("the command line", parse_overrides(overrides or [])),
         ]
     )
-    env_yaml = load_env_yaml(cwd, root)
+    if skip_env_yaml:
+        env_yaml = OmegaConf.create({})
+    elif env_yaml_path is not None:
+        env_yaml = load_yaml_file(env_yaml_path) if env_yaml_path.is_file() else OmegaConf.create({})
+    else:
+        env_yaml = load_env_yaml(cwd, root)
     top_config_paths = config_paths_in(merged([("env.yaml", env_yaml), ("the command line", command_line)]))
     config_files, loaded_paths = load_config_files(top_config_paths, cwd, root)
     tree = OmegaConf.to_container(
@@ -131,17 +156,122 @@ def parse_global_config_dict(
     return cfg
 
 
-def get_global_config_dict(
-    overrides: Sequence[str] | None = None,
-    initial_global_config_dict: Mapping[str, Any] | None = None,
-) -> DictConfig:
-    """The config of this process, built once: a server child loads the launcher's merged YAML.
+class GlobalConfigDictParserConfig(BaseModel):
+    """Where a config comes from, as NeMo Gym's trainers describe it to `RunHelper.start` and
+    `get_global_config_dict`: a config built in memory (`initial_global_config_dict`), an env.yaml
+    (`dotenv_path`, default: the usual search) and, unless skipped, the command line's overrides."""
 
-    Outside a server process the config is parsed from `overrides` (default: `sys.argv[1:]`).
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    dotenv_path: Path | None = None
+    initial_global_config_dict: DictConfig | dict[str, Any] | None = None
+    skip_load_from_cli: bool = False
+    skip_load_from_dotenv: bool = False
+    hide_secrets: bool = False
+    # Inspect a config without side effects: ports are given without probing whether they are free.
+    offline: bool = False
+
+    # Enough of a policy model to resolve a config that names none (data tools, dataset checks).
+    NO_MODEL_GLOBAL_CONFIG_DICT: ClassVar[DictConfig] = DictConfig(
+        {
+            POLICY_BASE_URL_KEY_NAME: "",
+            POLICY_API_KEY_KEY_NAME: "",
+            POLICY_MODEL_NAME_KEY_NAME: "",
+            POLICY_MODEL_KEY_NAME: {"responses_api_models": {"dummy_model": {"entrypoint": "app.py"}}},
+        }
+    )
+
+
+class GlobalConfigDictParser:
+    """Builds a merged config from a `GlobalConfigDictParserConfig` (NeMo Gym's entry point for it)."""
+
+    def parse(
+        self,
+        parse_config: GlobalConfigDictParserConfig | None = None,
+        *,
+        port_reserver: PortReserver | None = None,
+    ) -> DictConfig:
+        parse_config = parse_config or GlobalConfigDictParserConfig()
+        if parse_config.offline:
+            port_reserver = _any_port
+        cfg = parse_global_config_dict(
+            [] if parse_config.skip_load_from_cli else self.parse_global_config_dict_from_cli(),
+            parse_config.initial_global_config_dict,
+            port_reserver=port_reserver,
+            env_yaml_path=parse_config.dotenv_path,
+            skip_env_yaml=parse_config.skip_load_from_dotenv,
+        )
+        return OmegaConf.create(mask_secrets(cfg)) if parse_config.hide_secrets else cfg
+
+    def parse_no_environment(
+        self, initial_global_config_dict: Mapping[str, Any] | DictConfig | None = None
+    ) -> DictConfig:
+        """The config from `initial_global_config_dict` alone: no command line, no env.yaml."""
+        return self.parse(
+            GlobalConfigDictParserConfig(
+                initial_global_config_dict=initial_global_config_dict,
+                skip_load_from_cli=True,
+                skip_load_from_dotenv=True,
+            )
+        )
+
+    def parse_global_config_dict_from_cli(self) -> list[str]:
+        return command_line_overrides(sys.argv[1:])
+
+    def raise_on_no_server_instances(self, global_config_dict: DictConfig) -> None:
+        require_server_instances(global_config_dict)
+
+
+def _any_port(host: str, port: int) -> bool:
+    return True
+
+
+def command_line_overrides(argv: Sequence[str]) -> list[str]:
+    """`argv` when it is a list of config overrides (`+a=1`, `a.b=x`, `~c`), else nothing: a library call
+    in a process that is not Gym's (a Ray worker, pytest, a trainer script) must not read that program's
+    own arguments as config."""
+    if all(_OVERRIDE_TOKEN.match(token) for token in argv):
+        return list(argv)
+    logger.debug("Not reading the command line as config overrides: %s is not Gym's", sys.argv[0])
+    return []
+
+
+def get_global_config_dict(
+    global_config_dict_parser_config: GlobalConfigDictParserConfig | None = None,
+    global_config_dict_parser_cls: type[GlobalConfigDictParser] = GlobalConfigDictParser,
+) -> DictConfig:
+    """The config of this process, built once and then cached.
+
+    A server child loads the launcher's merged YAML; a process that `RunHelper` started a deployment in
+    gets that deployment's config; otherwise the config is parsed from `global_config_dict_parser_config`
+    (default: env.yaml and this program's command line, when it is made of config overrides).
     """
+    cached = maybe_get_global_config_dict()
+    if cached is not None:
+        return cached
+    set_global_config_dict(global_config_dict_parser_config, global_config_dict_parser_cls)
+    assert _cached_global_config_dict is not None
+    return _cached_global_config_dict
+
+
+def set_global_config_dict(
+    global_config_dict_parser_config: GlobalConfigDictParserConfig | None = None,
+    global_config_dict_parser_cls: type[GlobalConfigDictParser] = GlobalConfigDictParser,
+    *,
+    global_config_dict: DictConfig | None = None,
+) -> None:
+    """Parse and cache the config of this process (or cache `global_config_dict`, already parsed)."""
+    global _cached_global_config_dict
+    if global_config_dict is None:
+        global_config_dict = global_config_dict_parser_cls().parse(global_config_dict_parser_config)
+    _cached_global_config_dict = global_config_dict
+
+
+def maybe_get_global_config_dict() -> DictConfig | None:
+    """The config this process already has (cached, or handed over by the launcher); never parses."""
     global _cached_global_config_dict
     if _cached_global_config_dict is None:
-        _cached_global_config_dict = _load_process_config(overrides, initial_global_config_dict)
+        _cached_global_config_dict = _launcher_config()
     return _cached_global_config_dict
 
 
@@ -151,15 +281,30 @@ def reset_global_config_dict_cache() -> None:
     _cached_global_config_dict = None
 
 
-def _load_process_config(
-    overrides: Sequence[str] | None, initial_global_config_dict: Mapping[str, Any] | None
-) -> DictConfig:
+def get_hf_token() -> str | None:
+    """The Hugging Face token of this process's config (`hf_token`), if any."""
+    token = get_global_config_dict().get(HF_TOKEN_KEY_NAME)
+    return str(token) if token else None
+
+
+def find_open_port(disallowed_ports: Sequence[int] | None = None, max_retries: int = MAX_PORT_PROBES) -> int:
+    """A port of 127.0.0.1 that is free now and not in `disallowed_ports`."""
+    taken = set(disallowed_ports or ())
+    for _ in range(max_retries):
+        with socket.socket() as probe:
+            probe.bind((DEFAULT_HOST, 0))
+            port = probe.getsockname()[1]
+        if port not in taken:
+            return port
+    raise ConfigError(f"No free port outside {len(taken)} disallowed ones after {max_retries} tries")
+
+
+def _launcher_config() -> DictConfig | None:
+    """The merged config a launcher handed this server process, if it is one."""
     config_file = os.environ.get(NEMO_GYM_CONFIG_FILE_ENV_VAR_NAME)
     if config_file:
         return load_yaml_file(Path(config_file))
     config_text = os.environ.get(NEMO_GYM_CONFIG_DICT_ENV_VAR_NAME)
     if config_text:
         return mapping_from_yaml_text(config_text, f"${NEMO_GYM_CONFIG_DICT_ENV_VAR_NAME}")
-    return parse_global_config_dict(
-        sys.argv[1:] if overrides is None else overrides, initial_global_config_dict
-    )
+    return None

@@ -15,6 +15,7 @@ import logging
 import random
 import re
 import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from http.cookies import SimpleCookie
@@ -22,6 +23,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+import yarl
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from nemo_gym.deadlines import DEADLINE_HEADER, announced, bounded
@@ -101,6 +103,10 @@ class RequestFailedError(aiohttp.ClientError):
         )
         super().__init__(without_url_passwords(f"{method} {url}: {self.reason}{counted}"))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Picklable (trainers pass errors between Ray processes); the aiohttp cause may not be, so it stays.
+        return type(self), (self.method, self.url, self.attempts, self.elapsed_s, None, self.reason)
+
 
 class ConnectionFailedError(RequestFailedError, ConnectionError):
     """The peer could not be reached or dropped the connection, on every attempt."""
@@ -178,11 +184,33 @@ class HTTPStatusError(aiohttp.ClientResponseError):
         snippet = self.response_content[:500].decode("utf-8", errors="replace")
         return f"HTTP {self.status} from {self.url}: {snippet}"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # aiohttp's header proxies cannot be pickled, and trainers pass errors between Ray processes: the
+        # copy keeps what a caller reads (status, message, URL, method, body) and drops the headers.
+        sent = self.request_info
+        fields = (self.status, self.message, str(sent.url), sent.method, self.response_content, self.url)
+        return _unpickled_status_error, fields
+
+
+def _unpickled_status_error(
+    status: int, message: str, sent_url: str, method: str, body: bytes, shown_url: str
+) -> HTTPStatusError:
+    error = HTTPStatusError.__new__(HTTPStatusError)
+    url = yarl.URL(sent_url)
+    sent = aiohttp.RequestInfo(url, method, CIMultiDictProxy(CIMultiDict()), url)
+    aiohttp.ClientResponseError.__init__(error, sent, (), status=status, message=message)
+    error.response_content = body
+    error.url = shown_url
+    return error
+
 
 @dataclass
 class _ClientState:
-    session: aiohttp.ClientSession | None = None
-    loop: asyncio.AbstractEventLoop | None = None
+    # One session per event loop: an embedded deployment (RunHelper) runs its own loop in a thread beside
+    # the trainer's, and neither may use, replace or close the other's session.
+    sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = field(
+        default_factory=weakref.WeakKeyDictionary
+    )
     connector_limit: int = DEFAULT_CONNECTOR_LIMIT
     connector_limit_per_host: int = DEFAULT_CONNECTOR_LIMIT_PER_HOST
     default_policy: RetryPolicy = field(default_factory=RetryPolicy)
@@ -211,34 +239,35 @@ def default_retry_policy() -> RetryPolicy:
 
 
 def get_global_aiohttp_client() -> aiohttp.ClientSession:
-    """The process's pooled session, created on first use inside the running event loop.
+    """The pooled session of the running event loop, created there on first use.
 
-    A new session is made if the loop changed (a test or a CLI that runs several loops one after the
-    other), because an aiohttp session cannot outlive the loop it was created in.
+    Each loop gets its own (an aiohttp session cannot be used from another loop, nor outlive its own), so
+    a test or CLI that runs several loops one after the other, or a trainer whose loop runs beside an
+    embedded deployment's, never shares one.
     """
     loop = asyncio.get_running_loop()
-    if _state.session is None or _state.session.closed or _state.loop is not loop:
+    session = _state.sessions.get(loop)
+    if session is None or session.closed:
         connector = aiohttp.TCPConnector(
             limit=_state.connector_limit,
             limit_per_host=_state.connector_limit_per_host,
             keepalive_timeout=CLIENT_KEEPALIVE_S,
             ttl_dns_cache=300,
         )
-        _state.session = aiohttp.ClientSession(
+        session = _state.sessions[loop] = aiohttp.ClientSession(
             connector=connector,
             cookie_jar=aiohttp.DummyCookieJar(),
             json_serialize=lambda obj: orjson.dumps(obj).decode(),
             timeout=aiohttp.ClientTimeout(total=None),
         )
-        _state.loop = loop
-    return _state.session
+    return session
 
 
 async def close_global_aiohttp_client() -> None:
-    if _state.session is not None and not _state.session.closed:
-        await _state.session.close()
-    _state.session = None
-    _state.loop = None
+    """Close the running loop's session; sessions of other loops are theirs to close."""
+    session = _state.sessions.pop(asyncio.get_running_loop(), None)
+    if session is not None and not session.closed:
+        await session.close()
 
 
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})

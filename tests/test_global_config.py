@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from nemo_gym.config_types import (
     AlmostServerError,
@@ -26,16 +27,22 @@ from nemo_gym.global_config import (
     NEMO_GYM_CONFIG_DICT_ENV_VAR_NAME,
     NEMO_GYM_CONFIG_FILE_ENV_VAR_NAME,
     RESERVED_TOP_LEVEL_KEYS,
+    GlobalConfigDictParser,
+    GlobalConfigDictParserConfig,
+    find_open_port,
     find_server_instances,
     get_first_server_config_dict,
     get_global_config_dict,
+    get_hf_token,
     install_root,
     mask_secrets,
+    maybe_get_global_config_dict,
     parse_global_config_dict,
     parse_overrides,
     require_server_instances,
     reset_global_config_dict_cache,
     resolve_instance_config,
+    set_global_config_dict,
     to_resolved_yaml,
     to_yaml,
 )
@@ -720,9 +727,87 @@ def test_the_legacy_config_text_variable_is_still_read(fresh_process_config) -> 
     assert get_global_config_dict().policy_model_name == "m"
 
 
-def test_without_a_launcher_the_config_is_parsed_from_overrides(fresh_process_config) -> None:
-    cfg = get_global_config_dict(["+policy_model_name=m", "+head_server.port=11999"])
+def test_without_a_launcher_the_config_is_parsed_from_a_command_line_of_overrides(
+    fresh_process_config, tmp_path: Path
+) -> None:
+    fresh_process_config.chdir(tmp_path)
+    fresh_process_config.setattr(sys, "argv", ["gym", "+policy_model_name=m", "++head_server.port=11999"])
+    cfg = get_global_config_dict()
     assert (cfg.policy_model_name, cfg.head_server.port) == ("m", 11999)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [
+            "default_worker.py",
+            "--node-ip-address=10.0.0.1",
+            "--object-store-name=/tmp/plasma",
+        ],  # a Ray worker
+        ["trainer.py", "11000", "tasks.jsonl"],
+        ["pytest", "-q", "tests/test_x.py"],
+    ],
+)
+def test_a_foreign_command_line_is_never_read_as_config(fresh_process_config, tmp_path: Path, argv) -> None:
+    fresh_process_config.chdir(tmp_path)
+    fresh_process_config.setattr(sys, "argv", argv)
+    cfg = get_global_config_dict()
+    assert "policy_model_name" not in cfg and cfg.head_server.port == DEFAULT_HEAD_SERVER_PORT
+
+
+def test_a_parser_config_builds_the_process_config_from_memory_and_a_named_env_yaml(
+    fresh_process_config, tmp_path: Path
+) -> None:
+    fresh_process_config.chdir(tmp_path)
+    fresh_process_config.setattr(sys, "argv", ["gym", "+policy_model_name=from_the_cli"])
+    write(tmp_path / "trainer_env.yaml", {"policy_api_key": "sk-from-env-yaml", "policy_model_name": "env"})
+    write(tmp_path / "env.yaml", {"policy_api_key": "sk-not-this-one"})
+    parser_config = GlobalConfigDictParserConfig(
+        dotenv_path=tmp_path / "trainer_env.yaml",
+        initial_global_config_dict=DictConfig({"policy_model_name": "in_memory", "head_server": {"port": 0}}),
+        skip_load_from_cli=True,
+    )
+    cfg = get_global_config_dict(global_config_dict_parser_config=parser_config)
+    # The in-memory dict wins over env.yaml, as in NeMo Gym; the command line is skipped.
+    assert (cfg.policy_model_name, cfg.policy_api_key) == ("in_memory", "sk-from-env-yaml")
+    assert get_global_config_dict() is cfg
+    assert maybe_get_global_config_dict() is cfg
+
+
+def test_a_missing_dotenv_path_is_no_error_and_hide_secrets_masks(
+    fresh_process_config, tmp_path: Path
+) -> None:
+    parser_config = GlobalConfigDictParserConfig(
+        dotenv_path=tmp_path / "absent.yaml",
+        initial_global_config_dict={"policy_api_key": "sk-secret-value"},
+        skip_load_from_cli=True,
+        hide_secrets=True,
+    )
+    cfg = GlobalConfigDictParser().parse(parser_config)
+    assert cfg.policy_api_key != "sk-secret-value" and "sk-secret-value" not in str(cfg)
+
+
+def test_without_any_source_the_process_has_no_config_yet(fresh_process_config) -> None:
+    assert maybe_get_global_config_dict() is None
+
+
+def test_nemo_gyms_key_names_have_nemo_gyms_values() -> None:
+    from nemo_gym import global_config
+
+    assert global_config.TASK_INDEX_KEY_NAME == "_ng_task_index"
+    assert global_config.ROLLOUT_INDEX_KEY_NAME == "_ng_rollout_index"
+    assert global_config.HEAD_SERVER_KEY_NAME == "head_server"
+    assert global_config.AGENT_REF_KEY_NAME == "agent_ref"
+    assert global_config.POLICY_BASE_URL_KEY_NAME == "policy_base_url"
+    assert global_config.NEMO_GYM_CONFIG_DICT_ENV_VAR_NAME == "NEMO_GYM_CONFIG_DICT"
+
+
+def test_get_hf_token_and_find_open_port(fresh_process_config, tmp_path: Path) -> None:
+    set_global_config_dict(global_config_dict=DictConfig({"hf_token": "hf_abc"}))
+    assert get_hf_token() == "hf_abc"
+    port = find_open_port(disallowed_ports=[1, 2])
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", port))
 
 
 # ---------------------------------------------------------------------------------------------------------
