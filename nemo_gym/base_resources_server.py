@@ -13,7 +13,13 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic import Field, PrivateAttr
 
+from nemo_gym.config_types import AggregateMetrics as AggregateMetrics
+from nemo_gym.config_types import AggregateMetricsRequest as AggregateMetricsRequest
 from nemo_gym.config_types import BaseRunServerInstanceConfig
+from nemo_gym.openai_utils import NeMoGymResponse as NeMoGymResponse
+from nemo_gym.openai_utils import (
+    NeMoGymResponseCreateParamsNonStreaming as NeMoGymResponseCreateParamsNonStreaming,
+)
 from nemo_gym.reward_profile import MetricsAggregationMixin
 from nemo_gym.server_utils import SimpleServer, new_app
 from nemo_gym.sessions import SessionStore

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from fastapi import Body as Body
 from fastapi import FastAPI, Request, Response
 
+from nemo_gym.config_types import AggregateMetrics as AggregateMetrics
+from nemo_gym.config_types import AggregateMetricsRequest as AggregateMetricsRequest
 from nemo_gym.config_types import BaseRunServerInstanceConfig
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.reward_profile import MetricsAggregationMixin
 from nemo_gym.server_utils import SimpleServer, new_app
-from nemo_gym.wire.rows import BaseRunRequest, BaseVerifyResponse
+from nemo_gym.wire.rows import BaseRunRequest as BaseRunRequest
+from nemo_gym.wire.rows import BaseVerifyResponse as BaseVerifyResponse
 
 
 class BaseResponsesAPIAgentConfig(BaseRunServerInstanceConfig):

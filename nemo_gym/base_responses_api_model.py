@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fastapi import Body as Body
 from fastapi import FastAPI, Request
 
 from nemo_gym.config_types import BaseRunServerInstanceConfig

@@ -24,7 +24,14 @@ from nemo_gym.child_processes import KILL_WAIT_S, OUTPUT_DRAIN_S, ChildProcess, 
 from nemo_gym.colocation import COLOCATED_SERVERS_ENV_VAR_NAME, COLOCATED_WORKERS_ENV_VAR_NAME
 from nemo_gym.config_handoff import ConfigHandoff, child_environment
 from nemo_gym.config_types import BaseServerConfig
-from nemo_gym.global_config import install_root, parse_global_config_dict, require_server_instances, to_yaml
+from nemo_gym.global_config import (
+    GlobalConfigDictParser,
+    GlobalConfigDictParserConfig,
+    install_root,
+    parse_global_config_dict,
+    require_server_instances,
+    to_yaml,
+)
 from nemo_gym.http_client import RequestFailedError, RetryPolicy, request
 from nemo_gym.http_protocol import RequestLimits
 from nemo_gym.preflight import check_startable, colocation_from, implementation_dir, readiness_deadline_from
@@ -52,18 +59,23 @@ class Deployment:
 
     def __init__(
         self,
-        overrides: list[str],
+        overrides: list[str] | None = None,
         *,
+        parser_config: GlobalConfigDictParserConfig | None = None,
         readiness_deadline_s: float | None = None,
         output: TextIO | None = None,
         cwd: Path | None = None,
     ) -> None:
+        """The config comes from command-line `overrides` (`gym env start`) or, for a deployment started
+        inside another program (`RunHelper`), from `parser_config`."""
         self._reserver = SocketReserver()
         self.cwd = cwd or Path.cwd()
         try:
-            self.global_config_dict: DictConfig = parse_global_config_dict(
-                overrides, cwd=self.cwd, port_reserver=self._reserver
-            )
+            if parser_config is not None:
+                parsed = GlobalConfigDictParser().parse(parser_config, port_reserver=self._reserver)
+            else:
+                parsed = parse_global_config_dict(overrides, cwd=self.cwd, port_reserver=self._reserver)
+            self.global_config_dict: DictConfig = parsed
             self.instances = require_server_instances(self.global_config_dict)
             check_startable(self.global_config_dict, self.instances, self.cwd)
             self.colocated_workers = colocation_from(self.global_config_dict)
@@ -103,7 +115,7 @@ class Deployment:
             await self._wait_until_ready()
         finally:
             self._reserver.close_all()
-        self._print_table()
+        self.print_server_table()
 
     def _reserve_sockets(self) -> None:
         for instance in self.instances:
@@ -268,6 +280,13 @@ class Deployment:
                 await server.process.output_ends_within(OUTPUT_DRAIN_S)
         self._raise_if_a_child_exited(when)
 
+    def raise_if_not_running(self) -> None:
+        """Raise `DeploymentError` naming what stopped, the head server or a server's process; callable from
+        any thread (it only reads what the deployment's own thread records)."""
+        if self._head is None or not self._head.is_alive():
+            raise DeploymentError("The head server is not running")
+        self._raise_if_a_child_exited("while running")
+
     def _raise_if_a_child_exited(self, when: str) -> None:
         for server in self.servers:
             if server.process is not None and server.process.returncode is not None:
@@ -276,7 +295,7 @@ class Deployment:
                     f"last output:\n{server.last_lines()}"
                 )
 
-    def _print_table(self) -> None:
+    def print_server_table(self) -> None:
         rows = [("INSTANCE", "TYPE", "IMPLEMENTATION", "URL", "PID")]
         head = self.head_server_config
         rows.append(("head_server", "head", "-", f"http://{head.host}:{head.port}", str(os.getpid())))

@@ -72,6 +72,7 @@ __all__ = [
     "run_until_stopped",
     "start_child",
     "stop_even_if_cancelled",
+    "unless_stop_requested",
 ]
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -88,7 +89,7 @@ async def run_until_stopped(deployment: Deployment, work: Callable[[], Awaitable
     for signum in STOP_SIGNALS:
         loop.add_signal_handler(signum, deployment.request_stop, signum)
     try:
-        if not await _unless_stop_requested(deployment, deployment.start()):
+        if not await unless_stop_requested(deployment, deployment.start()):
             return deployment.interrupted("while starting")
         if work is None:
             return await deployment.wait()
@@ -105,7 +106,7 @@ async def run_until_stopped(deployment: Deployment, work: Callable[[], Awaitable
             )
 
 
-async def _unless_stop_requested(deployment: Deployment, step: Coroutine[Any, Any, None]) -> bool:
+async def unless_stop_requested(deployment: Deployment, step: Coroutine[Any, Any, None]) -> bool:
     """Run `step` unless a stop is requested first (then cancel it and return False)."""
     task = asyncio.create_task(step)
     stop = asyncio.create_task(deployment.stop_requested.wait())

@@ -15,7 +15,7 @@ import sys
 import threading
 import urllib.error
 import urllib.request
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import aiohttp
 import uvicorn
@@ -27,10 +27,14 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from starlette.middleware import Middleware
 
 from nemo_gym.config.deployment import deployment_settings
-from nemo_gym.config_types import BaseRunServerInstanceConfig, BaseServerConfig, ConfigError
+from nemo_gym.config_types import BaseRunServerInstanceConfig as BaseRunServerInstanceConfig
+from nemo_gym.config_types import BaseServerConfig as BaseServerConfig
+from nemo_gym.config_types import ConfigError
 from nemo_gym.cpu_pool import shutdown_pool
 from nemo_gym.deadlines import CallerDeadlineMiddleware
+from nemo_gym.defaults import DEFAULT_HEAD_SERVER_PORT as DEFAULT_HEAD_SERVER_PORT
 from nemo_gym.errors import ErrorEnvelopeMiddleware
+from nemo_gym.global_config import HEAD_SERVER_KEY_NAME as HEAD_SERVER_KEY_NAME
 from nemo_gym.global_config import (
     NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME,
     get_first_server_config_dict,
@@ -86,6 +90,7 @@ from nemo_gym.serving import (
 from nemo_gym.serving import (
     serve as serve,
 )
+from nemo_gym.sessions import SESSION_ID_KEY as SESSION_ID_KEY
 from nemo_gym.sessions import deployment_session_secret, install_session_middleware, session_cookie_name
 from nemo_gym.validation_errors import describe_validation_error
 
@@ -94,8 +99,12 @@ __all__ = [
     "BaseServer",
     "HeadServer",
     "ServerClient",
+    "ServerStatus",
     "SimpleServer",
     "get_response_json",
+    "get_server_url",
+    "is_nemo_gym_fastapi_entrypoint",
+    "setup_server_client",
     "raise_for_status",
     "request",
 ]
@@ -106,6 +115,29 @@ logger = logging.getLogger("nemo_gym.server")
 # exit 0 without binding or serving.
 CHECK_CONFIG_ONLY_ENV_VAR_NAME = "NEMO_GYM_CHECK_CONFIG_ONLY"
 HEAD_CONFIG_FETCH_TIMEOUT_S = 10.0
+# Set by a server that serves its app through an ASGI import of its app.py (NeMo Gym's multi-worker way):
+# the file whose import must build the app. Gym's own launcher serves each app directly and never sets it.
+IS_NEMO_GYM_FASTAPI_ENTRYPOINT_KEY_NAME = "NEMO_GYM_FASTAPI_ENTRYPOINT"
+
+ServerStatus = Literal["success", "connection_error", "timeout", "unknown_error"]
+
+
+def is_nemo_gym_fastapi_entrypoint(file: str) -> bool:
+    """Whether `file` (an app.py's `__file__`) is being imported to build the app an ASGI server serves."""
+    entrypoint = os.environ.get(IS_NEMO_GYM_FASTAPI_ENTRYPOINT_KEY_NAME)
+    return bool(entrypoint) and os.path.realpath(entrypoint) == os.path.realpath(file)
+
+
+def get_server_url(server_name: str) -> str:
+    """`http://host:port` of a server instance of this process's config."""
+    inner = get_first_server_config_dict(get_global_config_dict(), server_name)
+    return f"http://{inner['host']}:{inner['port']}"
+
+
+def setup_server_client(head_server_config: BaseServerConfig | None = None) -> ServerClient:
+    """A client of the running deployment whose head server is `head_server_config` (default: this
+    process's config's head server)."""
+    return ServerClient.load_from_global_config(head_server_config)
 
 
 def head_server_config_from(global_config_dict: DictConfig) -> BaseServerConfig:
@@ -154,6 +186,28 @@ class ServerClient(BaseModel):
                 "Is `gym run` running, and does head_server.host/port match it?"
             ) from error
         return cls(head_server_config=head, global_config_dict=OmegaConf.create(yaml.safe_load(config_yaml)))
+
+    @classmethod
+    def load_head_server_config(cls) -> BaseServerConfig:
+        return head_server_config_from(get_global_config_dict())
+
+    def poll_for_status(self, server_name: str, *, timeout_seconds: float = 5) -> ServerStatus:
+        """Whether `server_name` (or the head server, named `head_server`) answers `GET /` now."""
+        if server_name == HEAD_SERVER_KEY_NAME:
+            url = f"http://{self.head_server_config.host}:{self.head_server_config.port}/"
+        else:
+            url = self.server_base_url(server_name) + "/"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout_seconds):
+                return "success"
+        except TimeoutError:
+            return "timeout"
+        except urllib.error.HTTPError:
+            return "unknown_error"
+        except urllib.error.URLError as error:
+            return "timeout" if isinstance(error.reason, TimeoutError) else "connection_error"
+        except OSError:
+            return "connection_error"
 
     def server_base_url(self, server_name: str) -> str:
         """Raises `ServerRefNotFoundError` (naming the known instances) for an unknown name."""
@@ -286,6 +340,9 @@ class RunningServer:
         )
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
         self._thread.start()
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
 
     def stop(self, timeout_s: float = 5.0) -> None:
         self._server.should_exit = True

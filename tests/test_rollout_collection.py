@@ -21,7 +21,7 @@ from nemo_gym.rollout_collection import (
     CollectionLedger,
     CollectionPaths,
     RolloutCollectionConfig,
-    RolloutCollectionHelper,
+    RolloutRunner,
     materialize,
 )
 from nemo_gym.server_utils import ServerClient
@@ -291,19 +291,19 @@ def test_kill_9_then_resume_runs_exactly_the_missing_rollouts(deployment, script
     assert f"Ran {40 - len(done_before)} rollout(s)" in result.stdout
 
 
-async def test_trainer_api_yields_results_and_failure_records(deployment, scripted_upstream):
+async def test_the_collectors_runner_yields_results_and_failure_records(deployment, scripted_upstream):
     running, model = deployment
     scripted_upstream.clear(model)
     scripted_upstream.script(model, [{"status": 400, "match": "T001"}])
     client = ServerClient.load_from_global_config(_head_config(running))
-    helper = RolloutCollectionHelper(client, max_in_flight=2)
+    helper = RolloutRunner(client, max_in_flight=2)
     rows = [
         {**row, "agent_ref": {"name": AGENT}, "_ng_task_index": index, "_ng_rollout_index": 0}
         for index, row in enumerate(ticket_rows(3))
     ]
     rows.append({**rows[0], "agent_ref": {"name": "no_such_agent"}, "_ng_task_index": 9})
     seen = {}
-    async for row, result in helper.run_examples(iter(rows)):
+    async for row, result in helper.run_rows(iter(rows)):
         seen[row["_ng_task_index"]] = result
     assert seen[0]["reward"] == 1.0 and seen[0]["_ng_task_index"] == 0
     assert seen[1]["_ng_failure_class"] == "http_400" and seen[1]["_ng_failure_terminal"] is True

@@ -20,7 +20,7 @@ from nemo_gym.collection.records import (
     agent_name_of,
     max_rollout_attempts,
 )
-from nemo_gym.collection.runner import RolloutCollectionHelper
+from nemo_gym.collection.runner import RolloutRunner
 from nemo_gym.config_types import ConfigError
 from nemo_gym.global_config import command_settings, locate_data_file, parse_global_config_dict
 from nemo_gym.http_client import RequestFailedError
@@ -32,7 +32,7 @@ from nemo_gym.wandb_logging import WandbRun
 class RolloutCollector:
     """`gym collect`: materialize, run what is missing through a bounded pipeline, aggregate."""
 
-    def __init__(self, config: RolloutCollectionConfig, helper: RolloutCollectionHelper) -> None:
+    def __init__(self, config: RolloutCollectionConfig, helper: RolloutRunner) -> None:
         self.config = config
         self.helper = helper
         self.paths = CollectionPaths.for_output(config.output_jsonl_fpath)
@@ -121,7 +121,7 @@ class RolloutCollector:
         try:
             rows = self._runnable(ledger, max_attempts)
             attempt_of = lambda row: ledger.failed_attempts(rollout_key(row))[0] + 1  # noqa: E731
-            async for row, result in self.helper.run_examples(rows, attempt_of):
+            async for row, result in self.helper.run_rows(rows, attempt_of):
                 key = rollout_key(row)
                 if FAILURE_CLASS_KEY in result:
                     failures.append(result)
@@ -150,7 +150,7 @@ async def collect_rollouts(overrides: list[str], server_client: ServerClient | N
     config = command_settings(RolloutCollectionConfig, cfg)
     configure_http_client_from(cfg)
     try:
-        helper = RolloutCollectionHelper(
+        helper = RolloutRunner(
             server_client,
             head_server_config=head_server_config_from(cfg),
             max_in_flight=config.num_samples_in_parallel,

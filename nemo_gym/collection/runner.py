@@ -1,5 +1,5 @@
-"""RolloutCollectionHelper: rows through agents' `/run`, each answer classified as a result or a failure
-record; what `gym collect` runs and what a trainer can call directly."""
+"""RolloutRunner: rows through agents' `/run`, each answer classified as a result or a failure
+record; what `gym collect` runs (trainers use NeMo Gym's `RolloutCollectionHelper`)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from nemo_gym.server_utils import ServerClient
 COLLECTOR_DEADLINE_MARGIN_S = 30.0
 
 
-class RolloutCollectionHelper:
+class RolloutRunner:
     """Runs rows through agents' `/run` with a bounded number in flight; usable from a trainer process.
 
     Every row yields `(row, result)`: the agent's answer stamped with the row's indices and agent_ref, or a
@@ -101,7 +101,7 @@ class RolloutCollectionHelper:
         result[AGENT_REF_KEY] = row.get(AGENT_REF_KEY)
         return result
 
-    async def run_examples(
+    async def run_rows(
         self,
         rows: Iterable[dict[str, Any]] | AsyncIterable[dict[str, Any]],
         attempt_of: Callable[[dict[str, Any]], int] | None = None,
