@@ -23,7 +23,9 @@ Modules:
     ledger        per-row bookkeeping (task indices, finished pairs, failed attempts) in a temporary SQLite
     materialize   the materialized inputs: every (task, rollout) to run, written atomically
     pipeline      completed_in_any_order: a bounded number of awaitables in flight, results as they finish
-    runner        RolloutCollectionHelper: one classified `/run` per row
+    runner        RolloutRunner: one classified `/run` per row (what `gym collect` runs)
+    routing       which agent runs a row: agent_ref, task_source, agent_map, fan_out
+    trainer       NeMo Gym's RolloutCollectionHelper: run_examples / preprocess_examples for trainers
     progress      CollectionProgress (live counts) and CollectionSummary (the closing report, exit code)
     aggregation   `/aggregate_metrics` per agent over results and unresolved failures
     collector     RolloutCollector and collect_rollouts: `gym collect` end to end
