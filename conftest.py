@@ -17,6 +17,8 @@ import pytest
 from tests.helpers import process_alive
 
 pytest_plugins = ["tests.shared_fixtures"]
+# A NeMo Gym user's project, whose folder tests run under its own settings (tests/test_nemo_gym_style_folder.py).
+collect_ignore = ["tests/fixtures/nemo_gym_style"]
 
 SESSION_MARKER_ENV = "NEMO_GYM_TEST_SESSION"
 LEFTOVER_GRACE_S = 5.0

@@ -1,7 +1,10 @@
 import asyncio
 import logging
+import pickle
+import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -11,6 +14,8 @@ from nemo_gym.http_client import (
     DeadlineExceededError,
     HTTPStatusError,
     RetryPolicy,
+    close_global_aiohttp_client,
+    get_global_aiohttp_client,
     get_response_json,
     parse_retry_after,
     raise_for_status,
@@ -254,3 +259,40 @@ async def test_a_2xx_body_that_is_not_json_is_a_bad_response(faulty_upstream):
         await get_response_json(response)
     assert isinstance(raised.value, ValueError), "callers that caught the JSON error still catch this"
     assert str(raised.value).startswith(f"GET {url}: HTTP 200 answer is invalid JSON (")
+
+
+def test_each_event_loop_has_its_own_session_and_closing_one_leaves_the_others_open() -> None:
+    """An embedded deployment's loop runs beside the trainer's: neither may take or close the other's."""
+    other: dict[str, Any] = {}
+    other_has_its_session, other_may_finish = threading.Event(), threading.Event()
+
+    async def other_loop() -> None:
+        other["session"] = get_global_aiohttp_client()
+        other_has_its_session.set()
+        await asyncio.to_thread(other_may_finish.wait, 60)
+        other["still_open"] = not other["session"].closed and get_global_aiohttp_client() is other["session"]
+        await close_global_aiohttp_client()
+
+    thread = threading.Thread(target=asyncio.run, args=(other_loop(),))
+    thread.start()
+    try:
+        assert other_has_its_session.wait(60)
+
+        async def this_loop() -> None:
+            session = get_global_aiohttp_client()
+            assert session is not other["session"]
+            await close_global_aiohttp_client()
+            assert session.closed
+
+        asyncio.run(this_loop())
+    finally:
+        other_may_finish.set()
+        thread.join(60)
+    assert other["still_open"] is True and other["session"].closed
+
+
+def test_gym_errors_survive_pickling_with_what_a_caller_reads() -> None:
+    """Trainers pass errors between Ray processes; aiohttp's header proxies would make that fail."""
+    failure = DeadlineExceededError("POST", "http://127.0.0.1:1/run", 2, 1.5, TimeoutError(), "no answer")
+    copy = pickle.loads(pickle.dumps(failure))
+    assert (type(copy), str(copy), copy.attempts) == (DeadlineExceededError, str(failure), 2)
