@@ -8,7 +8,8 @@ route takes its parameters from the method's own signature. Per-rollout state go
 
 from __future__ import annotations
 
-from typing import Any
+from enum import StrEnum
+from typing import Any, ClassVar
 
 from fastapi import FastAPI
 from pydantic import Field, PrivateAttr
@@ -23,20 +24,41 @@ from nemo_gym.openai_utils import (
 from nemo_gym.reward_profile import MetricsAggregationMixin
 from nemo_gym.server_utils import SimpleServer, new_app
 from nemo_gym.sessions import SessionStore
-
-# The row types live with the other wire types; they stay importable from here.
 from nemo_gym.wire.rows import BaseRunRequest as BaseRunRequest
 from nemo_gym.wire.rows import BaseSeedSessionRequest as BaseSeedSessionRequest
 from nemo_gym.wire.rows import BaseSeedSessionResponse as BaseSeedSessionResponse
 from nemo_gym.wire.rows import BaseVerifyRequest as BaseVerifyRequest
 from nemo_gym.wire.rows import BaseVerifyResponse as BaseVerifyResponse
 
+# The row and session types live with the other wire types; they are importable from here, as in NeMo Gym.
+from nemo_gym.wire.sessions import EpisodeId as EpisodeId
+from nemo_gym.wire.sessions import MCPServerMetadata as MCPServerMetadata
+from nemo_gym.wire.sessions import ResourcesCloseSessionRequest as ResourcesCloseSessionRequest
+from nemo_gym.wire.sessions import ResourcesCloseSessionResponse as ResourcesCloseSessionResponse
+from nemo_gym.wire.sessions import ResourcesSeedSessionRequest as ResourcesSeedSessionRequest
+from nemo_gym.wire.sessions import ResourcesSeedSessionResponse as ResourcesSeedSessionResponse
+from nemo_gym.wire.sessions import SandboxAccess as SandboxAccess
+from nemo_gym.wire.sessions import TaskId as TaskId
+
 # About 200 bytes per session of a small state: the default caps the store near 20 MB, far above any
 # rollout concurrency.
 DEFAULT_MAX_SESSIONS = 100_000
+# NeMo Gym's names for the MCP metadata a seed answer may carry and the header of an MCP session token.
+NEMO_GYM_MCP_METADATA_KEY = "mcp"
+NEMO_GYM_MCP_SESSION_TOKEN_HEADER = "X-NeMo-Gym-Session-Token"
+
+
+class ReverifyMode(StrEnum):
+    """Whether a stored rollout can be verified again without its session: `stateless` (yes),
+    `unsupported` (no), `unknown` (not declared)."""
+
+    STATELESS = "stateless"
+    UNSUPPORTED = "unsupported"
+    UNKNOWN = "unknown"
 
 
 class BaseResourcesServerConfig(BaseRunServerInstanceConfig):
+    REVERIFY_MODE: ClassVar[ReverifyMode] = ReverifyMode.UNKNOWN
     max_sessions: int = Field(
         default=DEFAULT_MAX_SESSIONS, ge=1, description="per-rollout states kept at once; the least recent go"
     )

@@ -13,6 +13,13 @@ from nemo_gym.reward_profile import MetricsAggregationMixin
 from nemo_gym.server_utils import SimpleServer, new_app
 from nemo_gym.wire.rows import BaseRunRequest as BaseRunRequest
 from nemo_gym.wire.rows import BaseVerifyResponse as BaseVerifyResponse
+from nemo_gym.wire.sessions import AgentCloseSessionRequest as AgentCloseSessionRequest
+from nemo_gym.wire.sessions import AgentCloseSessionResponse as AgentCloseSessionResponse
+from nemo_gym.wire.sessions import AgentSeedSessionRequest as AgentSeedSessionRequest
+from nemo_gym.wire.sessions import AgentSeedSessionResponse as AgentSeedSessionResponse
+
+# NeMo Gym's key of an agent session id in the agent's signed session.
+AGENT_SESSION_COOKIE_KEY = "agent_session_id"
 
 
 class BaseResponsesAPIAgentConfig(BaseRunServerInstanceConfig):

@@ -82,7 +82,9 @@ from nemo_gym.config.server_instances import (
     validate_server_instance_config as validate_server_instance_config,
 )
 from nemo_gym.config.server_refs import AGENT_REF_KEY as AGENT_REF_KEY
+from nemo_gym.config.server_refs import ROLLOUT_PATH_PREFIX as ROLLOUT_PATH_PREFIX
 from nemo_gym.config.server_refs import SERVER_TYPES as SERVER_TYPES
+from nemo_gym.config.server_refs import TOKEN_CAPTURE_PATH_SEGMENT as TOKEN_CAPTURE_PATH_SEGMENT
 from nemo_gym.config.server_refs import AgentServerRef as AgentServerRef
 from nemo_gym.config.server_refs import AgentServerType as AgentServerType
 from nemo_gym.config.server_refs import ModelServerRef as ModelServerRef

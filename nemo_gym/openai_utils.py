@@ -71,6 +71,7 @@ from nemo_gym.wire.responses import (
     NeMoGymResponseUsage,
     NeMoGymSummary,
     NeMoGymToolChoice,
+    accumulate_response_usage,
     assistant_texts,
 )
 
@@ -145,6 +146,7 @@ __all__ = [
     "RETRY_ERROR_CODES",
     "TokenIDLogProbMixin",
     "TokenIDLogProbTypedDictMixin",
+    "accumulate_response_usage",
     "assistant_texts",
 ]
 

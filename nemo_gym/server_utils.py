@@ -27,9 +27,9 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from starlette.middleware import Middleware
 
 from nemo_gym.config.deployment import deployment_settings
+from nemo_gym.config_types import ROLLOUT_PATH_PREFIX, TOKEN_CAPTURE_PATH_SEGMENT, ConfigError
 from nemo_gym.config_types import BaseRunServerInstanceConfig as BaseRunServerInstanceConfig
 from nemo_gym.config_types import BaseServerConfig as BaseServerConfig
-from nemo_gym.config_types import ConfigError
 from nemo_gym.cpu_pool import shutdown_pool
 from nemo_gym.deadlines import CallerDeadlineMiddleware
 from nemo_gym.defaults import DEFAULT_HEAD_SERVER_PORT as DEFAULT_HEAD_SERVER_PORT
@@ -100,6 +100,8 @@ __all__ = [
     "HeadServer",
     "ServerClient",
     "ServerStatus",
+    "apply_rollout_prefix",
+    "rollout_path_prefix",
     "SimpleServer",
     "get_response_json",
     "get_server_url",
@@ -132,6 +134,19 @@ def get_server_url(server_name: str) -> str:
     """`http://host:port` of a server instance of this process's config."""
     inner = get_first_server_config_dict(get_global_config_dict(), server_name)
     return f"http://{inner['host']}:{inner['port']}"
+
+
+def rollout_path_prefix(rollout_id: str | None, *, token_capture: bool = False) -> str:
+    """`/ng-rollout/<id>` (+ `/training-token-capture`): the path prefix NeMo Gym 0.7 puts a rollout's
+    identity in; empty without an id."""
+    if not rollout_id:
+        return ""
+    prefix = f"/{ROLLOUT_PATH_PREFIX}/{rollout_id}"
+    return f"{prefix}/{TOKEN_CAPTURE_PATH_SEGMENT}" if token_capture else prefix
+
+
+def apply_rollout_prefix(base_url: str, rollout_id: str | None, *, token_capture: bool = False) -> str:
+    return base_url.rstrip("/") + rollout_path_prefix(rollout_id, token_capture=token_capture)
 
 
 def setup_server_client(head_server_config: BaseServerConfig | None = None) -> ServerClient:

@@ -12,6 +12,9 @@ ResourcesServerType = Literal["resources_servers"]
 AgentServerType = Literal["responses_api_agents"]
 SERVER_TYPES: tuple[str, ...] = ("responses_api_models", "resources_servers", "responses_api_agents")
 AGENT_REF_KEY = "agent_ref"
+# NeMo Gym 0.7 carries a rollout's identity in the URL: `/ng-rollout/<id>[/training-token-capture]/...`.
+ROLLOUT_PATH_PREFIX = "ng-rollout"
+TOKEN_CAPTURE_PATH_SEGMENT = "training-token-capture"
 
 
 class ModelServerRef(BaseModel):

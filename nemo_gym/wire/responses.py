@@ -339,11 +339,11 @@ class NeMoGymResponseCreateParamsNonStreaming(BaseModel):
 
 
 class NeMoGymResponseInputTokensDetails(WireModel):
-    cached_tokens: int
+    cached_tokens: int | None = None  # None: the server did not say (not "none were cached")
 
 
 class NeMoGymResponseOutputTokensDetails(WireModel):
-    reasoning_tokens: int
+    reasoning_tokens: int | None = None
 
 
 class NeMoGymResponseUsage(WireModel):
@@ -352,6 +352,35 @@ class NeMoGymResponseUsage(WireModel):
     output_tokens: int
     output_tokens_details: NeMoGymResponseOutputTokensDetails
     total_tokens: int
+
+
+def accumulate_response_usage(
+    total: NeMoGymResponseUsage | None, additional: NeMoGymResponseUsage | None
+) -> NeMoGymResponseUsage | None:
+    """The usage of two model calls together. A detail count one of them does not report stays unknown
+    (None) rather than being counted as 0."""
+    if total is None or additional is None:
+        return (total or additional).model_copy(deep=True) if (total or additional) else None
+
+    def plus(first: int | None, second: int | None) -> int | None:
+        return None if first is None or second is None else first + second
+
+    return NeMoGymResponseUsage(
+        input_tokens=total.input_tokens + additional.input_tokens,
+        input_tokens_details=NeMoGymResponseInputTokensDetails(
+            cached_tokens=plus(
+                total.input_tokens_details.cached_tokens, additional.input_tokens_details.cached_tokens
+            )
+        ),
+        output_tokens=total.output_tokens + additional.output_tokens,
+        output_tokens_details=NeMoGymResponseOutputTokensDetails(
+            reasoning_tokens=plus(
+                total.output_tokens_details.reasoning_tokens,
+                additional.output_tokens_details.reasoning_tokens,
+            )
+        ),
+        total_tokens=total.total_tokens + additional.total_tokens,
+    )
 
 
 class NeMoGymResponseIncompleteDetails(WireModel):
