@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from pydantic import Field, PrivateAttr
 
 from nemo_gym.config_types import BaseRunServerInstanceConfig
-from nemo_gym.reward_profile import MetricsAggregationMixin
+from nemo_gym.reward_profile import AggregateMetricsMixin
 from nemo_gym.server_utils import SimpleServer, new_app
 from nemo_gym.sessions import SessionStore
 
@@ -36,7 +36,7 @@ class BaseResourcesServerConfig(BaseRunServerInstanceConfig):
     )
 
 
-class SimpleResourcesServer(MetricsAggregationMixin, SimpleServer):
+class SimpleResourcesServer(AggregateMetricsMixin, SimpleServer):
     config: BaseResourcesServerConfig
     _sessions: SessionStore[Any] | None = PrivateAttr(default=None)
 
