@@ -21,16 +21,16 @@ from nemo_gym.openai_utils import NeMoGymResponse as NeMoGymResponse
 from nemo_gym.openai_utils import (
     NeMoGymResponseCreateParamsNonStreaming as NeMoGymResponseCreateParamsNonStreaming,
 )
-from nemo_gym.reward_profile import MetricsAggregationMixin
+from nemo_gym.reward_profile import AggregateMetricsMixin
 from nemo_gym.server_utils import SimpleServer, new_app
 from nemo_gym.sessions import SessionStore
+
+# The row and session types live with the other wire types; they are importable from here, as in NeMo Gym.
 from nemo_gym.wire.rows import BaseRunRequest as BaseRunRequest
 from nemo_gym.wire.rows import BaseSeedSessionRequest as BaseSeedSessionRequest
 from nemo_gym.wire.rows import BaseSeedSessionResponse as BaseSeedSessionResponse
 from nemo_gym.wire.rows import BaseVerifyRequest as BaseVerifyRequest
 from nemo_gym.wire.rows import BaseVerifyResponse as BaseVerifyResponse
-
-# The row and session types live with the other wire types; they are importable from here, as in NeMo Gym.
 from nemo_gym.wire.sessions import EpisodeId as EpisodeId
 from nemo_gym.wire.sessions import MCPServerMetadata as MCPServerMetadata
 from nemo_gym.wire.sessions import ResourcesCloseSessionRequest as ResourcesCloseSessionRequest
@@ -64,7 +64,7 @@ class BaseResourcesServerConfig(BaseRunServerInstanceConfig):
     )
 
 
-class SimpleResourcesServer(MetricsAggregationMixin, SimpleServer):
+class SimpleResourcesServer(AggregateMetricsMixin, SimpleServer):
     config: BaseResourcesServerConfig
     _sessions: SessionStore[Any] | None = PrivateAttr(default=None)
 

@@ -9,7 +9,7 @@ from nemo_gym.config_types import AggregateMetrics as AggregateMetrics
 from nemo_gym.config_types import AggregateMetricsRequest as AggregateMetricsRequest
 from nemo_gym.config_types import BaseRunServerInstanceConfig
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.reward_profile import MetricsAggregationMixin
+from nemo_gym.reward_profile import AggregateMetricsMixin
 from nemo_gym.server_utils import SimpleServer, new_app
 from nemo_gym.wire.rows import BaseRunRequest as BaseRunRequest
 from nemo_gym.wire.rows import BaseVerifyResponse as BaseVerifyResponse
@@ -26,7 +26,7 @@ class BaseResponsesAPIAgentConfig(BaseRunServerInstanceConfig):
     pass
 
 
-class SimpleResponsesAPIAgent(MetricsAggregationMixin, SimpleServer):
+class SimpleResponsesAPIAgent(AggregateMetricsMixin, SimpleServer):
     config: BaseResponsesAPIAgentConfig
 
     def setup_webserver(self) -> FastAPI:

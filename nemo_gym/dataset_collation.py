@@ -38,7 +38,7 @@ from nemo_gym.global_config import (
     parse_global_config_dict,
 )
 from nemo_gym.jsonl import iter_jsonl, write_atomically
-from nemo_gym.prompt_config import RUN_REQUEST_KEY, PromptTemplates
+from nemo_gym.prompt import RUN_REQUEST_KEY, PromptConfig, load_prompt_config, prompted_row
 from nemo_gym.wire.rows import BaseRunRequest
 
 CollationMode = Literal["train_preparation", "example_validation"]
@@ -259,7 +259,7 @@ def _stamped_lines(
         metrics = DatasetMetrics()
         agent_ref = {"type": "responses_api_agents", "name": entry.agent_name}
         for line in iter_jsonl(path):
-            row = templates.apply(line.row, f"{path}:{line.number}") if templates else line.row
+            row = prompted_row(line.row, templates, f"{path}:{line.number}") if templates else line.row
             metrics.add(row, line.number, dataset.num_repeats)
             type_metrics.add(row, line.number, dataset.num_repeats)
             yield (orjson.dumps(row | {"agent_ref": agent_ref}) + b"\n") * dataset.num_repeats
@@ -271,9 +271,9 @@ def _dataset_path(dataset: AnyDataset) -> Path:
     return locate_data_file(str(dataset.jsonl_fpath), f"dataset '{dataset.name}' jsonl_fpath")
 
 
-def _prompt_templates(dataset: AnyDataset) -> PromptTemplates | None:
+def _prompt_templates(dataset: AnyDataset) -> PromptConfig | None:
     if isinstance(dataset, BenchmarkDatasetConfig) and dataset.prompt_config is not None:
-        return PromptTemplates.load(str(dataset.prompt_config))
+        return load_prompt_config(str(dataset.prompt_config))
     return None
 
 

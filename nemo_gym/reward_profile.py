@@ -26,10 +26,10 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from nemo_gym.config_types import AGENT_REF_KEY, AggregateMetrics
 from nemo_gym.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 from nemo_gym.pass_at_k_metrics import PER_SAMPLE_AGGREGATE_KEY as PER_SAMPLE_AGGREGATE_KEY
-from nemo_gym.pass_at_k_metrics import STD_SUFFIXES as STD_SUFFIXES
 from nemo_gym.pass_at_k_metrics import Number, PassAtK, Rollout, select_key_metrics
 from nemo_gym.pass_at_k_metrics import ScoreFn as ScoreFn
 from nemo_gym.pass_at_k_metrics import Vote as Vote
+from nemo_gym.pass_at_k_metrics import add_avg_sample_std_dev as add_avg_sample_std_dev
 from nemo_gym.pass_at_k_metrics import compute_pass_majority_metrics as compute_pass_majority_metrics
 from nemo_gym.pass_at_k_metrics import compute_subset_metrics as compute_subset_metrics
 from nemo_gym.pass_at_k_metrics import highest_k_metrics as highest_k_metrics
@@ -286,11 +286,12 @@ def _index_pair(rollout: Rollout) -> tuple[int, int]:
     return rollout.get(TASK_INDEX_KEY, 0), rollout.get(ROLLOUT_INDEX_KEY, 0)
 
 
-class MetricsAggregationMixin:
+class AggregateMetricsMixin:
     """`/aggregate_metrics`, shaped by two declarations or, beyond them, two hooks an environment overrides.
 
     `pass_at_k = PassAtK(answer_key="extracted_answer")` adds pass@k / majority@k (`compute_metrics`);
     `key_metric_patterns` picks the headline (`get_key_metrics`, patterns as in `select_key_metrics`).
+    The name is NeMo Gym's, so folders written for it can import and subclass the mixin.
     """
 
     pass_at_k: ClassVar[PassAtK | None] = None

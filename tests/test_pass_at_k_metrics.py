@@ -6,14 +6,10 @@ from typing import Any
 
 import pytest
 
-from nemo_gym.pass_at_k_metrics import (
-    PassAtK,
-    pass_at_k_key_metrics,
-    select_key_metrics,
-    subset_pass_majority_metrics,
-)
+from nemo_gym.pass_at_k_metrics import PassAtK, pass_at_k_key_metrics, select_key_metrics
 from nemo_gym.reward_profile import (
-    MetricsAggregationMixin,
+    AggregateMetricsMixin,
+    add_avg_sample_std_dev,
     compute_pass_majority_metrics,
     compute_subset_metrics,
     default_key_metrics,
@@ -29,8 +25,8 @@ TASKS = [task(4, [1, 0]), task(4, [1, 1]), task(8, [0, 0], [None, "y"]), task(No
 
 
 def test_subset_metrics_come_after_the_overall_ones_with_a_plain_prefix():
-    metrics = subset_pass_majority_metrics(TASKS, "level", answer_key="answer")
-    overall = compute_pass_majority_metrics(TASKS, answer_key="answer")
+    metrics = PassAtK(answer_key="answer", subset_key="level").compute(TASKS)
+    overall = compute_pass_majority_metrics(TASKS, answer_key="answer")[0]
     assert metrics == {**overall, **compute_subset_metrics(TASKS, "level", answer_key="answer")}
     assert list(metrics)[: len(overall)] == list(overall)
     assert metrics["4/pass@1[avg-of-2]/accuracy"] == 75.0
@@ -39,7 +35,7 @@ def test_subset_metrics_come_after_the_overall_ones_with_a_plain_prefix():
 
 
 def test_key_in_prefix_names_the_subset_key():
-    metrics = subset_pass_majority_metrics(TASKS, "level", key_in_prefix=True)
+    metrics = PassAtK(subset_key="level", key_in_prefix=True).compute(TASKS)
     assert metrics["level=4/pass@2/accuracy"] == 100.0
     assert metrics["level=8/pass@2/accuracy"] == 0.0
     assert not any(key.startswith(("4/", "8/", "None")) for key in metrics)
@@ -47,7 +43,9 @@ def test_key_in_prefix_names_the_subset_key():
 
 
 def test_subset_metrics_take_the_score_function():
-    metrics = subset_pass_majority_metrics(TASKS, "level", lambda rollout: {"half": rollout["reward"] / 2})
+    metrics = PassAtK(score_fn=lambda rollout: {"half": rollout["reward"] / 2}, subset_key="level").compute(
+        TASKS
+    )
     assert metrics["4/pass@1[avg-of-2]/half"] == 37.5
 
 
@@ -58,7 +56,7 @@ AGENT_METRICS = {
     "mean/judge_failure_rate": 0.0,
     **compute_pass_majority_metrics(
         [task(0, [1, 0, 1]), task(0, [0, 0, 1], [None, None, "z"])], answer_key="answer"
-    ),
+    )[0],
     "level=4/pass@3/accuracy": 1.0,
 }
 
@@ -92,16 +90,16 @@ def test_key_metrics_of_an_empty_run_are_empty():
 
 def test_a_pass_at_k_declaration_computes_what_the_functions_compute():
     halves = lambda rollout: {"half": rollout["reward"] / 2}  # noqa: E731
-    assert PassAtK().compute(TASKS) == compute_pass_majority_metrics(TASKS)
-    assert PassAtK(answer_key="answer", score_fn=halves).compute(TASKS) == compute_pass_majority_metrics(
-        TASKS, halves, "answer"
+    assert PassAtK().compute(TASKS) == compute_pass_majority_metrics(TASKS)[0]
+    assert (
+        PassAtK(answer_key="answer", score_fn=halves).compute(TASKS)
+        == compute_pass_majority_metrics(TASKS, halves, "answer")[0]
     )
-    assert PassAtK(subset_key="level", key_in_prefix=True).compute(TASKS) == subset_pass_majority_metrics(
-        TASKS, "level", key_in_prefix=True
-    )
-    with_spread = PassAtK(subset_key="level", add_avg_sample_std_dev=True).compute(TASKS)
-    assert "pass@1[avg-of-2]/accuracy/avg_sample_std_dev" in with_spread
-    assert not any(key.endswith("avg_sample_std_dev") for key in compute_subset_metrics(TASKS, "level"))
+    overall, *scores = compute_pass_majority_metrics(TASKS)
+    add_avg_sample_std_dev(overall, *scores)
+    per_subset = compute_subset_metrics(TASKS, "level")
+    assert PassAtK(subset_key="level", avg_sample_std_dev=True).compute(TASKS) == {**overall, **per_subset}
+    assert not any(key.endswith("avg_sample_std_dev") for key in per_subset)
 
 
 def test_key_metric_patterns_name_exact_keys_prefixes_and_highest_k_families():
@@ -121,14 +119,17 @@ def test_key_metric_patterns_name_exact_keys_prefixes_and_highest_k_families():
         "pass@3/accuracy": 100.0,
         "pass@3/no_answer": pytest.approx(50.0),
     }, "per-subset entries and lower k are not headline entries"
+    assert select_key_metrics(AGENT_METRICS, ("pass@{k}",)) == select_key_metrics(
+        AGENT_METRICS, ("pass@{k}/*",)
+    )
 
 
 def test_the_mixin_declarations_replace_the_hooks():
-    class Declared(MetricsAggregationMixin):
+    class Declared(AggregateMetricsMixin):
         pass_at_k = PassAtK(answer_key="answer")
         key_metric_patterns = ("mean/reward", "pass@{k}/accuracy")
 
-    assert Declared().compute_metrics(TASKS) == compute_pass_majority_metrics(TASKS, answer_key="answer")
+    assert Declared().compute_metrics(TASKS) == compute_pass_majority_metrics(TASKS, answer_key="answer")[0]
     assert Declared().get_key_metrics(AGENT_METRICS) == {"mean/reward": 0.5, "pass@3/accuracy": 100.0}
-    assert MetricsAggregationMixin().compute_metrics(TASKS) == {}
-    assert MetricsAggregationMixin().get_key_metrics(AGENT_METRICS) == default_key_metrics(AGENT_METRICS)
+    assert AggregateMetricsMixin().compute_metrics(TASKS) == {}
+    assert AggregateMetricsMixin().get_key_metrics(AGENT_METRICS) == default_key_metrics(AGENT_METRICS)

@@ -1,4 +1,5 @@
 import math
+import statistics
 from typing import Any
 
 import pytest
@@ -6,7 +7,8 @@ import pytest
 from nemo_gym.http_client import get_response_json, request
 from nemo_gym.reward_profile import (
     AggregateMetricsBody,
-    MetricsAggregationMixin,
+    AggregateMetricsMixin,
+    add_avg_sample_std_dev,
     column_statistics,
     compute_pass_majority_metrics,
     compute_subset_metrics,
@@ -215,7 +217,7 @@ async def test_numbers_too_large_to_sum_are_left_out_and_failure_records_need_no
     assert not any("huge" in key for key in metrics["agent_metrics"])
 
 
-class RecordingAggregator(MetricsAggregationMixin):
+class RecordingAggregator(AggregateMetricsMixin):
     """Keeps what `compute_metrics` was given and answers with pass@k plus one per-task entry."""
 
     def __init__(self) -> None:
@@ -224,7 +226,7 @@ class RecordingAggregator(MetricsAggregationMixin):
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         self.seen = tasks
         per_task = [{"_ng_task_index": task[0]["_ng_task_index"], "solved": True} for task in tasks]
-        return {**compute_pass_majority_metrics(tasks), "per_task_metrics": per_task}
+        return {**compute_pass_majority_metrics(tasks)[0], "per_task_metrics": per_task}
 
 
 async def test_compute_metrics_gets_only_successful_rollouts_and_merges_per_task_entries():
@@ -297,7 +299,7 @@ def test_failure_counts_returns_exactly_the_agent_metric_keys():
 
 
 # ---------------------------------------------------------------------------------------------------------
-# pass@k and majority@k
+# pass@k and majority@k: NeMo Gym's functions, their shapes and numbers (expected values worked out by hand)
 
 
 def scored(task: int, rewards: list[float], answers: list[Any] | None = None) -> list[dict]:
@@ -307,43 +309,127 @@ def scored(task: int, rewards: list[float], answers: list[Any] | None = None) ->
     ]
 
 
-OBSERVED_TASKS = [scored(0, [1, 0], ["4", "5"]), scored(1, [1, 1], [None, "x"])]
+def pass_at_k(n: int, correct: int, k: int) -> float:
+    """The unbiased estimator, written out: 1 - C(n - c, k) / C(n, k)."""
+    return 1.0 - math.comb(n - correct, k) / math.comb(n, k)
 
 
-def test_pass_majority_reproduces_the_observed_numbers():
-    metrics = compute_pass_majority_metrics(OBSERVED_TASKS, answer_key="answer")
-    assert metrics["pass@1/accuracy"] == 75.0
-    assert metrics["pass@1[avg-of-1]/accuracy"] == 100.0
-    assert metrics["pass@2/accuracy"] == 100.0
-    assert metrics["pass@1[avg-of-2]/accuracy"] == 75.0
-    assert metrics["majority@2/accuracy"] == 75.0
-    assert round(metrics["pass@1[avg-of-2]/accuracy/std_dev_across_runs"], 2) == 35.36
-    assert metrics["pass@1[avg-of-2]/accuracy/std_err_across_runs"] == pytest.approx(25.0)
-    assert "pass@1[avg-of-1]/accuracy/std_dev_across_runs" not in metrics
-    assert metrics["per_sample_aggregate"] == {"accuracy": [100.0, 50.0], "no_answer": [50.0, 0.0]}
-    assert metrics["pass@1[avg-of-1]/no_answer"] == 50.0
-    assert metrics["majority@1/accuracy"] == 50.0  # task 1's first rollout has no answer: it scores 0
-    assert "pass@1[avg-of-2]/accuracy/avg_sample_std_dev" not in metrics
+# Task 0: right, wrong, right (answers 4, 5, 4). Task 1: no answer, wrong, right (answers -, 3, 7).
+WORKED_TASKS = [scored(0, [1, 0, 1], ["4", "5", "4"]), scored(1, [0, 0, 1], [None, "3", "7"])]
 
 
-def test_avg_sample_std_dev_is_the_mean_within_task_spread():
-    metrics = compute_pass_majority_metrics(OBSERVED_TASKS, add_avg_sample_std_dev=True)
-    assert round(metrics["pass@1[avg-of-2]/accuracy/avg_sample_std_dev"], 2) == 35.36  # (0.7071 + 0) / 2
-    assert not any(key.startswith(("majority@", "pass@1/no_answer")) for key in metrics)
+def test_pass_majority_returns_metrics_score_dicts_score_names_and_max_k():
+    metrics, score_dicts, score_names, max_k = compute_pass_majority_metrics(
+        WORKED_TASKS, answer_key="answer"
+    )
+    assert (score_names, max_k) == (["accuracy", "no_answer"], 3)
+    assert score_dicts == [
+        [
+            {"accuracy": 1.0, "no_answer": 0.0},
+            {"accuracy": 0.0, "no_answer": 0.0},
+            {"accuracy": 1.0, "no_answer": 0.0},
+        ],
+        [
+            {"accuracy": 0.0, "no_answer": 1.0},
+            {"accuracy": 0.0, "no_answer": 0.0},
+            {"accuracy": 1.0, "no_answer": 0.0},
+        ],
+    ]
+    per_sample = metrics.pop("per_sample_aggregate")
+    # Rollout i over both tasks: accuracy (1+0)/2, (0+0)/2, (1+1)/2; no_answer (0+1)/2, 0, 0.
+    assert per_sample == {"accuracy": [50.0, 0.0, 100.0], "no_answer": [50.0, 0.0, 0.0]}
+    expected = {}
+    for k in (1, 2, 3):
+        expected[f"pass@{k}/accuracy"] = 100 * (pass_at_k(3, 2, k) + pass_at_k(3, 1, k)) / 2
+        expected[f"pass@{k}/no_answer"] = 100 * (pass_at_k(3, 0, k) + pass_at_k(3, 1, k)) / 2
+    expected |= {
+        "pass@1[avg-of-1]/accuracy": 100 * (1 + 0) / 2,
+        "pass@1[avg-of-2]/accuracy": 100 * (1 / 2 + 0) / 2,
+        "pass@1[avg-of-3]/accuracy": 100 * (2 / 3 + 1 / 3) / 2,
+        "pass@1[avg-of-1]/no_answer": 100 * (0 + 1) / 2,
+        "pass@1[avg-of-2]/no_answer": 100 * (0 + 1 / 2) / 2,
+        "pass@1[avg-of-3]/no_answer": 100 * (0 + 1 / 3) / 2,
+        # First k votes: k=1 "4" right | none; k=2 "4"/"5" tie | "3" wrong; k=3 "4" twice | "3"/"7" tie.
+        "majority@1/accuracy": 100 * (1 + 0) / 2,
+        "majority@2/accuracy": 100 * ((1 + 0) / 2 + 0) / 2,
+        "majority@3/accuracy": 100 * (1 + (0 + 1) / 2) / 2,
+        "majority@1/no_answer": 0.0,
+        "majority@2/no_answer": 0.0,
+        "majority@3/no_answer": 0.0,
+    }
+    for name, runs in per_sample.items():
+        for k in (2, 3):
+            std = statistics.stdev(runs[:k])
+            expected[f"pass@1[avg-of-{k}]/{name}/std_dev_across_runs"] = std
+            expected[f"pass@1[avg-of-{k}]/{name}/std_err_across_runs"] = std / math.sqrt(k)
+    assert metrics == pytest.approx(expected)
+    assert expected["pass@2/accuracy"] == pytest.approx(100 * (1 + 2 / 3) / 2)  # the formula, checked once
+
+
+def test_no_tasks_give_the_empty_result():
+    assert compute_pass_majority_metrics([]) == ({}, [], [], 0)
+    assert compute_pass_majority_metrics([], answer_key="answer") == ({}, [], [], 0)
+
+
+def test_bool_rewards_count_as_0_and_1():
+    as_bools = [[{"reward": True}, {"reward": False}], [{"reward": False}, {"reward": False}]]
+    as_ints = [[{"reward": 1}, {"reward": 0}], [{"reward": 0}, {"reward": 0}]]
+    metrics, score_dicts, _, _ = compute_pass_majority_metrics(as_bools)
+    assert score_dicts == [[{"accuracy": 1.0}, {"accuracy": 0.0}], [{"accuracy": 0.0}, {"accuracy": 0.0}]]
+    assert metrics == compute_pass_majority_metrics(as_ints)[0]
+    assert metrics["pass@2/accuracy"] == 50.0 and metrics["pass@1/accuracy"] == 100 * pass_at_k(2, 1, 1) / 2
+
+
+def test_without_answer_key_there_is_no_majority_and_no_no_answer():
+    metrics, _, score_names, _ = compute_pass_majority_metrics(WORKED_TASKS)
+    assert score_names == ["accuracy"]
+    assert not [key for key in metrics if key.startswith("majority@") or "no_answer" in key]
+
+
+def test_add_avg_sample_std_dev_adds_the_mean_within_task_spread_on_the_score_scale():
+    metrics, score_dicts, score_names, max_k = compute_pass_majority_metrics(WORKED_TASKS)
+    before = dict(metrics)
+    assert add_avg_sample_std_dev(metrics, score_dicts, score_names, max_k) is None
+    added = {key: value for key, value in metrics.items() if key not in before}
+    assert added == pytest.approx(
+        {
+            "pass@1[avg-of-2]/accuracy/avg_sample_std_dev": (statistics.stdev([1, 0]) + 0.0) / 2,
+            "pass@1[avg-of-3]/accuracy/avg_sample_std_dev": (math.sqrt(1 / 3) + math.sqrt(1 / 3)) / 2,
+        }
+    )
+    one_rollout, *rest = compute_pass_majority_metrics([scored(0, [1])])
+    add_avg_sample_std_dev(one_rollout, *rest)
+    assert not any(key.endswith("avg_sample_std_dev") for key in one_rollout)
+
+
+def test_the_k_metrics_but_pass_at_k_look_at_the_first_k_rollouts_even_where_a_score_is_missing():
+    """A score some rollouts lack (a judge that only ran on some): averages, runs and votes are by rollout
+    position, as NeMo Gym computes them; pass@k uses the scores there are."""
+
+    def judged(rollout: dict) -> dict:
+        return {"judge": rollout["reward"]} if rollout["answer"] == "judged" else {}
+
+    tasks = [scored(0, [1, 1], ["x", "judged"]), scored(1, [0, 0], ["x", "judged"])]
+    metrics, *_ = compute_pass_majority_metrics(tasks, score_fn=judged, answer_key="answer")
+    assert "pass@1[avg-of-1]/judge" not in metrics, "no task's first rollout has a judge score"
+    assert metrics["pass@1[avg-of-2]/judge"] == 100 * (1 + 0) / 2
+    assert metrics["pass@1/judge"] == 50.0 and "pass@2/judge" not in metrics
+    assert metrics["majority@1/judge"] == 0.0 and metrics["majority@2/judge"] == 50.0
+    assert metrics["per_sample_aggregate"]["judge"] == [50.0]
 
 
 def test_binary_pass_at_k_uses_all_rollouts_but_continuous_takes_the_best_of_the_first_k():
-    binary = compute_pass_majority_metrics([scored(0, [0, 1, 0])])
-    assert binary["pass@1/accuracy"] == pytest.approx(100 / 3)  # 1 - C(2,1)/C(3,1), not max([0])
-    assert binary["pass@2/accuracy"] == pytest.approx(200 / 3)  # 1 - C(2,2)/C(3,2)
-    assert binary["pass@3/accuracy"] == 100.0
-    continuous = compute_pass_majority_metrics([scored(0, [0.0, 0.5, 1.0])])
+    binary, *_ = compute_pass_majority_metrics([scored(0, [0, 1, 0])])
+    assert [binary[f"pass@{k}/accuracy"] for k in (1, 2, 3)] == pytest.approx(
+        [100 * pass_at_k(3, 1, k) for k in (1, 2, 3)]
+    )
+    continuous, *_ = compute_pass_majority_metrics([scored(0, [0.0, 0.5, 1.0])])
     assert [continuous[f"pass@{k}/accuracy"] for k in (1, 2, 3)] == [0.0, 50.0, 100.0]
 
 
 def test_only_pass_at_k_needs_k_rollouts_the_other_metrics_use_each_tasks_first_k():
     tasks = [scored(0, [0], ["a"]), scored(1, [0, 1, 1], ["b", "c", "c"])]
-    metrics = compute_pass_majority_metrics(tasks, answer_key="answer")
+    metrics, *_ = compute_pass_majority_metrics(tasks, answer_key="answer")
     assert metrics["pass@3/accuracy"] == 100.0  # task 1 alone
     assert metrics["pass@1[avg-of-3]/accuracy"] == pytest.approx(100 * (0 + 2 / 3) / 2)
     assert metrics["majority@3/accuracy"] == 50.0  # task 0 votes with its single (wrong) answer
@@ -353,7 +439,7 @@ def test_only_pass_at_k_needs_k_rollouts_the_other_metrics_use_each_tasks_first_
 
 def test_majority_counts_answer_and_score_together():
     task = scored(0, [0, 0, 1], ["b", "c", "c"])  # ("c", 0) and ("c", 1) are different votes: a 3-way tie
-    metrics = compute_pass_majority_metrics([task], answer_key="answer")
+    metrics, *_ = compute_pass_majority_metrics([task], answer_key="answer")
     assert metrics["majority@3/accuracy"] == pytest.approx(100 / 3)
 
 
@@ -361,7 +447,8 @@ def test_score_fn_names_the_scores_and_bools_count_as_ints():
     def score(row: dict) -> dict:
         return {"exact": row["reward"] == 1, "partial": row["reward"] / 2}
 
-    metrics = compute_pass_majority_metrics([scored(0, [1, 0])], score_fn=score)
+    metrics, _, score_names, _ = compute_pass_majority_metrics([scored(0, [1, 0])], score_fn=score)
+    assert score_names == ["exact", "partial"]
     assert metrics["pass@2/exact"] == 100.0
     assert metrics["pass@1[avg-of-2]/partial"] == 25.0
     assert "pass@1/accuracy" not in metrics
@@ -369,44 +456,82 @@ def test_score_fn_names_the_scores_and_bools_count_as_ints():
 
 def test_majority_ties_share_the_win_and_answers_vote_by_value():
     task = scored(0, [1, 0, 1, 0], ["a", "b", "a", "b"])
-    metrics = compute_pass_majority_metrics([task], answer_key="answer")
+    metrics, *_ = compute_pass_majority_metrics([task], answer_key="answer")
     assert metrics["majority@3/accuracy"] == 100.0  # a, b, a: "a" wins
     assert metrics["majority@4/accuracy"] == 50.0  # two each: the winners' scores are averaged
     listed = scored(0, [1, 1, 0], [[1, 2], [1, 2], [3]])
-    assert compute_pass_majority_metrics([listed], answer_key="answer")["majority@3/accuracy"] == 100.0
+    assert compute_pass_majority_metrics([listed], answer_key="answer")[0]["majority@3/accuracy"] == 100.0
 
 
 def test_rollouts_without_an_answer_score_no_answer_and_do_not_vote():
-    metrics = compute_pass_majority_metrics([scored(0, [1, 1])], answer_key="answer")
+    metrics, *_ = compute_pass_majority_metrics([scored(0, [1, 1])], answer_key="answer")
     assert metrics["majority@2/accuracy"] == 0.0
     assert metrics["pass@1[avg-of-2]/no_answer"] == 100.0
     assert metrics["pass@2/accuracy"] == 100.0
 
 
-def test_subset_metrics_prefix_each_key_with_the_first_rollouts_subset():
-    easy = [{**row, "level": "easy"} for row in scored(0, [1, 1])]
-    hard = [{**row, "level": "hard"} for row in scored(1, [0, 1])]
-    unlabelled = scored(2, [0, 0])
-    metrics = compute_subset_metrics([easy, hard, unlabelled, []], "level")
-    assert metrics["easy/pass@1/accuracy"] == 100.0
-    assert metrics["hard/pass@1/accuracy"] == 50.0
-    assert metrics["hard/pass@1[avg-of-2]/accuracy/std_dev_across_runs"] == pytest.approx(100 / math.sqrt(2))
+def test_subset_metrics_group_by_the_first_rollouts_truthy_subset():
+    def labelled(level: Any, task: list[dict]) -> list[dict]:
+        return [{**row, "level": level} for row in task]
+
+    tasks = [
+        labelled("easy", scored(0, [1, 1])),
+        labelled("hard", scored(1, [0, 1])),
+        labelled("hard", scored(2, [0, 0])),
+        labelled(0, scored(3, [1, 1])),
+        labelled("", scored(4, [1, 1])),
+        scored(5, [0, 0]),
+        [],
+    ]
+    metrics = compute_subset_metrics(tasks, "level")
     assert {key.split("/")[0] for key in metrics} == {"easy", "hard"}
     assert not any("per_sample_aggregate" in key for key in metrics)
+    assert metrics["easy/pass@1/accuracy"] == 100.0
+    assert metrics["hard/pass@2/accuracy"] == 100 * (pass_at_k(2, 1, 2) + pass_at_k(2, 0, 2)) / 2
+    assert metrics["hard/pass@1[avg-of-2]/accuracy"] == 100 * (1 / 2 + 0) / 2
+    # hard's runs: rollout 0 scores 0 and 0, rollout 1 scores 1 and 0, i.e. 0% and 50%.
+    assert metrics["hard/pass@1[avg-of-2]/accuracy/std_dev_across_runs"] == pytest.approx(
+        statistics.stdev([0.0, 50.0])
+    )
 
 
-def test_highest_k_metrics_picks_the_largest_k_without_spread_keys():
-    metrics = compute_pass_majority_metrics([scored(0, [1, 0, 1], ["4", "5", "4"])], answer_key="answer")
-    assert highest_k_metrics(metrics, "pass@{k}") == {
-        "pass@3/accuracy": metrics["pass@3/accuracy"],
-        "pass@3/no_answer": metrics["pass@3/no_answer"],
-    }
-    assert highest_k_metrics(metrics, "pass@1[avg-of-{k}]") == {
-        "pass@1[avg-of-3]/accuracy": metrics["pass@1[avg-of-3]/accuracy"],
-        "pass@1[avg-of-3]/no_answer": metrics["pass@1[avg-of-3]/no_answer"],
-    }
-    assert set(highest_k_metrics(metrics, "majority@{k}")) == {"majority@3/accuracy", "majority@3/no_answer"}
-    assert highest_k_metrics({"easy/pass@2/accuracy": 1.0}, "pass@{k}") == {}
-    assert highest_k_metrics({"easy/pass@2/accuracy": 1.0}, "easy/pass@{k}") == {"easy/pass@2/accuracy": 1.0}
+SPREAD_METRICS = {
+    "pass@1/accuracy": 10.0,
+    "pass@4/accuracy": 40.0,
+    "pass@4/no_answer": 4.0,
+    "pass@2/judge": 20.0,
+    "pass@1[avg-of-2]/judge": 2.0,
+    "pass@1[avg-of-4]/accuracy": 44.0,
+    "pass@1[avg-of-4]/accuracy/std_dev_across_runs": 1.0,
+    "pass@1[avg-of-4]/accuracy/std_err_across_runs": 0.5,
+    "pass@1[avg-of-4]/accuracy/avg_sample_std_dev": 0.1,
+    "pass@1[avg-of-8]/accuracy/std_dev_across_runs": 1.0,
+    "easy/pass@8/accuracy": 80.0,
+    "majority@4/accuracy": 41.0,
+}
+
+
+def test_highest_k_metrics_returns_a_familys_entries_at_its_largest_k():
+    assert highest_k_metrics(SPREAD_METRICS, "pass@{k}") == {"pass@4/accuracy": 40.0, "pass@4/no_answer": 4.0}
+    assert highest_k_metrics(SPREAD_METRICS, "majority@{k}") == {"majority@4/accuracy": 41.0}
+    assert highest_k_metrics(SPREAD_METRICS, "easy/pass@{k}") == {"easy/pass@8/accuracy": 80.0}
+    assert highest_k_metrics(SPREAD_METRICS, "hard/pass@{k}") == {}
     with pytest.raises(ValueError, match="must contain"):
-        highest_k_metrics(metrics, "pass@")
+        highest_k_metrics(SPREAD_METRICS, "pass@")
+
+
+def test_highest_k_metrics_drops_the_spread_entries_even_at_a_larger_k():
+    assert highest_k_metrics(SPREAD_METRICS, "pass@1[avg-of-{k}]") == {"pass@1[avg-of-4]/accuracy": 44.0}
+
+
+def test_highest_k_metrics_filters_score_names_before_taking_the_largest_k():
+    assert highest_k_metrics(SPREAD_METRICS, "pass@{k}", score_names=["judge"]) == {"pass@2/judge": 20.0}
+    assert highest_k_metrics(SPREAD_METRICS, "pass@{k}", exclude_names=["no_answer"]) == {
+        "pass@4/accuracy": 40.0
+    }
+    assert highest_k_metrics(
+        SPREAD_METRICS, "pass@{k}", score_names=["judge", "accuracy"], exclude_names=["accuracy"]
+    ) == {"pass@2/judge": 20.0}
+    assert highest_k_metrics(SPREAD_METRICS, "pass@1[avg-of-{k}]", score_names=["judge"]) == {
+        "pass@1[avg-of-2]/judge": 2.0
+    }

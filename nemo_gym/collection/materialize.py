@@ -16,7 +16,7 @@ from nemo_gym.collection.paths import CollectionPaths
 from nemo_gym.collection.records import agent_name_of
 from nemo_gym.config_types import AGENT_REF_KEY, ConfigError
 from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, iter_jsonl, write_atomically
-from nemo_gym.prompt_config import PromptTemplates
+from nemo_gym.prompt import load_prompt_config, prompted_row
 
 MAX_ROWS_LISTED = 10
 
@@ -51,7 +51,7 @@ def materialize(
     """Write the materialized inputs (atomically) and return how many rollouts and which agents they use.
 
     Rows without an agent, or whose agent has no repeat count, are collected into one error."""
-    templates = PromptTemplates.load(config.prompt_config) if config.prompt_config else None
+    templates = load_prompt_config(config.prompt_config) if config.prompt_config else None
     agents: set[str] = set()
     unrouted: list[str] = []
     unrouted_total = 0
@@ -63,7 +63,7 @@ def materialize(
         for number, _, raw, row in iter_jsonl(input_path, config.limit):
             where = f"{input_path}:{number}"
             if templates is not None:
-                row = templates.apply(row, where)
+                row = prompted_row(row, templates, where)
             if AGENT_REF_KEY not in row and config.agent_name:
                 row[AGENT_REF_KEY] = {"name": config.agent_name}
             agent = agent_name_of(row)

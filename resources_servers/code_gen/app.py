@@ -24,7 +24,12 @@ from nemo_gym.base_resources_server import (
 )
 from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.openai_utils import NeMoGymResponseReasoningItem
-from nemo_gym.reward_profile import compute_pass_majority_metrics, compute_subset_metrics, highest_k_metrics
+from nemo_gym.reward_profile import (
+    add_avg_sample_std_dev,
+    compute_pass_majority_metrics,
+    compute_subset_metrics,
+    highest_k_metrics,
+)
 from nemo_gym.sandbox import SandboxLimits, SandboxResult, python_command, resolve_isolation, run_sandboxed
 from resources_servers.code_gen.grading import (
     GLOBAL_TIMEOUT,
@@ -150,9 +155,10 @@ class CodeGenResourcesServer(SimpleResourcesServer):
         return {"result": result, "metadata": metadata, "unit_tests_time_taken": run.seconds}
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        metrics = compute_pass_majority_metrics(
-            tasks, score_fn=_accuracy, answer_key=ANSWER_KEY, add_avg_sample_std_dev=True
+        metrics, score_dicts, score_names, max_k = compute_pass_majority_metrics(
+            tasks, score_fn=_accuracy, answer_key=ANSWER_KEY
         )
+        add_avg_sample_std_dev(metrics, score_dicts, score_names, max_k)
         metrics.update(compute_subset_metrics(tasks, "difficulty", score_fn=_accuracy, answer_key=ANSWER_KEY))
         return metrics
 
@@ -162,11 +168,16 @@ class CodeGenResourcesServer(SimpleResourcesServer):
             for name in ("mean/input_tokens", "mean/output_tokens")
             if name in agent_metrics
         }
-        families = ("pass@1[avg-of-{k}]", "pass@{k}", "majority@{k}")
-        key_metrics.update(highest_k_metrics(agent_metrics, *families))
         subsets = {match["subset"] for name in agent_metrics if (match := SUBSET_ACCURACY.match(name))}
-        key_metrics.update(highest_k_metrics(agent_metrics, *(f"{s}/pass@1[avg-of-{{k}}]" for s in subsets)))
-        return {name: value for name, value in key_metrics.items() if not name.endswith("/no_answer")}
+        families = (
+            "pass@1[avg-of-{k}]",
+            "pass@{k}",
+            "majority@{k}",
+            *(f"{s}/pass@1[avg-of-{{k}}]" for s in subsets),
+        )
+        for family in families:
+            key_metrics.update(highest_k_metrics(agent_metrics, family, exclude_names=["no_answer"]))
+        return key_metrics
 
 
 def _accuracy(rollout: dict[str, Any]) -> dict[str, float]:

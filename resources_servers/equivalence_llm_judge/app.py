@@ -190,7 +190,7 @@ class EquivalenceLLMJudgeResourcesServer(SimpleResourcesServer):
         return label == self.config.judge_equal_label
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return {**compute_pass_majority_metrics(tasks), **judge_failure_metrics(tasks)}
+        return {**compute_pass_majority_metrics(tasks)[0], **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         failure_rate = {key: agent_metrics[key] for key in (JUDGE_FAILURE_RATE_KEY,) if key in agent_metrics}

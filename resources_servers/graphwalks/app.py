@@ -19,7 +19,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.pass_at_k_metrics import pass_at_k_key_metrics, subset_pass_majority_metrics
+from nemo_gym.pass_at_k_metrics import PassAtK, pass_at_k_key_metrics
 from resources_servers.graphwalks.grading import f1_score, parse_final_answer
 
 SUBSET_KEY = "problem_type"
@@ -57,6 +57,9 @@ class GraphWalksVerifyResponse(GraphWalksVerifyRequest, BaseVerifyResponse):
 
 class GraphWalksResourcesServer(SimpleResourcesServer):
     config: BaseResourcesServerConfig
+    # pass@k over all tasks and per problem type (`problem_type=bfs/pass@1/accuracy`, ...). F1 is
+    # continuous, so pass@k is the best of the first k unless every score is 0 or 1.
+    pass_at_k = PassAtK(subset_key=SUBSET_KEY, key_in_prefix=True)
 
     async def verify(self, body: GraphWalksVerifyRequest) -> GraphWalksVerifyResponse:
         """reward = f1 of the predicted and expected node sets; 0 when the answer line cannot be read."""
@@ -69,12 +72,6 @@ class GraphWalksResourcesServer(SimpleResourcesServer):
             parse_failed=predicted is None,
             predicted_nodes=predicted or [],
         )
-
-    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        """pass@k over all tasks and per problem type (`problem_type=bfs/pass@1/accuracy`, ...).
-
-        F1 is continuous, so pass@k is the best of the first k unless every score is 0 or 1."""
-        return subset_pass_majority_metrics(tasks, SUBSET_KEY, key_in_prefix=True)
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         return pass_at_k_key_metrics(agent_metrics)

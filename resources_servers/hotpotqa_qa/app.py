@@ -81,7 +81,7 @@ class HotpotQAResourcesServer(SimpleResourcesServer):
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """pass@k, pass@1[avg-of-k] and majority@k (voting on extracted_answer) of exact_match and f1."""
-        return compute_pass_majority_metrics(tasks, score_fn=scores_of, answer_key="extracted_answer")
+        return compute_pass_majority_metrics(tasks, score_fn=scores_of, answer_key="extracted_answer")[0]
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         """Mean reward and tokens, the largest-k averages (no-answer rate too), pass@k and majority vote."""

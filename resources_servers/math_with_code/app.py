@@ -107,7 +107,7 @@ class MathWithCodeResourcesServer(SimpleResourcesServer):
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return compute_pass_majority_metrics(tasks, answer_key="extracted_answer")
+        return compute_pass_majority_metrics(tasks, answer_key="extracted_answer")[0]
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         return pass_at_k_key_metrics(agent_metrics, leading=(*TOKEN_MEANS, "mean/num_tool_calls"))

@@ -20,7 +20,7 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.cpu_pool import run_cpu_bound
-from nemo_gym.pass_at_k_metrics import pass_at_k_key_metrics, subset_pass_majority_metrics
+from nemo_gym.pass_at_k_metrics import PassAtK, pass_at_k_key_metrics
 from resources_servers.mrcr.grading import similarity
 
 SUBSET_KEY = "n_needles"
@@ -46,6 +46,9 @@ class MrcrVerifyResponse(MrcrVerifyRequest, BaseVerifyResponse):
 
 class MrcrResourcesServer(SimpleResourcesServer):
     config: MrcrConfig
+    # pass@k over all tasks and per needle count (`n_needles=4/pass@1/accuracy`, ...). The ratio is
+    # continuous, so pass@k is the best of the first k unless every score is 0 or 1.
+    pass_at_k = PassAtK(subset_key=SUBSET_KEY, key_in_prefix=True)
 
     async def verify(self, body: MrcrVerifyRequest) -> MrcrVerifyResponse:
         """reward = seq_match_ratio: 0 without the prefix, else the similarity of the prefix-less texts."""
@@ -65,12 +68,6 @@ class MrcrResourcesServer(SimpleResourcesServer):
             timeout_s=self.config.grading_timeout_s,
             on_timeout=0.0,
         )
-
-    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        """pass@k over all tasks and per needle count (`n_needles=4/pass@1/accuracy`, ...).
-
-        The ratio is continuous, so pass@k is the best of the first k unless every score is 0 or 1."""
-        return subset_pass_majority_metrics(tasks, SUBSET_KEY, key_in_prefix=True)
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         return pass_at_k_key_metrics(agent_metrics)

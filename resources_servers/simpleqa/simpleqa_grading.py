@@ -60,7 +60,7 @@ def simpleqa_metrics(tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
     no grade), and for each of those families `accuracy_given_attempted` = correct / (correct + incorrect)
     and `f1`, the harmonic mean of that and `correct`; all in percent."""
     graded = [[rollout for rollout in task if rollout.get("verdict") in TIERS] for task in tasks]
-    metrics = compute_pass_majority_metrics(
+    metrics, *_ = compute_pass_majority_metrics(
         [task for task in graded if task], score_fn=tier_scores, answer_key="extracted_answer"
     )
     for key in [key for key in metrics if key.endswith("/correct")]:

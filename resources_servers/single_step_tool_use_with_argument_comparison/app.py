@@ -85,12 +85,13 @@ class SingleStepResourcesServer(SimpleResourcesServer):
         shares = {
             f"category/{CATEGORY_NAMES[value]}": count / len(rollouts) for value, count in counts.items()
         }
-        return {**compute_pass_majority_metrics(tasks), **shares}
+        return {**compute_pass_majority_metrics(tasks)[0], **shares}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         return {
             **default_key_metrics(agent_metrics),
-            **highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]", "pass@{k}"),
+            **highest_k_metrics(agent_metrics, "pass@1[avg-of-{k}]"),
+            **highest_k_metrics(agent_metrics, "pass@{k}"),
         }
 
 

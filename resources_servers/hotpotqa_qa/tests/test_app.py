@@ -236,8 +236,9 @@ async def test_aggregate_metrics_score_exact_match_and_f1(server):
     metrics, keys = body["agent_metrics"], body["key_metrics"]
     assert metrics["pass@1[avg-of-4]/exact_match"] == pytest.approx(50.0)
     assert metrics["pass@2/f1"] == pytest.approx(100.0)  # best of the first two
-    # "Illinois" and "illinois" are different extracted strings: 1 vote each with the other two, a 4-way tie.
-    assert metrics["majority@4/exact_match"] == pytest.approx(50.0)
+    # "Illinois" and "illinois" are different extracted strings: 1 vote each with the other two, a 4-way tie
+    # worth 0.5; task 1 has no exact_match to vote with, so it counts 0, as in NeMo Gym.
+    assert metrics["majority@4/exact_match"] == pytest.approx(100 * (0.5 + 0) / 2)
     assert metrics["pass@1[avg-of-4]/no_answer"] == pytest.approx(100 * (0 / 4 + 1 / 1) / 2)
     assert {"mean/reward", "pass@1[avg-of-4]/f1", "pass@4/exact_match", "majority@4/f1"} <= set(keys)
     assert not any(key.startswith(("pass@4/no", "majority@4/no")) for key in keys)

@@ -429,9 +429,12 @@ async def test_aggregate_metrics_scores_symbolic_and_judge_accuracy(server):
     metrics, key = result["agent_metrics"], result["key_metrics"]
     assert metrics["pass@1[avg-of-2]/symbolic_accuracy"] == 25.0
     assert metrics["pass@2/symbolic_accuracy"] == 50.0
-    # judge_accuracy counts only the two judged rollouts, one per task: 1 and 0.
-    assert metrics["pass@1[avg-of-1]/judge_accuracy"] == 50.0
-    assert "pass@2/judge_accuracy" not in metrics
+    # judge_accuracy counts only the two judged rollouts, each task's second: 1 and 0. The avg-of-k and
+    # majority@k look at a task's first k rollouts (as NeMo Gym does), so k=1 sees no judge score.
+    assert metrics["pass@1[avg-of-2]/judge_accuracy"] == 50.0
+    assert "pass@1[avg-of-1]/judge_accuracy" not in metrics
+    assert metrics["majority@1/judge_accuracy"] == 0.0 and metrics["majority@2/judge_accuracy"] == 50.0
+    assert metrics["pass@1/judge_accuracy"] == 50.0 and "pass@2/judge_accuracy" not in metrics
     assert metrics["pass@1[avg-of-2]/no_answer"] == 25.0
     assert metrics["mean/library_reward"] == 0.25
     assert "majority@2/symbolic_accuracy" in metrics
