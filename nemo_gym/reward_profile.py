@@ -301,8 +301,12 @@ class AggregateMetricsMixin:
         """Per-task groups and pooled statistics of the successful rollouts; failed ones are only counted.
 
         A task's `expected_num_rollouts` is the largest number of distinct rollout indices (results and
-        failures) of any task in the request: the request does not say how many were meant to run.
+        failures) of any task in the request: the request does not say how many were meant to run. An
+        override declared NeMo Gym's way (`body: AggregateMetricsRequest`) may pass its body on: it is
+        checked here as the route would have checked it.
         """
+        if not isinstance(body, AggregateMetricsBody):
+            body = AggregateMetricsBody.model_validate(body.model_dump())
         verify_responses = body.records()
         if not verify_responses:
             return AggregateMetrics()
