@@ -839,3 +839,23 @@ def _bindable(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def test_an_offline_parse_gives_ports_without_probing_them(tmp_path: Path) -> None:
+    """`offline` inspects a config without side effects: the one port of the range is taken, yet given."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        initial = {
+            "port_range_low": port,
+            "port_range_high": port,
+            "head_server": {"port": 0},
+            "rs": {"resources_servers": {"x": {"entrypoint": "app.py", "domain": "other"}}},
+        }
+        parser_config = GlobalConfigDictParserConfig(
+            initial_global_config_dict=initial, skip_load_from_cli=True, skip_load_from_dotenv=True
+        )
+        with pytest.raises(ConfigError, match="No bindable port"):
+            GlobalConfigDictParser().parse(parser_config)
+        offline = parser_config.model_copy(update={"offline": True})
+        assert GlobalConfigDictParser().parse(offline).rs.resources_servers.x.port == port

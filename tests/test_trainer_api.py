@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pickle
+import socket
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,8 +24,8 @@ from nemo_gym.global_config import (
     maybe_get_global_config_dict,
     reset_global_config_dict_cache,
 )
-from nemo_gym.http_client import get_global_aiohttp_client, request
-from nemo_gym.rollout_collection import RolloutCollectionHelper
+from nemo_gym.http_client import HTTPStatusError, get_global_aiohttp_client, request
+from nemo_gym.rollout_collection import RolloutCollectionConfig, RolloutCollectionHelper, RolloutTimeoutError
 from nemo_gym.server_utils import HEAD_SERVER_KEY_NAME, BaseServerConfig
 from tests.helpers import REPO_ROOT, process_alive
 from tests.vllm_script import VllmUpstream, fresh_model, scripted_call
@@ -159,6 +160,21 @@ def test_a_model_500_surfaces_as_an_exception_with_its_status(
     vllm_upstream.clear(trainer.model)
 
 
+def test_run_from_config_collects_into_files_and_returns_the_results(
+    trainer: Trainer, vllm_upstream: VllmUpstream, tmp_path: Path
+) -> None:
+    (tmp_path / "tasks.jsonl").write_bytes(orjson.dumps({**TASK, "agent_ref": {"name": AGENT}}) + b"\n")
+    vllm_upstream.script(trainer.model, [{"tool_calls": BOTH_CALLS}, {"text": "Done."}])
+    config = RolloutCollectionConfig(
+        input_jsonl_fpath=str(tmp_path / "tasks.jsonl"),
+        output_jsonl_fpath=str(tmp_path / "out" / "rollouts.jsonl"),
+    )
+    [result] = asyncio.run(trainer.rch.run_from_config(config))
+    assert result["reward"] == 1.0 and len(trained_items(result)) == 2
+    [line] = (tmp_path / "out" / "rollouts.jsonl").read_bytes().splitlines()
+    assert orjson.loads(line)["reward"] == 1.0
+
+
 def test_a_row_naming_no_agent_fails_the_batch_before_anything_runs(trainer: Trainer) -> None:
     rows = [{**TASK, "agent_ref": {"name": AGENT}}, {**TASK, "agent_ref": {"name": "no_such_agent"}}]
     with pytest.raises(ValueError, match="row 1: agent_ref 'no_such_agent'"):
@@ -178,6 +194,7 @@ def test_shutdown_stops_every_server_and_leaves_the_callers_http_client_open(
     by the deployment's start and stop."""
     monkeypatch.chdir(tmp_path)
     reset_global_config_dict_cache()
+    silent_upstream = socket.create_server(("127.0.0.1", 0))  # accepts connections, never answers
     model = fresh_model("trainer-api-shutdown")
     head_port = find_open_port()
     config = {
@@ -187,7 +204,7 @@ def test_shutdown_stops_every_server_and_leaves_the_callers_http_client_open(
         ],  # fmt: skip
         "policy_model_name": model,
         "policy_api_key": "dummy_key",
-        "policy_base_url": vllm_upstream.base_url,
+        "policy_base_url": f"http://127.0.0.1:{silent_upstream.getsockname()[1]}/v1",
         HEAD_SERVER_KEY_NAME: {"host": "127.0.0.1", "port": head_port},
     }
 
@@ -203,6 +220,13 @@ def test_shutdown_stops_every_server_and_leaves_the_callers_http_client_open(
             instances = await (await request("GET", f"http://127.0.0.1:{head_port}/server_instances")).json()
             pids = {instance["pid"] for instance in instances}
             assert pids and all(process_alive(pid) for pid in pids)
+            # The model never answers: the rollout ends at its deadline with a 504, never hangs.
+            helper = RolloutCollectionHelper(rollout_deadline_s=3)
+            head = BaseServerConfig(host="127.0.0.1", port=head_port)
+            [task] = helper.run_examples([{**TASK, "agent_ref": {"name": AGENT}}], head_server_config=head)
+            with pytest.raises((RolloutTimeoutError, HTTPStatusError)) as raised:
+                await task
+            assert raised.value.status == 504
         finally:
             rh.shutdown()
         assert not any(process_alive(pid) for pid in pids)
@@ -215,6 +239,7 @@ def test_shutdown_stops_every_server_and_leaves_the_callers_http_client_open(
     try:
         asyncio.run(trainer_process())
     finally:
+        silent_upstream.close()
         reset_global_config_dict_cache()
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
+from omegaconf import DictConfig
 
 from nemo_gym.collection.aggregation import aggregate_results
 from nemo_gym.collection.config import RolloutCollectionConfig
@@ -147,7 +148,16 @@ async def collect_rollouts(overrides: list[str], server_client: ServerClient | N
     """`gym collect`: the exit code is 0 when every rollout has a result and aggregation succeeded.
     `server_client` reaches the deployment (default: the one whose head server the config names)."""
     cfg = parse_global_config_dict(overrides)
-    config = command_settings(RolloutCollectionConfig, cfg)
+    summary = await run_collection(command_settings(RolloutCollectionConfig, cfg), cfg, server_client)
+    for line in summary.lines():
+        print(line)
+    return summary.exit_code
+
+
+async def run_collection(
+    config: RolloutCollectionConfig, cfg: DictConfig, server_client: ServerClient | None = None
+) -> CollectionSummary:
+    """One collection as `config` says, against the deployment of `cfg` (or `server_client`'s)."""
     configure_http_client_from(cfg)
     try:
         helper = RolloutRunner(
@@ -168,6 +178,4 @@ async def collect_rollouts(overrides: list[str], server_client: ServerClient | N
     finally:
         if wandb_run is not None:
             wandb_run.finish()
-    for line in summary.lines():
-        print(line)
-    return summary.exit_code
+    return summary

@@ -25,8 +25,10 @@ from typing import Any
 import aiohttp
 import orjson
 from omegaconf import DictConfig
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from nemo_gym.collection.collector import run_collection
+from nemo_gym.collection.config import RolloutCollectionConfig
 from nemo_gym.collection.records import DEFAULT_MAX_ATTEMPTS, NO_PERSIST_KEY, agent_name_of
 from nemo_gym.collection.routing import preprocessed_rows, resolve_agent_refs
 from nemo_gym.collection.runner import COLLECTOR_DEADLINE_MARGIN_S
@@ -40,8 +42,8 @@ from nemo_gym.http_client import (
     default_retry_policy,
     request,
 )
-from nemo_gym.jsonl import FAILURE_CLASS_KEY
-from nemo_gym.server_utils import ServerClient
+from nemo_gym.jsonl import FAILURE_CLASS_KEY, iter_jsonl
+from nemo_gym.server_utils import ServerClient, configure_http_client_from
 
 DISPATCH_DRAINED_KEY = "_ng_dispatch_drained"
 FAILURE_TYPE_KEY = "_ng_failure_type"
@@ -63,12 +65,20 @@ class RolloutTimeoutError(DeadlineExceededError):
 
 
 class RolloutCollectionHelper(BaseModel):
-    """Runs rows through the deployment's agents; needs nothing to construct."""
+    """Runs rows through the deployment's agents; needs nothing to construct.
+
+    `rollout_deadline_s` (Gym's own setting) bounds each `/run`; default: the deployment's HTTP deadline
+    (`global_http_deadline_s`) plus a margin, so that the agent's own deadline answer comes first.
+    """
+
+    rollout_deadline_s: float | None = Field(default=None, gt=0)
 
     def setup_server_client(self, head_server_config: BaseServerConfig | None = None) -> ServerClient:
         """A client of the deployment whose head server is `head_server_config` (default: this process's
         config's head server)."""
-        return ServerClient.load_from_global_config(head_server_config)
+        client = ServerClient.load_from_global_config(head_server_config)
+        configure_http_client_from(client.global_config_dict)  # the deployment's pool limits, here too
+        return client
 
     def preprocess_examples(
         self,
@@ -92,6 +102,14 @@ class RolloutCollectionHelper(BaseModel):
         )
         self.resolve_task_sources(rows, global_config_dict or get_global_config_dict())
         return rows
+
+    async def run_from_config(self, config: RolloutCollectionConfig) -> list[dict[str, Any]]:
+        """`gym collect` as `config` says, against this process's deployment (its config's head server):
+        results and failure records written next to `config.output_jsonl_fpath`, the results returned."""
+        summary = await run_collection(config, get_global_config_dict())
+        for line in summary.lines():
+            print(line)
+        return [result for *_, result in iter_jsonl(summary.paths.output)]
 
     @staticmethod
     def resolve_task_sources(examples: Sequence[dict[str, Any]], cfg: DictConfig) -> None:
@@ -123,7 +141,9 @@ class RolloutCollectionHelper(BaseModel):
         rows = list(examples)
         server_client = self.setup_server_client(head_server_config)
         self.resolve_task_sources(rows, server_client.global_config_dict)
-        deadline_s = default_retry_policy().deadline_s + COLLECTOR_DEADLINE_MARGIN_S
+        deadline_s = (
+            self.rollout_deadline_s or default_retry_policy().deadline_s + COLLECTOR_DEADLINE_MARGIN_S
+        )
         dispatcher = _Dispatcher(
             rows,
             lambda row: _run_one(server_client, row, semaphore, deadline_s, route_failures_to_sidecar),
