@@ -47,9 +47,9 @@ class RunHelper:
             raise RuntimeError("RunHelper.start() was already called; call shutdown() first")
         deployment = Deployment(parser_config=global_config_dict_parser_config)
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._deployment = deployment
+        self._deployment, self._loop = deployment, asyncio.new_event_loop()
         self._thread = threading.Thread(
-            target=self._serve, args=(deployment, ready), name="gym-deployment", daemon=True
+            target=self._serve, args=(deployment, self._loop, ready), name="gym-deployment", daemon=True
         )
         atexit.register(self.shutdown)
         self._thread.start()
@@ -67,7 +67,9 @@ class RunHelper:
     def poll(self) -> None:
         """Return if the deployment runs; else raise RuntimeError naming what stopped and its last output."""
         if self._deployment is None or self._thread is None:
-            raise RuntimeError("The Gym deployment is not running: RunHelper.start() was not called")
+            raise RuntimeError(
+                "The Gym deployment is not running: RunHelper.start() was not called, or shutdown() was"
+            )
         if not self._thread.is_alive():
             raise RuntimeError("The Gym deployment stopped unexpectedly")
         try:
@@ -111,9 +113,9 @@ class RunHelper:
             return
         self._deployment.print_server_table()
 
-    def _serve(self, deployment: Deployment, ready: concurrent.futures.Future[None]) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
+    def _serve(
+        self, deployment: Deployment, loop: asyncio.AbstractEventLoop, ready: concurrent.futures.Future[None]
+    ) -> None:
         try:
             loop.run_until_complete(self._run(deployment, ready))
         except BaseException as error:  # the caller learns of it through `ready` or poll()
