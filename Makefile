@@ -1,10 +1,11 @@
 # `make test` and `make demo` build their own environment: a fresh machine needs only Python >= 3.11.
+# Both may be given per Python version: `make test VENV=.venv-3.13 BOOTSTRAP_PYTHON=python3.13`.
 BOOTSTRAP_PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test lint sandbox-tools browser-tools test-browser demo bench bench-liveness bench-viewer clean
+.PHONY: test test-pythons lint sandbox-tools browser-tools test-browser demo bench bench-liveness bench-viewer clean
 
 # The benchmark harness (load generator, fake upstream) runs in a venv of its own, apart from what it measures.
 BENCH_VENV := .venv-bench
@@ -39,6 +40,30 @@ sandbox-tools:
 test: lint sandbox-tools
 	$(PYTHON) -m pytest -q -n auto --dist loadgroup tests --ignore=tests/browser
 	$(VENV)/bin/gym test
+
+# `make test` under the other Python versions Gym supports (CI runs it under python3, 3.11), one after the
+# other, each in a venv of its own (.venv-3.12, ...). The interpreter is python3.X on PATH when it runs (a
+# pyenv shim may not), else the newest $(pyenv root)/versions/3.X.*/bin/python3.X; a missing one is an error.
+TEST_PYTHONS ?= 3.12 3.13
+PYENV_ROOT_DIR = $$(pyenv root 2>/dev/null || echo "$${PYENV_ROOT:-$$HOME/.pyenv}")
+
+test-pythons:
+	@pythons=""; for version in $(TEST_PYTHONS); do \
+		found=""; for candidate in "python$$version" \
+			$$(ls -d $(PYENV_ROOT_DIR)/versions/$$version.*/bin/python$$version 2>/dev/null | sort -rV); do \
+			out=$$("$$candidate" -c 'import sys; print("%d.%d" % sys.version_info[:2], sys.executable)' 2>/dev/null); \
+			if [ "$${out%% *}" = "$$version" ]; then found=$${out#* }; break; fi; \
+		done; \
+		if [ -z "$$found" ]; then echo "test-pythons: Python $$version not found (no working python$$version on PATH, none in $(PYENV_ROOT_DIR)/versions/$$version.*)" >&2; exit 1; fi; \
+		pythons="$$pythons $$version=$$found"; \
+	done; \
+	failed=""; for pair in $$pythons; do \
+		version=$${pair%%=*}; python=$${pair#*=}; \
+		echo "== test-pythons: Python $$version ($$python) in .venv-$$version"; \
+		$(MAKE) --no-print-directory test VENV=.venv-$$version BOOTSTRAP_PYTHON=$$python || failed="$$failed $$version"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "test-pythons: failed on Python$$failed" >&2; exit 1; fi; \
+	echo "test-pythons: passed on Python $(TEST_PYTHONS)"
 
 # The browser tier: `gym view`'s page in headless Chromium (tests/browser). Debian's chromium and
 # chromium-driver are installed with apt-get (as root) when missing; otherwise the tests say why they skip.
@@ -75,4 +100,4 @@ bench-viewer: $(INSTALLED)
 	$(PYTHON) bench/viewer.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(BENCH_VENV) $(addprefix .venv-,$(TEST_PYTHONS)) .pytest_cache .ruff_cache
