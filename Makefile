@@ -15,8 +15,20 @@ BENCH_ARGS ?=
 # Each environment folder may list its own extra packages in requirements.txt.
 ENV_REQUIREMENTS := $(wildcard resources_servers/*/requirements.txt)
 
+# Shell code setting $$found to a working Python $$version (3.X), else to nothing: python3.X on PATH when it
+# runs (a pyenv shim may not), else the newest $(pyenv root)/versions/3.X.*/bin/python3.X.
+PYENV_ROOT_DIR = $$(pyenv root 2>/dev/null || echo "$${PYENV_ROOT:-$$HOME/.pyenv}")
+FIND_PYTHON = found=""; for candidate in "python$$version" \
+		$$(ls -d $(PYENV_ROOT_DIR)/versions/$$version.*/bin/python$$version 2>/dev/null | sort -rV); do \
+		out=$$("$$candidate" -c 'import sys; print("%d.%d" % sys.version_info[:2], sys.executable)' 2>/dev/null); \
+		if [ "$${out%% *}" = "$$version" ]; then found=$${out\#* }; break; fi; \
+	done
+
+# BOOTSTRAP_PYTHON=python3.X that does not run (a pyenv shim) is looked up as FIND_PYTHON does.
 $(INSTALLED): pyproject.toml $(ENV_REQUIREMENTS)
-	test -x $(PYTHON) || $(BOOTSTRAP_PYTHON) -m venv $(VENV)
+	@test -x $(PYTHON) || { python=$(BOOTSTRAP_PYTHON); version=$${python#python}; \
+		if ! "$$python" -c '' 2>/dev/null && [ "$$version" != "$$python" ]; then $(FIND_PYTHON); python=$${found:-$$python}; fi; \
+		echo "$$python -m venv $(VENV)"; "$$python" -m venv $(VENV); }
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	$(PYTHON) -m pip install --quiet -e '.[dev]' $(addprefix -r ,$(ENV_REQUIREMENTS))
 	touch $(INSTALLED)
@@ -42,18 +54,13 @@ test: lint sandbox-tools
 	$(VENV)/bin/gym test
 
 # `make test` under the other Python versions Gym supports (CI runs it under python3, 3.11), one after the
-# other, each in a venv of its own (.venv-3.12, ...). The interpreter is python3.X on PATH when it runs (a
-# pyenv shim may not), else the newest $(pyenv root)/versions/3.X.*/bin/python3.X; a missing one is an error.
+# other, each in a venv of its own (.venv-3.12, ...), with the interpreters FIND_PYTHON finds; a missing one
+# is an error before any test runs.
 TEST_PYTHONS ?= 3.12 3.13
-PYENV_ROOT_DIR = $$(pyenv root 2>/dev/null || echo "$${PYENV_ROOT:-$$HOME/.pyenv}")
 
 test-pythons:
 	@pythons=""; for version in $(TEST_PYTHONS); do \
-		found=""; for candidate in "python$$version" \
-			$$(ls -d $(PYENV_ROOT_DIR)/versions/$$version.*/bin/python$$version 2>/dev/null | sort -rV); do \
-			out=$$("$$candidate" -c 'import sys; print("%d.%d" % sys.version_info[:2], sys.executable)' 2>/dev/null); \
-			if [ "$${out%% *}" = "$$version" ]; then found=$${out#* }; break; fi; \
-		done; \
+		$(FIND_PYTHON); \
 		if [ -z "$$found" ]; then echo "test-pythons: Python $$version not found (no working python$$version on PATH, none in $(PYENV_ROOT_DIR)/versions/$$version.*)" >&2; exit 1; fi; \
 		pythons="$$pythons $$version=$$found"; \
 	done; \
