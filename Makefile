@@ -1,10 +1,11 @@
 # `make test` and `make demo` build their own environment: a fresh machine needs only Python >= 3.11.
+# Both may be given per Python version: `make test VENV=.venv-3.13 BOOTSTRAP_PYTHON=python3.13`.
 BOOTSTRAP_PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test lint sandbox-tools browser-tools test-browser demo bench bench-liveness bench-viewer clean
+.PHONY: test test-pythons lint sandbox-tools browser-tools test-browser demo bench bench-liveness bench-viewer clean
 
 # The benchmark harness (load generator, fake upstream) runs in a venv of its own, apart from what it measures.
 BENCH_VENV := .venv-bench
@@ -14,8 +15,20 @@ BENCH_ARGS ?=
 # Each environment folder may list its own extra packages in requirements.txt.
 ENV_REQUIREMENTS := $(wildcard resources_servers/*/requirements.txt)
 
+# Shell code setting $$found to a working Python $$version (3.X), else to nothing: python3.X on PATH when it
+# runs (a pyenv shim may not), else the newest $(pyenv root)/versions/3.X.*/bin/python3.X.
+PYENV_ROOT_DIR = $$(pyenv root 2>/dev/null || echo "$${PYENV_ROOT:-$$HOME/.pyenv}")
+FIND_PYTHON = found=""; for candidate in "python$$version" \
+		$$(ls -d $(PYENV_ROOT_DIR)/versions/$$version.*/bin/python$$version 2>/dev/null | sort -rV); do \
+		out=$$("$$candidate" -c 'import sys; print("%d.%d" % sys.version_info[:2], sys.executable)' 2>/dev/null); \
+		if [ "$${out%% *}" = "$$version" ]; then found=$${out\#* }; break; fi; \
+	done
+
+# BOOTSTRAP_PYTHON=python3.X that does not run (a pyenv shim) is looked up as FIND_PYTHON does.
 $(INSTALLED): pyproject.toml $(ENV_REQUIREMENTS)
-	test -x $(PYTHON) || $(BOOTSTRAP_PYTHON) -m venv $(VENV)
+	@test -x $(PYTHON) || { python=$(BOOTSTRAP_PYTHON); version=$${python#python}; \
+		if ! "$$python" -c '' 2>/dev/null && [ "$$version" != "$$python" ]; then $(FIND_PYTHON); python=$${found:-$$python}; fi; \
+		echo "$$python -m venv $(VENV)"; "$$python" -m venv $(VENV); }
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	$(PYTHON) -m pip install --quiet -e '.[dev]' $(addprefix -r ,$(ENV_REQUIREMENTS))
 	touch $(INSTALLED)
@@ -39,6 +52,25 @@ sandbox-tools:
 test: lint sandbox-tools
 	$(PYTHON) -m pytest -q -n auto --dist loadgroup tests --ignore=tests/browser
 	$(VENV)/bin/gym test
+
+# `make test` under the other Python versions Gym supports (CI runs it under python3, 3.11), one after the
+# other, each in a venv of its own (.venv-3.12, ...), with the interpreters FIND_PYTHON finds; a missing one
+# is an error before any test runs.
+TEST_PYTHONS ?= 3.12 3.13
+
+test-pythons:
+	@pythons=""; for version in $(TEST_PYTHONS); do \
+		$(FIND_PYTHON); \
+		if [ -z "$$found" ]; then echo "test-pythons: Python $$version not found (no working python$$version on PATH, none in $(PYENV_ROOT_DIR)/versions/$$version.*)" >&2; exit 1; fi; \
+		pythons="$$pythons $$version=$$found"; \
+	done; \
+	failed=""; for pair in $$pythons; do \
+		version=$${pair%%=*}; python=$${pair#*=}; \
+		echo "== test-pythons: Python $$version ($$python) in .venv-$$version"; \
+		$(MAKE) --no-print-directory test VENV=.venv-$$version BOOTSTRAP_PYTHON=$$python || failed="$$failed $$version"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "test-pythons: failed on Python$$failed" >&2; exit 1; fi; \
+	echo "test-pythons: passed on Python $(TEST_PYTHONS)"
 
 # The browser tier: `gym view`'s page in headless Chromium (tests/browser). Debian's chromium and
 # chromium-driver are installed with apt-get (as root) when missing; otherwise the tests say why they skip.
@@ -75,4 +107,4 @@ bench-viewer: $(INSTALLED)
 	$(PYTHON) bench/viewer.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(BENCH_VENV) $(addprefix .venv-,$(TEST_PYTHONS)) .pytest_cache .ruff_cache

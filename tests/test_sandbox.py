@@ -35,7 +35,7 @@ LIVENESS_BOUND_S = 0.25
 
 
 def limits(isolation: str, **overrides: object) -> SandboxLimits:
-    if isolation != "none" and (problem := probe(isolation)) is not None:
+    if (problem := probe(isolation)) is not None:
         pytest.skip(f"{isolation} cannot run here: {problem}")
     return SandboxLimits(isolation=isolation, **overrides)
 
@@ -193,6 +193,33 @@ async def test_unisolated_runs_are_never_chosen_for_you():
     result = await run_sandboxed("import os\nprint('work' in os.listdir('/'))", limits=limits("none"))
     assert (result.isolation, result.stdout) == ("none", "True\n"), "`none` really sees the host"
     assert resolve_isolation("auto") != "none"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root runs `none` programs as a sandbox uid")
+def test_none_refuses_a_python_its_uid_cannot_reach(tmp_path):
+    """A server whose Python (here a virtualenv) lies where the sandbox uid cannot go refuses `none` with
+    the reason, rather than fail every run or run another Python found on the host."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(private / "venv")], check=True, timeout=60
+    )
+    code = "from nemo_gym.sandbox import resolve_isolation\nresolve_isolation('none')"
+    site_packages = [path for path in sys.path if path.endswith("site-packages")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), *site_packages])}
+    result = subprocess.run(
+        [str(private / "venv" / "bin" / "python"), "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line.startswith(
+        "nemo_gym.sandbox.isolation.SandboxUnavailableError: isolation none cannot run"
+    )
+    assert "is closed to other users, so uid" in last_line
 
 
 async def test_input_file_names_cannot_leave_the_work_dir():

@@ -24,7 +24,8 @@ Isolation (`SandboxLimits.isolation`):
   model code, builds the same read-only root from bind mounts and tmpfs and pivots into it.
 - `none`: no isolation at all, only the limits and (as root) the separate uid. The program can reach
   the network and read whatever the uid may read on the host. Never chosen automatically: this is the
-  explicit opt-in for hosts without namespaces.
+  explicit opt-in for hosts without namespaces. That uid must be able to run the server's Python (not
+  so when it lives under a private /root, as pyenv's does): otherwise `none` raises SandboxUnavailableError.
 
 Runs are awaited, never computed on the event loop: the program is a child process the loop waits for.
 """

@@ -16,6 +16,7 @@ import re
 import shlex
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -232,8 +233,11 @@ def wrapper_argv(
 
 
 def resolve_isolation(requested: Isolation) -> Isolation:
-    """The isolation a run will use; raises SandboxUnavailableError rather than run code unprotected."""
+    """The isolation a run will use; raises SandboxUnavailableError rather than run code unprotected, or
+    (`none`) rather than run programs that cannot start the server's Python."""
     if requested == "none":
+        if (problem := probe("none")) is not None:
+            raise SandboxUnavailableError(f"isolation none cannot run the server's Python here: {problem}")
         return "none"
     candidates: tuple[Isolation, ...] = ("bwrap", "unshare") if requested == "auto" else (requested,)
     problems = {}
@@ -250,20 +254,62 @@ def resolve_isolation(requested: Isolation) -> Isolation:
 
 @cache
 def probe(isolation: Isolation) -> str | None:
-    """Why `isolation` cannot run a trivial program here (None: it can). Run once per process."""
-    tools = ["prlimit", "nice", isolation] + (["setpriv"] if is_root() or isolation == "unshare" else [])
+    """Why `isolation` cannot run a trivial program here (None: it can). Run once per process.
+
+    Under `none` the trivial program is the server's own Python on the host's file system: as root it runs
+    as a sandbox uid, which may not reach the installation (pyenv's under a private /root, say)."""
+    unisolated = isolation == "none"
+    tools = ["prlimit", "nice"] + ([] if unisolated else [isolation])
+    tools += ["setpriv"] if is_root() or isolation == "unshare" else []
     if missing := [tool for tool in tools if shutil.which(tool, path=PATH) is None]:
         return f"missing {', '.join(missing)}"
     with tempfile.TemporaryDirectory(prefix="gym-sandbox-probe-") as staging, uid_slot() as uid:
-        prepare_staging(Path(staging), {}, uid)
-        argv = wrapper_argv(isolation, Path(staging), [], SandboxLimits(), uid) + ["true"]
+        work = prepare_staging(Path(staging), {}, uid)
+        program = [*python_command(), "-c", PYTHON_IDENTITY] if unisolated else ["true"]
+        argv = wrapper_argv(isolation, Path(staging), [], SandboxLimits(), uid) + program
         try:
-            done = subprocess.run(argv, env=SANDBOX_ENV, capture_output=True, timeout=PROBE_TIMEOUT_S)
+            done = subprocess.run(
+                argv, env=SANDBOX_ENV, cwd=work if unisolated else None, capture_output=True,
+                timeout=PROBE_TIMEOUT_S,
+            )  # fmt: skip
         except subprocess.TimeoutExpired:
             return f"a trivial program did not finish within {PROBE_TIMEOUT_S} s"
     if done.returncode != 0:
-        return done.stderr.decode(errors="replace").strip()[-500:] or f"exit status {done.returncode}"
+        problem = done.stderr.decode(errors="replace").strip()[-500:] or f"exit status {done.returncode}"
+        return problem + (unreachable_python_hint(uid) if unisolated else "")
+    if unisolated and (found := done.stdout.decode(errors="replace")) != python_identity():
+        return (
+            f"the program runs {describe_python(found)}, not the server's {describe_python(python_identity())}"
+            + unreachable_python_hint(uid)
+        )
     return None
+
+
+PYTHON_IDENTITY = "import sys; print(sys.version.split()[0], sys.base_prefix, sys.prefix, sep=chr(10))"
+
+
+def python_identity() -> str:
+    """What PYTHON_IDENTITY prints when the server's own Python runs it."""
+    return f"{sys.version.split()[0]}\n{sys.base_prefix}\n{sys.prefix}\n"
+
+
+def describe_python(identity: str) -> str:
+    version, base_prefix, prefix = (identity.splitlines() + ["?"] * 3)[:3]
+    return f"Python {version} from {base_prefix}" + (f" (venv {prefix})" if prefix != base_prefix else "")
+
+
+def unreachable_python_hint(uid: int | None) -> str:
+    """Which directory keeps sandbox uid `uid` from the server's Python (installation or venv), and what to do."""
+    if uid is None:
+        return ""
+    for prefix in dict.fromkeys((sys.base_prefix, sys.prefix)):
+        for directory in [*reversed(Path(prefix).parents), Path(prefix)]:
+            if not os.stat(directory).st_mode & stat.S_IXOTH:
+                return (
+                    f" ({directory} is closed to other users, so uid {uid} cannot reach {prefix}: install "
+                    "Python where other users can read it, or use bwrap or unshare)"
+                )
+    return ""
 
 
 def prepare_staging(staging: Path, files: Mapping[str, bytes], uid: int | None) -> Path:

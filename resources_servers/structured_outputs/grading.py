@@ -59,10 +59,32 @@ def _finite_float(text: str) -> float:
     return value
 
 
+# What Python before 3.13 says at the bracket that closes after a trailing comma (3.13 names the comma).
+BEFORE_313_AFTER_A_TRAILING_COMMA = {
+    "}": ("Expecting property name enclosed in double quotes", "object"),
+    "]": ("Expecting value", "array"),
+}
+JSON_WHITESPACE = " \t\n\r"
+
+
+def json_error_text(error: json.JSONDecodeError) -> str:
+    """The decoder's reason as Python 3.13 words it, on every version, so a verify answer does not depend
+    on the server's Python: before 3.13 a trailing comma was a missing name or value at the bracket."""
+    expected, container = BEFORE_313_AFTER_A_TRAILING_COMMA.get(
+        error.doc[error.pos : error.pos + 1], ("", "")
+    )
+    comma = len(error.doc[: error.pos].rstrip(JSON_WHITESPACE)) - 1
+    if error.msg == expected and comma >= 0 and error.doc[comma] == ",":
+        error = json.JSONDecodeError(f"Illegal trailing comma before end of {container}", error.doc, comma)
+    return str(error)
+
+
 def parse_json(text: str, max_depth: int) -> Any:
     """Strict JSON (no NaN or Infinity) nested at most `max_depth` deep; ValueError otherwise."""
     try:
         value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except json.JSONDecodeError as error:
+        raise ValueError(json_error_text(error)) from None
     except RecursionError:
         raise ValueError("nested too deeply") from None
     if depth_of(value) > max_depth:
@@ -107,6 +129,8 @@ def compiled_validator(schema_str: str, strictify: bool) -> Validator:
     """The validator of a row's schema (cached: every rollout of a task brings the same schema)."""
     try:
         schema = json.loads(schema_str)
+    except json.JSONDecodeError as error:
+        raise SchemaProblem(f"not JSON: {json_error_text(error)}") from None
     except (ValueError, RecursionError) as error:
         raise SchemaProblem(f"not JSON: {error}") from None
     if not isinstance(schema, dict | bool):

@@ -105,7 +105,14 @@ async def test_the_last_json_fence_is_the_answer_when_the_whole_text_is_not_json
 @pytest.mark.parametrize(
     ("text", "error_start"),
     [
-        ('{"name": "Ada", "age": 36,}', "not JSON: "),
+        (
+            '{"name": "Ada", "age": 36,}',
+            "not JSON: Illegal trailing comma before end of object: line 1 column 26 (char 25)",
+        ),
+        (
+            '{"name": "Ada", "age": [36, ]}',
+            "not JSON: Illegal trailing comma before end of array: line 1 column 27 (char 26)",
+        ),
         ("NaN", "not JSON: NaN is not a JSON value"),
         ('{"name": "Ada", "age": 1e400}', "not JSON: 1e400 is out of range for a number"),
         ('{"name": "Ada", "age": Infinity}', "not JSON: Infinity is not a JSON value"),
