@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -66,17 +65,14 @@ SELECTORS = ("--resources-server", "mcqa", "--model-type", "replay_model")
     ],
     ids=["selectors", "legacy-script", "config-paths"],
 )
-def test_eval_run_offline_starts_collects_aggregates_and_stops_in_under_10s(command, workdir):
+def test_eval_run_offline_starts_collects_aggregates_and_stops(command, workdir):
     data_files = {path: path.read_bytes() for path in MCQA_DATA.iterdir()}
-    started = time.monotonic()
     executable, *args = command
     result = subprocess.run(
         [str(BIN / executable), *args, "--dataset", "example", "-o", "out/rollouts.jsonl"],
         cwd=workdir, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stdout + result.stderr
-    assert elapsed < 10, f"gym eval run took {elapsed:.1f}s for 5 tasks"
     out = workdir / "out"
     results = read_jsonl(out / "rollouts.jsonl")
     materialized = read_jsonl(out / "rollouts_materialized_inputs.jsonl")
