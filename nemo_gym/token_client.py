@@ -3,53 +3,123 @@
 `client.chat.completions.create(...)` goes to a Gym model server in training mode (`/chat/completions`
 with `return_token_id_information: true`) and returns an `openai` `ChatCompletion` that also carries
 `prompt_token_ids`, `choices[0].token_ids` and `choices[0].logprobs.content[j]` (`token`, `token_id`,
-`logprob`). The caller keeps sending plain chat messages; this client remembers the assistant turns it
-produced with their token data and puts that data back on them, so the server continues each prompt
-token for token instead of re-tokenising the history. One client state is one rollout: `reset()` starts
-the next, `copy()` shares the current one (with its cookies, which pin the rollout to one replica).
+`logprob`); the message itself keeps `prompt_token_ids`, `generation_token_ids` and `generation_log_probs`.
+
+The caller may send plain chat messages back: the client finds each assistant turn it produced and puts
+its token data back on it, so the server continues the prompt token for token instead of re-tokenising.
+A turn is found by the whole conversation that ends with it, so any number of rollouts can share one
+client, as AsyncOpenAI is shared. Two rollouts whose texts coincide but whose ids differ cannot be told
+apart by text: the tool-call ids decide, and when even they do not, the turn goes without token data and
+the answer is flagged (`token_continuity`) instead of guessed, as it is when a generation comes back
+edited.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import hashlib
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import openai
+import orjson
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel
 
 from nemo_gym.http_client import (
+    DeadlineExceededError,
+    HTTPStatusError,
+    RequestFailedError,
     checked_json,
     default_retry_policy,
     request,
     response_cookies,
 )
 
+try:  # the HTTP library of the installed openai: httpx2 from openai 3, httpx before
+    import httpx2 as openai_httpx
+except ImportError:  # pragma: no cover - depends on the installed openai
+    import httpx as openai_httpx  # type: ignore[no-redef]
+
 TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
 TOKEN_ID_PREFIX = "token_id:"
-
-MessageKey = tuple[str, tuple[tuple[str, str], ...]]
+DEFAULT_MAX_REMEMBERED_TURNS = 100_000
+# chat_template_kwargs reach the template only through metadata (a server forwards top-level ones only
+# when configured to), which every Gym model server reads.
+METADATA_CHAT_TEMPLATE_KWARGS = "chat_template_kwargs"
+STATUS_ERRORS: dict[int, type[openai.APIStatusError]] = {
+    400: openai.BadRequestError,
+    401: openai.AuthenticationError,
+    403: openai.PermissionDeniedError,
+    404: openai.NotFoundError,
+    409: openai.ConflictError,
+    422: openai.UnprocessableEntityError,
+    429: openai.RateLimitError,
+}
 
 
 @dataclass(frozen=True)
 class _RecordedTurn:
-    """An assistant message this client returned, where it sits in the conversation, and its token data."""
+    """The token data of one generated assistant message, with its tool-call ids to tell twins apart."""
 
-    position: int
-    key: MessageKey
+    call_ids: tuple[str, ...]
     token_fields: dict[str, list[Any]]
 
 
 @dataclass
 class RolloutState:
-    """What the calls of one rollout share: the assistant turns produced so far and the server's cookies."""
+    """What the clients sharing it remember: generated turns by conversation, and session cookies by
+    conversation start (so each rollout keeps its replica). Both are bounded, least recently used first."""
 
-    turns: list[_RecordedTurn] = field(default_factory=list)
-    cookies: dict[str, str] = field(default_factory=dict)
+    max_turns: int = DEFAULT_MAX_REMEMBERED_TURNS
+    turns: OrderedDict[str, list[_RecordedTurn]] = field(default_factory=OrderedDict)
+    # Conversations this client asked the model to continue: a different assistant message after one
+    # of them is a generation edited on its way back.
+    continued: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    cookies: OrderedDict[str, dict[str, str]] = field(default_factory=OrderedDict)
 
     def clear(self) -> None:
         self.turns.clear()
+        self.continued.clear()
         self.cookies.clear()
+
+    def remember(self, history_key: str, key: str, turn: _RecordedTurn) -> None:
+        """`turn` was generated after the conversation `history_key`, making the conversation `key`."""
+        recorded = self.turns.setdefault(key, [])
+        if turn not in recorded:
+            recorded.append(turn)
+        self.turns.move_to_end(key)
+        self.continued[history_key] = None
+        self.continued.move_to_end(history_key)
+        _trim(self.turns, self.max_turns)
+        _trim(self.continued, self.max_turns)
+
+    def token_fields_for(self, key: str, call_ids: tuple[str, ...]) -> dict[str, list[Any]] | None:
+        """The token data of the turn a conversation ends with, or None: unknown, or twins it cannot
+        tell apart."""
+        candidates = self.turns.get(key, [])
+        if len({_frozen(turn.token_fields) for turn in candidates}) > 1:
+            candidates = [turn for turn in candidates if turn.call_ids == call_ids]
+        if not candidates or len({_frozen(turn.token_fields) for turn in candidates}) > 1:
+            return None
+        self.turns.move_to_end(key)
+        return candidates[0].token_fields
+
+    def cookies_for(self, key: str) -> dict[str, str]:
+        jar = self.cookies.setdefault(key, {})
+        self.cookies.move_to_end(key)
+        _trim(self.cookies, self.max_turns)
+        return jar
+
+
+def _trim(entries: OrderedDict[str, Any], limit: int) -> None:
+    while len(entries) > limit:
+        entries.popitem(last=False)
+
+
+def _frozen(token_fields: Mapping[str, list[Any]]) -> bytes:
+    return orjson.dumps([token_fields[name] for name in TOKEN_FIELDS])
 
 
 def _as_dict(message: Mapping[str, Any] | BaseModel) -> dict[str, Any]:
@@ -65,54 +135,123 @@ def _text_of(content: Any) -> str:
     return str(content or "")
 
 
-def message_key(message: Mapping[str, Any]) -> MessageKey:
-    """What identifies an assistant turn when it comes back: its text and its calls (not the call ids,
-    which callers may rewrite, nor optional fields they may drop)."""
-    calls = tuple(
-        (str(call["function"]["name"]), str(call["function"]["arguments"]))
-        for call in message.get("tool_calls") or []
-    )
-    return _text_of(message.get("content")), calls
+def _calls_of(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [call.get("function") or {} for call in message.get("tool_calls") or []]
 
 
-def with_token_fields(messages: list[dict[str, Any]], turns: Iterable[_RecordedTurn]) -> list[dict[str, Any]]:
-    """The messages with each recorded turn's token data put back on it, when it is still where it was
-    and unchanged; an edited or moved turn goes without, and the server tokenises it afresh."""
-    tracked = list(messages)
-    for turn in turns:
-        if turn.position >= len(tracked):
-            continue
-        message = tracked[turn.position]
-        if message.get("role") == "assistant" and message_key(message) == turn.key:
-            tracked[turn.position] = {**message, **turn.token_fields}
-    return tracked
+def _call_ids(message: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(str(call.get("id", "")) for call in message.get("tool_calls") or [])
 
 
-def to_tracked_completion(answer: dict[str, Any]) -> tuple[ChatCompletion, dict[str, list[Any]]]:
-    """The server's training answer reshaped as the SDK's completion with the trainer's fields, and the
-    token data to remember for the generated message."""
-    choice = answer["choices"][0]
-    message = choice["message"]
-    token_fields = {name: message.pop(name) for name in TOKEN_FIELDS}
-    generated, log_probs = token_fields["generation_token_ids"], token_fields["generation_log_probs"]
-    choice["token_ids"] = generated
-    choice["logprobs"] = {
-        "content": [
-            {
-                "token": f"{TOKEN_ID_PREFIX}{token_id}",
-                "token_id": token_id,
-                "logprob": log_prob,
-                "top_logprobs": [],
-            }
-            for token_id, log_prob in zip(generated, log_probs, strict=True)
-        ]
+def _identity(message: Mapping[str, Any]) -> bytes:
+    """What a message says, as the conversation key reads it: role, text and calls. Not the call ids (a
+    caller may rewrite them) nor optional fields a caller may drop (reasoning, names)."""
+    calls = [[str(call.get("name")), str(call.get("arguments"))] for call in _calls_of(message)]
+    return orjson.dumps([message.get("role"), _text_of(message.get("content")), calls])
+
+
+EMPTY_CONVERSATION_KEY = hashlib.sha256().hexdigest()
+
+
+def conversation_keys(messages: Iterable[Mapping[str, Any]]) -> Iterator[str]:
+    """For each message, a digest of the conversation up to and including it."""
+    digest = hashlib.sha256()
+    for message in messages:
+        digest.update(_identity(message) + b"\n")
+        yield digest.copy().hexdigest()
+
+
+def conversation_start_key(messages: list[dict[str, Any]]) -> str:
+    """The digest of the messages before the first assistant turn: what one rollout's calls share."""
+    start = next((i for i, m in enumerate(messages) if m.get("role") == "assistant"), len(messages))
+    return hashlib.sha256(b"".join(_identity(m) + b"\n" for m in messages[:start])).hexdigest()
+
+
+def with_token_fields(
+    messages: list[dict[str, Any]], state: RolloutState
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The messages with each assistant turn this client generated carrying its token data again (a
+    turn that already carries it, an SDK message sent back as returned, keeps its own), and the
+    `token_continuity` flag for the first generated turn that could not be given its data."""
+    tracked, flag, assistant_number, history_key = [], None, 0, EMPTY_CONVERSATION_KEY
+    for message, key in zip(messages, conversation_keys(messages), strict=True):
+        if message.get("role") == "assistant":
+            assistant_number += 1
+            if "generation_token_ids" not in message:
+                token_fields = state.token_fields_for(key, _call_ids(message))
+                if token_fields is not None:
+                    message = {**message, **token_fields}
+                elif flag is None:
+                    flag = _lost_turn_flag(state, key, history_key, assistant_number)
+        tracked.append(message)
+        history_key = key
+    return tracked, flag
+
+
+def _lost_turn_flag(state: RolloutState, key: str, history_key: str, number: int) -> dict[str, Any] | None:
+    """Why a turn goes without token data, when the client knows it stands where a generation stood."""
+    if key in state.turns:
+        reason = "another conversation with the same text generated other ids, and nothing tells them apart"
+    elif history_key in state.continued:
+        reason = "it differs from what the model generated there (edited or re-serialised on its way back)"
+    else:
+        return None  # never generated after this history: the caller's own message
+    return {
+        "broken_at_turn": number,
+        "reason": f"assistant turn {number} carries no token ids: {reason}, so its text was re-tokenised",
     }
-    answer["prompt_token_ids"] = token_fields["prompt_token_ids"]
-    return ChatCompletion.model_validate(answer), token_fields
+
+
+def to_tracked_completion(answer: dict[str, Any]) -> ChatCompletion:
+    """The server's training answer as the SDK's completion, with the trainer's fields added: the
+    top-level `prompt_token_ids`, each choice's `token_ids` and per-token `logprobs`."""
+    for choice in answer["choices"]:
+        message = choice["message"]
+        generated, log_probs = message["generation_token_ids"], message["generation_log_probs"]
+        choice["token_ids"] = generated
+        choice["logprobs"] = {
+            "content": [
+                {
+                    "token": f"{TOKEN_ID_PREFIX}{token_id}",
+                    "token_id": token_id,
+                    "logprob": log_prob,
+                    "top_logprobs": [],
+                }
+                for token_id, log_prob in zip(generated, log_probs, strict=True)
+            ]
+        }
+    answer["prompt_token_ids"] = answer["choices"][0]["message"]["prompt_token_ids"]
+    return ChatCompletion.model_validate(answer)
+
+
+def earliest_flag(*flags: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Of the server's and the client's `token_continuity`, the one at the earlier turn."""
+    found = [flag for flag in flags if flag]
+    return min(found, key=lambda flag: flag["broken_at_turn"], default=None)
+
+
+def openai_error(error: HTTPStatusError | RequestFailedError, url: str) -> openai.OpenAIError:
+    """A failed call as the error AsyncOpenAI raises for it, so a trainer's except clauses still catch it."""
+    sent = openai_httpx.Request("POST", url)
+    if isinstance(error, DeadlineExceededError):
+        return openai.APITimeoutError(request=sent)
+    if isinstance(error, RequestFailedError):
+        return openai.APIConnectionError(message=str(error), request=sent)
+    try:
+        body = orjson.loads(error.response_content)
+    except orjson.JSONDecodeError:
+        body = error.response_content.decode("utf-8", errors="replace")
+    details = body.get("error") if isinstance(body, dict) else None
+    message = details.get("message") if isinstance(details, dict) else None
+    response = openai_httpx.Response(error.status, request=sent, content=error.response_content)
+    kind = STATUS_ERRORS.get(
+        error.status, openai.InternalServerError if error.status >= 500 else openai.APIStatusError
+    )
+    return kind(f"Error code: {error.status} - {message or body}", response=response, body=body)
 
 
 class GymTokenClient:
-    """AsyncOpenAI-compatible client that records token data across the turns of one rollout."""
+    """AsyncOpenAI-compatible client that records token data across the turns of its conversations."""
 
     def __init__(
         self,
@@ -134,12 +273,11 @@ class GymTokenClient:
         self.chat = _Chat(self)
 
     def reset(self) -> None:
-        """Start a new rollout: no recorded turns, no cookies (so it may land on another replica). Copies
-        share the state and start over too."""
+        """Forget every recorded turn and cookie (clients sharing the state forget them too)."""
         self.state.clear()
 
     def copy(self) -> GymTokenClient:
-        """Another client on the same rollout, e.g. for a helper that must continue the same tokens."""
+        """Another client that shares what this one remembers, e.g. for a helper of the same rollout."""
         return GymTokenClient(
             self.base_url,
             self.api_key,
@@ -159,8 +297,9 @@ class GymTokenClient:
     async def __aexit__(self, *_: object) -> None:
         await self.close()
 
-    async def post_chat(self, body: dict[str, Any]) -> dict[str, Any]:
-        """One bounded call to the server's chat route, keeping its session cookies for the rollout."""
+    async def post_chat(self, body: dict[str, Any], cookies: dict[str, str]) -> dict[str, Any]:
+        """One bounded call to the server's chat route; `cookies` (the conversation's) are sent and
+        updated. Failures are raised as openai's own error types."""
         if self.closed:
             raise RuntimeError("GymTokenClient is closed")
         policy = default_retry_policy()
@@ -168,16 +307,35 @@ class GymTokenClient:
             max_attempts=self.max_retries or policy.max_attempts,
             deadline_s=self.timeout_s or policy.deadline_s,
         )
-        response = await request(
-            "POST",
-            f"{self.base_url}/chat/completions",
-            json=body,
-            headers={"Authorization": f"Bearer {self.api_key}"},
-            cookies=dict(self.state.cookies),
-            retry_policy=policy,
-        )
-        self.state.cookies.update(response_cookies(response))
-        return await checked_json(response)
+        url = f"{self.base_url}/chat/completions"
+        try:
+            response = await request(
+                "POST",
+                url,
+                json=body,
+                headers={"Authorization": f"Bearer {self.api_key}"},
+                cookies=dict(cookies),
+                retry_policy=policy,
+            )
+            cookies.update(response_cookies(response))
+            return await checked_json(response)
+        except (HTTPStatusError, RequestFailedError) as error:
+            raise openai_error(error, url) from error
+
+
+def request_body(params: Mapping[str, Any], extra_body: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The chat body: the SDK's parameters (None left out, as the SDK leaves out unset ones) with
+    `extra_body` merged at the top level as AsyncOpenAI merges it, except `chat_template_kwargs`, which
+    travels in `metadata` where the server always reads it."""
+    body = {key: value for key, value in params.items() if value is not None}
+    extra = dict(extra_body or {})
+    template_kwargs = extra.pop(METADATA_CHAT_TEMPLATE_KWARGS, None)
+    body.update(extra)
+    if template_kwargs is not None:
+        metadata = dict(body.get("metadata") or {})
+        metadata[METADATA_CHAT_TEMPLATE_KWARGS] = orjson.dumps(template_kwargs).decode()
+        body["metadata"] = metadata
+    return body
 
 
 class _Completions:
@@ -189,27 +347,33 @@ class _Completions:
         *,
         messages: Iterable[Mapping[str, Any] | BaseModel],
         model: str | None = None,
-        n: int | None = None,
         stream: bool | None = None,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> ChatCompletion:
         """`params` are the chat body's fields (max_tokens or max_completion_tokens, temperature, top_p,
-        tools, stop, ...); None values are left out, as the SDK leaves out unset ones."""
-        if n not in (None, 1):
-            raise ValueError("GymTokenClient generates one choice per call (n=1): token data is per rollout")
+        tools, stop, n, ...); `extra_body` carries vLLM's own (top_k, min_p, repetition_penalty,
+        chat_template_kwargs, ...)."""
         if stream:
             raise ValueError("GymTokenClient does not stream: the token data comes with the whole answer")
         client = self._client
+        state = client.state
         sent = [_as_dict(message) for message in messages]
-        body = {key: value for key, value in params.items() if value is not None}
-        body.update(extra_body or {})
-        body["messages"] = with_token_fields(sent, client.state.turns)
+        body = request_body(params, extra_body)
+        body["messages"], lost = with_token_fields(sent, state)
         if model or client.model:
             body["model"] = model or client.model
-        completion, token_fields = to_tracked_completion(await client.post_chat(body))
-        returned = completion.choices[0].message.model_dump(mode="json")
-        client.state.turns.append(_RecordedTurn(len(sent), message_key(returned), token_fields))
+        answer = await client.post_chat(body, state.cookies_for(conversation_start_key(sent)))
+        flag = earliest_flag(answer.get("token_continuity"), lost)
+        if flag is not None:
+            answer["token_continuity"] = flag
+        completion = to_tracked_completion(answer)
+        *_, history_key = [EMPTY_CONVERSATION_KEY, *conversation_keys(sent)]
+        for choice in completion.choices:
+            returned = choice.message.model_dump(mode="json", exclude_none=True)
+            *_, key = conversation_keys([*sent, returned])
+            token_fields = {name: returned[name] for name in TOKEN_FIELDS}
+            state.remember(history_key, key, _RecordedTurn(_call_ids(returned), token_fields))
         return completion
 
 

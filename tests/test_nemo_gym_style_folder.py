@@ -77,9 +77,10 @@ async def test_the_folder_serves_rollouts_and_its_metrics_in_a_deployment(deploy
         model,
         [
             {"tool_calls": [scripted_call("increment_counter", {"count": 3})]},
-            {"text": "{5}"},
+            # Qwen3 thinks before it answers; vLLM's qwen3 parser reads an answer without </think> as reasoning.
+            {"reasoning": "Done.", "text": "{5}"},
             {"tool_calls": [scripted_call("increment_counter", {"count": 9})]},
-            {"text": "{9}"},
+            {"reasoning": "Done.", "text": "{9}"},
         ],
     )
     helper = RolloutCollectionHelper()

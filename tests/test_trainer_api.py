@@ -119,9 +119,10 @@ def test_two_turn_rollouts_come_back_with_rewards_and_contiguous_token_ids(
         trainer.model,
         [
             {"tool_calls": BOTH_CALLS},
-            {"text": "Here they are."},
+            # Qwen3 thinks before it answers; vLLM's qwen3 parser reads an answer without </think> as reasoning.
+            {"reasoning": "Both found.", "text": "Here they are."},
             {"tool_calls": ONE_CALL},
-            {"text": "Found some."},
+            {"reasoning": "One found.", "text": "Found some."},
         ],
     )
     examples = trainer.rch.preprocess_examples(
@@ -164,7 +165,7 @@ def test_run_from_config_collects_into_files_and_returns_the_results(
     trainer: Trainer, vllm_upstream: VllmUpstream, tmp_path: Path
 ) -> None:
     (tmp_path / "tasks.jsonl").write_bytes(orjson.dumps({**TASK, "agent_ref": {"name": AGENT}}) + b"\n")
-    vllm_upstream.script(trainer.model, [{"tool_calls": BOTH_CALLS}, {"text": "Done."}])
+    vllm_upstream.script(trainer.model, [{"tool_calls": BOTH_CALLS}, {"reasoning": "Both.", "text": "Done."}])
     config = RolloutCollectionConfig(
         input_jsonl_fpath=str(tmp_path / "tasks.jsonl"),
         output_jsonl_fpath=str(tmp_path / "out" / "rollouts.jsonl"),

@@ -41,7 +41,8 @@ Model routes (the body's `model` selects the script; any name is served):
                                 return_token_ids, max_tokens / max_completion_tokens, chat_template_kwargs,
                                 add_generation_prompt, continue_final_message
     POST /v1/completions        prompt = list of token ids or a string; continues with the next scripted
-                                turn; logprobs (int), return_tokens_as_token_ids, return_token_ids;
+                                turn; logprobs (int), return_tokens_as_token_ids, return_token_ids,
+                                skip_special_tokens (default true, as in vLLM; also on chat);
                                 max_tokens defaults to 16, as in vLLM
     POST /tokenize              {"model", "prompt"} or {"model", "messages", "tools"?, "add_generation_prompt"
                                 (default true), "continue_final_message"?, "chat_template_kwargs"?,
@@ -73,6 +74,12 @@ A step is an object (every key optional):
     "noncanonical": true      encode the turn one character at a time: the same text, but token ids the
                               tokenizer would never produce for it, as sampled models sometimes do.
                               Re-tokenising such a turn's text cannot give back its ids
+    "raw": str                the whole generated text instead of text/reasoning/tool_calls, written in any
+                              model family's format (markers listed in FORMAT_SPECIAL_TOKENS tokenise as
+                              special tokens, as in that family's tokenizer)
+    "message": {"content"?, "reasoning_content"?, "tool_calls"?: [{"name", "arguments": str}]}
+                              with "raw": the message the chat route returns for it, i.e. what vLLM's
+                              parsers for that family make of the text (arguments verbatim)
     "status": int, "body": {...}, "retry_after": number
                               answer this HTTP error instead (default body: vLLM's error shape)
     "repeat": n               serve the step n times before it is consumed
@@ -120,8 +127,30 @@ END_OF_TEXT = "<|endoftext|>"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 RESPONSE_OPEN, RESPONSE_CLOSE = "<tool_response>", "</tool_response>"
+# Tool-call markers that are special tokens in other model families' tokenizers (Mistral, Kimi K2,
+# Granite, gpt-oss, Llama 3 and 4): a `raw` step written in those formats tokenises them as the real model
+# does, so they vanish from generated text unless the request sets `skip_special_tokens: false`.
+FORMAT_SPECIAL_TOKENS = (
+    "[TOOL_CALLS]",
+    "[ARGS]",
+    "<|tool_calls_section_begin|>",
+    "<|tool_calls_section_end|>",
+    "<|tool_call_begin|>",
+    "<|tool_call_argument_begin|>",
+    "<|tool_call_end|>",
+    "<|tool_call|>",
+    "<|start|>",
+    "<|channel|>",
+    "<|message|>",
+    "<|constrain|>",
+    "<|end|>",
+    "<|call|>",
+    "<|python_tag|>",
+    "<|python_start|>",
+    "<|python_end|>",
+)
 # Special tokens are dropped from generated text (skip_special_tokens); the markup tokens stay, as in Qwen3.
-SPECIAL_TOKENS = (END_OF_TEXT, IM_START, IM_END)
+SPECIAL_TOKENS = (END_OF_TEXT, IM_START, IM_END, *FORMAT_SPECIAL_TOKENS)
 MARKUP_TOKENS = (THINK_OPEN, THINK_CLOSE, CALL_OPEN, CALL_CLOSE, RESPONSE_OPEN, RESPONSE_CLOSE)
 EOS_TOKEN = IM_END
 
@@ -130,6 +159,8 @@ DEFAULT_MAX_MODEL_LEN = 32768
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # vLLM's CompletionRequest default; chat has none
 DEFAULT_TEXT = "ok"
 STEP_KEYS = (
+    "raw",
+    "message",
     "text",
     "reasoning",
     "tool_calls",
@@ -394,11 +425,10 @@ class ParsedTurn:
 
 
 def parse_reasoning(text: str) -> tuple[str | None, str]:
-    """Qwen3-style reasoning parser, undoing exactly the separators render_assistant_body adds."""
+    """vLLM's qwen3 reasoning parser: the template's newlines around the reasoning stay where they are."""
     if THINK_CLOSE in text:
         before, _, after = text.partition(THINK_CLOSE)
-        reasoning = before.removeprefix(THINK_OPEN).removeprefix("\n").removesuffix("\n")
-        return reasoning, after.removeprefix("\n\n")
+        return before.removeprefix(THINK_OPEN), after
     if text.startswith(THINK_OPEN):  # cut off while thinking
         return text.removeprefix(THINK_OPEN).removeprefix("\n"), ""
     return None, text
@@ -420,7 +450,7 @@ def parse_tool_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
         calls.append(call)
     if not calls:
         return text, []
-    return text[: text.index(CALL_OPEN)].removesuffix("\n"), calls
+    return text[: text.index(CALL_OPEN)], calls  # vLLM's hermes parser does not strip the content
 
 
 def parse_turn(text: str, reasoning_parser: bool) -> ParsedTurn:
@@ -448,6 +478,8 @@ def token_logprob(position: int, token_id: int) -> float:
 
 def step_body(step: dict[str, Any]) -> str:
     """The scripted turn as generated text. String arguments go out verbatim (the model's formatting)."""
+    if "raw" in step:
+        return step["raw"]
     calls = [
         (
             call["name"],
@@ -541,12 +573,26 @@ def validate_step(step: Any) -> dict[str, Any]:
     if "status" in step:
         if not (isinstance(step["status"], int) and 100 <= step["status"] <= 599):
             raise StepError(f"'status' must be an HTTP status code, got {step['status']!r}")
-        turn_keys = {"text", "reasoning", "tool_calls", "finish_reason", "noncanonical"} & set(step)
+        turn_keys = {
+            "raw",
+            "message",
+            "text",
+            "reasoning",
+            "tool_calls",
+            "finish_reason",
+            "noncanonical",
+        } & set(step)
         if turn_keys:
             raise StepError(f"an error step takes no turn keys, got {sorted(turn_keys)}")
     elif "body" in step or "retry_after" in step:
         raise StepError("'body' and 'retry_after' need 'status'")
-    for key in ("text", "reasoning", "finish_reason"):
+    if "message" in step and "raw" not in step:
+        raise StepError("'message' describes how a 'raw' step is parsed; give 'raw' too")
+    if "raw" in step and {"text", "reasoning", "tool_calls"} & set(step):
+        raise StepError("a 'raw' step is the whole generated text: no 'text', 'reasoning' or 'tool_calls'")
+    if not isinstance(step.get("message", {}), dict):
+        raise StepError("'message' must be an object")
+    for key in ("raw", "text", "reasoning", "finish_reason"):
         if key in step and not isinstance(step[key], str):
             raise StepError(f"'{key}' must be a string")
     if not isinstance(step.get("tool_calls", []), list):
@@ -724,11 +770,13 @@ def response_tool_calls(parsed: ParsedTurn, step: dict[str, Any]) -> list[dict[s
     calls = []
     for index, call in enumerate(parsed.calls):
         call_id = scripted_ids[index] if index < len(scripted_ids) and scripted_ids[index] else None
+        # A `raw` step's message gives the arguments exactly as that family's parser writes them.
+        arguments = call["arguments"] if "message" in step else arguments_json(call["arguments"])
         calls.append(
             {
                 "id": call_id or f"chatcmpl-tool-{uuid.uuid4().hex}",
                 "type": "function",
-                "function": {"name": call["name"], "arguments": arguments_json(call["arguments"])},
+                "function": {"name": call["name"], "arguments": arguments},
             }
         )
     return calls
@@ -738,9 +786,8 @@ def build_chat_completion(
     state: Upstream, body: dict[str, Any], step: dict[str, Any], prompt_ids: list[int], generation: Generation
 ) -> dict[str, Any]:
     settings = state.settings_of(str(body.get("model", "")))
-    parsed = parse_turn(
-        state.tok.decode(generation.token_ids, skip_special_tokens=True), settings.reasoning_parser
-    )
+    text = generated_text(state.tok, body, generation)
+    parsed = scripted_parse(step) or parse_turn(text, settings.reasoning_parser)
     tool_calls = response_tool_calls(parsed, step)
     finish_reason = generation.finish_reason
     if finish_reason == "stop" and tool_calls:
@@ -774,6 +821,28 @@ def build_chat_completion(
         completion["prompt_token_ids"] = prompt_ids
         choice["token_ids"] = generation.token_ids
     return completion
+
+
+def skips_special_tokens(body: dict[str, Any]) -> bool:
+    """vLLM's `skip_special_tokens` sampling parameter, true unless the request says false."""
+    return body.get("skip_special_tokens") is not False
+
+
+def generated_text(tok: TextTokenizer, body: dict[str, Any], generation: Generation) -> str:
+    """The text vLLM returns for a generation: never the EOS that stopped it, even with special tokens kept."""
+    ids = generation.token_ids
+    if ids and ids[-1] == tok.eos_id:
+        ids = ids[:-1]
+    return tok.decode(ids, skip_special_tokens=skips_special_tokens(body))
+
+
+def scripted_parse(step: dict[str, Any]) -> ParsedTurn | None:
+    """A `raw` step's `message`: what vLLM's parsers for that model family make of the raw text."""
+    message = step.get("message")
+    if message is None:
+        return None
+    calls = [{"name": call["name"], "arguments": call["arguments"]} for call in message.get("tool_calls", [])]
+    return ParsedTurn(message.get("reasoning_content"), message.get("content"), calls)
 
 
 def token_usage(prompt_ids: list[int], generation: Generation) -> dict[str, Any]:
@@ -812,7 +881,7 @@ def build_completion(
         )
     choice: dict[str, Any] = {
         "index": 0,
-        "text": state.tok.decode(generation.token_ids, skip_special_tokens=True),
+        "text": generated_text(state.tok, body, generation),
         "logprobs": logprobs,
         "finish_reason": generation.finish_reason,
         "stop_reason": None,

@@ -36,7 +36,6 @@ from nemo_gym.errors import GymError
 from nemo_gym.http_client import HTTPStatusError
 from nemo_gym.openai_utils import (
     NeMoGymChatCompletion,
-    NeMoGymChatCompletionCreateParamsNonStreaming,
     NeMoGymResponse,
     NeMoGymResponseCreateParamsNonStreaming,
 )
@@ -49,7 +48,9 @@ from nemo_gym.upstream import (
     bad_upstream_answer,
     validated_answer,
 )
-from responses_api_models.vllm_model import conversion, tokens
+from responses_api_models.vllm_model import conversion, structured, tokens
+from responses_api_models.vllm_model.chat_params import VLLMChatCompletionParams
+from responses_api_models.vllm_model.parsers import OutputParsers, reasoning_parser, tool_call_parser
 
 logger = logging.getLogger("vllm_model")
 
@@ -92,8 +93,11 @@ class VLLMModelConfig(BaseResponsesAPIModelConfig, UpstreamCallConfig):
     api_key: SecretStr
     model: str
     default_headers: dict[str, str] = Field(default_factory=dict, repr=False)  # may hold credentials
-    # How the upstream's chat template and reasoning parser behave.
+    # How the upstream's chat template and output parsers behave. A continued turn's text is parsed
+    # here with the parsers vLLM runs under these names (its --tool-call-parser / --reasoning-parser).
     uses_reasoning_parser: bool
+    tool_call_parser: str = "hermes"
+    reasoning_parser: str = "qwen3"
     uses_interleaved_reasoning: bool = True
     replace_developer_role_with_system: bool = False
     sequential_reasoning_allowed: bool = True
@@ -110,6 +114,18 @@ class VLLMModelConfig(BaseResponsesAPIModelConfig, UpstreamCallConfig):
     @classmethod
     def _one_url_is_a_list(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
+
+    @field_validator("tool_call_parser")
+    @classmethod
+    def _known_tool_call_parser(cls, name: str) -> str:
+        tool_call_parser(name)
+        return name
+
+    @field_validator("reasoning_parser")
+    @classmethod
+    def _known_reasoning_parser(cls, name: str) -> str:
+        reasoning_parser(name)
+        return name
 
     @field_validator("chat_template_kwargs", "extra_body", "default_headers", mode="before")
     @classmethod
@@ -196,6 +212,7 @@ class VLLMModel(SimpleResponsesAPIModel):
     _upstream: Upstream = PrivateAttr()
     _reasoning: conversion.ReasoningHandling = PrivateAttr()
     _defaults: conversion.ServerDefaults = PrivateAttr()
+    _parsers: OutputParsers = PrivateAttr()
     _end_of_turn_id: int | None = PrivateAttr(default=None)
     _end_of_turn_lock: asyncio.Lock = PrivateAttr(default_factory=asyncio.Lock)
 
@@ -213,6 +230,9 @@ class VLLMModel(SimpleResponsesAPIModel):
             config.replace_developer_role_with_system,
         )
         self._end_of_turn_id = config.eos_token_id
+        self._parsers = OutputParsers.named(
+            config.tool_call_parser, config.reasoning_parser if config.uses_reasoning_parser else None
+        )
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
@@ -238,11 +258,18 @@ class VLLMModel(SimpleResponsesAPIModel):
         return NeMoGymResponse.model_validate(answer)
 
     async def chat_completions(
-        self, request: Request, body: NeMoGymChatCompletionCreateParamsNonStreaming
+        self, request: Request, body: VLLMChatCompletionParams
     ) -> NeMoGymChatCompletion:
         chat_body = body.model_dump(mode="json", exclude_unset=True)
         if not self.config.return_token_id_information:
             return await self._complete(request, chat_body)
+        if (body.n or 1) > 1:
+            raise GymError(
+                400,
+                "invalid_request",
+                "n: training mode generates one choice per call (each choice is its own sample with its "
+                "own token data); send n separate requests",
+            )
         turn = await self._training_turn(request, chat_body, body.max_completion_tokens or body.max_tokens)
         completion = conversion.attach_chat_token_fields(
             turn.completion.model_dump(mode="json", exclude_unset=True),
@@ -366,16 +393,26 @@ class VLLMModel(SimpleResponsesAPIModel):
         )
         glue = tokens.glue_start(prefix, last.generation_token_ids, eos)
         broken = tokens.earliest_break(
-            tokens.find_break(turns, prefix, glue, full), await self._edited_turn(client, payload, turns, eos)
+            tokens.find_break(turns, prefix, glue, full),
+            await self._edited_turn(client, payload, turns, eos),
+            conversion.untracked_turn(payload["messages"], last),
         )
         prompt = full if broken else last.prompt_token_ids + last.generation_token_ids + full[glue:]
         max_tokens = max_tokens or max(max_model_len - len(prompt), 1)
         sampling = {key: value for key, value in payload.items() if key not in CHAT_ONLY_FIELDS}
         request_body = {**sampling, **COMPLETION_TOKEN_FLAGS, "prompt": prompt, "max_tokens": max_tokens}
+        if self._parsers.keeps_special_tokens(payload.get("tools"), payload.get("tool_choice")):
+            request_body["skip_special_tokens"] = False
+        try:
+            response_format = structured.completion_response_format(payload)
+        except conversion.RequestConversionError as error:
+            raise GymError(400, "invalid_request", str(error)) from None
+        if response_format is not None:
+            request_body["response_format"] = response_format
         answer = await self._upstream_call(client, client.create_completion, request_body)
         if answer is None:
             return self._without_generation("length")
-        completion, generated, log_probs = self._completion_to_chat(answer, client.base_url)
+        completion, generated, log_probs = self._completion_to_chat(answer, client.base_url, payload)
         return TrainingTurn(completion, prompt, generated, log_probs, broken)
 
     async def _end_of_turn(self, client: VLLMClient, payload: dict[str, Any]) -> int:
@@ -405,16 +442,16 @@ class VLLMModel(SimpleResponsesAPIModel):
         return eos
 
     def _completion_to_chat(
-        self, answer: Any, base_url: str
+        self, answer: Any, base_url: str, payload: dict[str, Any]
     ) -> tuple[NeMoGymChatCompletion, list[int], list[float]]:
-        """A `/v1/completions` answer as the chat completion vLLM's parsers would have made, with the
-        generated ids and log-probs."""
+        """A `/v1/completions` answer as the chat completion vLLM's parsers would have made for the
+        request `payload`, with the generated ids and log-probs."""
         if not isinstance(answer, dict) or not answer.get("choices"):
             raise bad_upstream_answer(f"upstream {base_url} sent a completion without choices")
         choice = answer["choices"][0]
         generated, log_probs = tokens.completion_generation(choice.get("logprobs"))
         message = conversion.generated_text_to_chat_message(
-            str(choice.get("text") or ""), self.config.uses_reasoning_parser
+            str(choice.get("text") or ""), self._parsers, payload
         )
         chat = conversion.completion_to_chat_completion(answer, message)
         completion = validated_answer(NeMoGymChatCompletion, chat, base_url, "chat completion")
@@ -453,7 +490,7 @@ class VLLMModel(SimpleResponsesAPIModel):
         texts = await asyncio.gather(*(self._detokenize(client, payload, turn, eos) for turn in turns))
         for turn, text in zip(turns, texts, strict=True):
             message = payload["messages"][turn.message_index]
-            edited = conversion.generation_mismatch(message, text, self.config.uses_reasoning_parser)
+            edited = conversion.generation_mismatch(message, text, self._parsers, payload)
             if edited is not None:
                 return tokens.ContinuityBreak(
                     turn.number,

@@ -40,14 +40,12 @@ from nemo_gym.openai_utils import (
     NeMoGymResponseReasoningItem,
     TokenIDLogProbMixin,
 )
-from responses_api_models.vllm_model.tokens import TokenTurn
+from responses_api_models.vllm_model.parsers import OutputParsers
+from responses_api_models.vllm_model.tokens import ContinuityBreak, TokenTurn
 
 JSON = dict[str, Any]
 
 THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
-THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-TOOL_CALL_OPEN = "<tool_call>"
-TOOL_CALL_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 # The token data of one model call, carried by training-mode items and assistant messages.
 TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
 # vLLM's reasoning parsers name the field `reasoning_content` (older) or `reasoning` (newer).
@@ -545,54 +543,34 @@ def token_turns(messages: list[Mapping[str, Any]]) -> list[TokenTurn]:
     return turns
 
 
+def untracked_turn(messages: list[Mapping[str, Any]], last: TokenTurn) -> ContinuityBreak | None:
+    """An assistant message after the last recorded turn that carries no token data at all: its ids were
+    lost (or the caller wrote it), so the template re-tokenises its text and the prompt is not what the
+    model produced. An explicitly empty `generation_token_ids` (nothing was generated) is no loss."""
+    for number, message in enumerate(
+        (message for message in messages[last.message_index + 1 :] if message.get("role") == "assistant"),
+        start=last.number + 1,
+    ):
+        if "generation_token_ids" not in message:
+            return ContinuityBreak(
+                number,
+                f"assistant turn {number} carries no token ids (they were lost on the way back, or the "
+                "caller wrote that message), so its text was re-tokenised",
+            )
+    return None
+
+
 def without_token_fields(messages: list[Mapping[str, Any]]) -> list[JSON]:
     """Messages as the chat template sees them: the token data is bookkeeping, not conversation."""
     return [{key: value for key, value in message.items() if key not in TOKEN_FIELDS} for message in messages]
 
 
-def _hermes_tool_calls(text: str) -> tuple[str, list[JSON]]:
-    """Hermes-format tool calls (`<tool_call>{"name", "arguments"}</tool_call>`), as vLLM's hermes parser
-    reads them: one unparsable block leaves the whole text as content."""
-    if TOOL_CALL_OPEN not in text:
-        return text, []
-    calls = []
-    for block in TOOL_CALL_BLOCK.findall(text):
-        try:
-            call = orjson.loads(block)
-        except orjson.JSONDecodeError:
-            return text, []
-        if not isinstance(call, dict) or not isinstance(call.get("name"), str) or "arguments" not in call:
-            return text, []
-        arguments = call["arguments"]
-        function = {
-            "name": call["name"],
-            # json.dumps' default separators, as vLLM's hermes parser writes the arguments.
-            "arguments": arguments
-            if isinstance(arguments, str)
-            else json.dumps(arguments, ensure_ascii=False),
-        }
-        calls.append({"id": new_id("call"), "type": "function", "function": function})
-    if not calls:
-        return text, []
-    return text[: text.index(TOOL_CALL_OPEN)].rstrip("\n"), calls
-
-
-def _split_reasoning(text: str) -> tuple[str | None, str]:
-    """vLLM's Qwen3-style reasoning parser: everything up to `</think>` is reasoning."""
-    if THINK_CLOSE in text:
-        before, _, after = text.partition(THINK_CLOSE)
-        return before.removeprefix(THINK_OPEN).strip("\n"), after.lstrip("\n")
-    if text.startswith(THINK_OPEN):  # cut off while thinking
-        return text.removeprefix(THINK_OPEN).lstrip("\n"), ""
-    return None, text
-
-
-def generated_text_to_chat_message(text: str, uses_reasoning_parser: bool) -> JSON:
-    """The chat message vLLM's parsers would make of a raw generation, so a token-in/token-out turn is
-    converted to Responses output exactly like a chat completion is."""
-    reasoning, rest = _split_reasoning(text) if uses_reasoning_parser else (None, text)
-    content, calls = _hermes_tool_calls(rest)
-    return {"role": "assistant", "content": content, "reasoning_content": reasoning, "tool_calls": calls}
+def generated_text_to_chat_message(text: str, parsers: OutputParsers, payload: Mapping[str, Any]) -> JSON:
+    """The chat message vLLM's parsers would make of a raw generation for the chat request `payload`,
+    so a token-in/token-out turn is converted to Responses output exactly like a chat completion is."""
+    return parsers.message(
+        text, payload.get("tools"), payload.get("tool_choice"), payload.get("chat_template_kwargs")
+    )
 
 
 def completion_to_chat_completion(completion: Mapping[str, Any], message: JSON) -> JSON:
@@ -660,12 +638,20 @@ def _message_reasoning(message: Mapping[str, Any]) -> str:
 
 
 def generation_mismatch(
-    message: Mapping[str, Any], generated_text: str, uses_reasoning_parser: bool
+    message: Mapping[str, Any], generated_text: str, parsers: OutputParsers, payload: Mapping[str, Any]
 ) -> str | None:
     """What of a history assistant message no longer says what its recorded generation did (text,
     tool calls, reasoning), or None. Reasoning is compared only when the message still carries it (a
-    template or config may drop old reasoning); surrounding whitespace is ignored."""
-    generated = generated_text_to_chat_message(generated_text, uses_reasoning_parser)
+    template or config may drop old reasoning); surrounding whitespace is ignored. The turn may have been
+    asked with another `tool_choice` than this request's, so it matches if either reading says it does."""
+    mismatches = [
+        _mismatch(message, generated_text_to_chat_message(generated_text, parsers, asked))
+        for asked in (payload, {**payload, "tool_choice": None})
+    ]
+    return None if None in mismatches else mismatches[0]
+
+
+def _mismatch(message: Mapping[str, Any], generated: Mapping[str, Any]) -> str | None:
     if _message_text(message.get("content")).strip() != _message_text(generated["content"]).strip():
         return "text"
     calls = [_call_signature(call) for call in message.get("tool_calls") or []]

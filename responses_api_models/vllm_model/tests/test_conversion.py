@@ -26,6 +26,7 @@ from responses_api_models.vllm_model.conversion import (
     generation_mismatch,
     responses_to_chat_body,
 )
+from responses_api_models.vllm_model.parsers import OutputParsers
 
 NO_PARSER = ReasoningHandling(uses_reasoning_parser=False)
 PARSER = ReasoningHandling(uses_reasoning_parser=True)
@@ -538,4 +539,6 @@ def history_call(arguments: str, **fields: Any) -> dict[str, Any]:
 def test_generation_mismatch_names_what_of_the_message_was_edited(
     message: dict[str, Any], mismatch: str | None
 ) -> None:
-    assert generation_mismatch(message, GENERATED_CALL, uses_reasoning_parser=True) == mismatch
+    parsers = OutputParsers.named("hermes", "qwen3")
+    tools = [{"type": "function", "function": {"name": "w", "parameters": {"type": "object"}}}]
+    assert generation_mismatch(message, GENERATED_CALL, parsers, {"tools": tools}) == mismatch

@@ -49,7 +49,10 @@ def weather_steps() -> list[dict[str, Any]]:
 async def training_server(
     tmp_path: Path, upstream: ScriptedUpstream, model: str, **settings: Any
 ) -> AsyncIterator[Served]:
-    """Training mode as NeMo Gym configures it: no eos_token_id unless a test sets one."""
+    """Training mode as NeMo Gym configures it: no eos_token_id unless a test sets one. The reasoning
+    parser is off unless a test turns it on: vLLM's qwen3 parser reads a turn without `</think>` as
+    all reasoning, and most scripted turns here are plain text."""
+    settings.setdefault("uses_reasoning_parser", False)
     async with served(
         tmp_path, upstream.base_url, model, return_token_id_information=True, **settings
     ) as vllm:
@@ -113,7 +116,10 @@ async def test_five_tool_turns_keep_every_prompt_an_exact_extension_of_the_last(
     model = fresh_model("vllm")
     vllm_upstream.script(model, weather_steps())
     history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
-    async with training_server(tmp_path, vllm_upstream, model) as vllm, rollout_session() as session:
+    async with (
+        training_server(tmp_path, vllm_upstream, model, uses_reasoning_parser=True) as vllm,
+        rollout_session() as session,
+    ):
         responses = await run_turns(vllm, session, history, turns=5)
 
     fields = [token_fields(response) for response in responses]
@@ -127,13 +133,13 @@ async def test_five_tool_turns_keep_every_prompt_an_exact_extension_of_the_last(
 
     for response, city in zip(responses, CITIES, strict=False):
         reasoning, call = ITEMS.validate_python(response["output"])
-        assert reasoning.summary[0].text == f"I should check {city}."
+        assert reasoning.summary[0].text == f"\nI should check {city}.\n"  # vLLM's qwen3 keeps the newlines
         assert (call.name, call.arguments) == ("get_weather", f'{{"city": "{city}"}}')
         assert isinstance(call, TRAINING_TYPES) and not isinstance(reasoning, TRAINING_TYPES)
         assert "token_continuity" not in response
     reasoning, message = ITEMS.validate_python(responses[-1]["output"])
-    assert reasoning.summary[0].text == "All checked."
-    assert message.content[0].text == "Paris is the sunniest." and isinstance(message, TRAINING_TYPES)
+    assert reasoning.summary[0].text == "\nAll checked.\n"
+    assert message.content[0].text == "\n\nParis is the sunniest." and isinstance(message, TRAINING_TYPES)
     assert [call["path"] for call in vllm_upstream.requests(model)].count("/v1/completions") == 4
 
 
@@ -144,7 +150,10 @@ async def test_a_noncanonical_generation_is_continued_with_its_own_ids_not_retok
     first, *rest = weather_steps()
     vllm_upstream.script(model, [{**first, "noncanonical": True}, *rest])
     history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
-    async with training_server(tmp_path, vllm_upstream, model) as vllm, rollout_session() as session:
+    async with (
+        training_server(tmp_path, vllm_upstream, model, uses_reasoning_parser=True) as vllm,
+        rollout_session() as session,
+    ):
         responses = await run_turns(vllm, session, history, turns=2)
 
     (prompt, generated, _), (next_prompt, _, _) = (token_fields(response) for response in responses)
@@ -184,7 +193,8 @@ async def rollout_then_edit(
     model = fresh_model("vllm")
     upstream.script(model, weather_steps())
     history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
-    async with training_server(tmp_path, upstream, model) as vllm, rollout_session() as session:
+    server = training_server(tmp_path, upstream, model, uses_reasoning_parser=True)
+    async with server as vllm, rollout_session() as session:
         await run_turns(vllm, session, history, turns=turns)
         edit(history)
         status, response = await vllm.post(
@@ -250,7 +260,8 @@ async def test_continued_turns_always_set_max_tokens(
     model = fresh_model("vllm")
     vllm_upstream.script(model, weather_steps())
     history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
-    async with training_server(tmp_path, vllm_upstream, model) as vllm, rollout_session() as session:
+    server = training_server(tmp_path, vllm_upstream, model, uses_reasoning_parser=True)
+    async with server as vllm, rollout_session() as session:
         await run_turns(vllm, session, history, turns=1)
         request = {"input": history, "tools": [WEATHER_TOOL], "max_output_tokens": max_output_tokens}
         status, response = await vllm.post("/v1/responses", request, session)
