@@ -158,14 +158,9 @@ BPE_VOCAB_SIZE = 1024
 DEFAULT_MAX_MODEL_LEN = 32768
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # vLLM's CompletionRequest default; chat has none
 DEFAULT_TEXT = "ok"
+TURN_KEYS = ("raw", "message", "text", "reasoning", "tool_calls", "finish_reason", "noncanonical")
 STEP_KEYS = (
-    "raw",
-    "message",
-    "text",
-    "reasoning",
-    "tool_calls",
-    "finish_reason",
-    "noncanonical",
+    *TURN_KEYS,
     "status",
     "body",
     "retry_after",
@@ -573,15 +568,7 @@ def validate_step(step: Any) -> dict[str, Any]:
     if "status" in step:
         if not (isinstance(step["status"], int) and 100 <= step["status"] <= 599):
             raise StepError(f"'status' must be an HTTP status code, got {step['status']!r}")
-        turn_keys = {
-            "raw",
-            "message",
-            "text",
-            "reasoning",
-            "tool_calls",
-            "finish_reason",
-            "noncanonical",
-        } & set(step)
+        turn_keys = set(TURN_KEYS) & set(step)
         if turn_keys:
             raise StepError(f"an error step takes no turn keys, got {sorted(turn_keys)}")
     elif "body" in step or "retry_after" in step:

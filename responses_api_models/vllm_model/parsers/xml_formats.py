@@ -100,13 +100,12 @@ def _coder_schema_kind(spec: Any) -> str:
     return "string"
 
 
-def _coder_value(value: str, name: str, properties: Mapping[str, Any]) -> Any:
-    """A parameter's text converted by its schema type, as `Qwen3CoderToolParser` does."""
-    if value.lower() == "null":
-        return None
-    if name not in properties:
-        return value
-    kind = _coder_schema_kind(properties[name])
+_NOT_SCALAR = object()
+
+
+def _scalar_value(value: str, kind: str) -> Any:
+    """`value` converted for a string, integer, number or boolean schema type (left as text when it
+    does not convert), or `_NOT_SCALAR` for any other type. Both Qwen3 parsers convert scalars alike."""
     if kind in _STRING_KINDS:
         return value
     if kind.startswith(_INTEGER_PREFIXES):
@@ -121,6 +120,19 @@ def _coder_value(value: str, name: str, properties: Mapping[str, Any]) -> Any:
             return value
     if kind in _BOOLEAN_KINDS:
         return value.lower() == "true"
+    return _NOT_SCALAR
+
+
+def _coder_value(value: str, name: str, properties: Mapping[str, Any]) -> Any:
+    """A parameter's text converted by its schema type, as `Qwen3CoderToolParser` does."""
+    if value.lower() == "null":
+        return None
+    if name not in properties:
+        return value
+    kind = _coder_schema_kind(properties[name])
+    scalar = _scalar_value(value, kind)
+    if scalar is not _NOT_SCALAR:
+        return scalar
     if kind in ("object", "array", "arr") or kind.startswith(("dict", "list")):
         try:
             return json.loads(value)
@@ -231,22 +243,8 @@ def _xml_value(value: str, kind: str) -> Any:
     """`StreamingXMLToolCallParser._convert_param_value`: only scalars are converted."""
     if value.lower() == "null":
         return None
-    kind = kind.strip().lower()
-    if kind in _STRING_KINDS:
-        return value
-    if kind.startswith(_INTEGER_PREFIXES):
-        try:
-            return int(value)
-        except (ValueError, TypeError):
-            return value
-    if kind.startswith(_NUMBER_PREFIXES):
-        try:
-            return _whole_number_or_float(value)
-        except (ValueError, TypeError):
-            return value
-    if kind in _BOOLEAN_KINDS:
-        return value.lower() == "true"
-    return value
+    scalar = _scalar_value(value, kind.strip().lower())
+    return value if scalar is _NOT_SCALAR else scalar
 
 
 def _xml_json_text(value: Any, kind: str) -> str:
