@@ -383,6 +383,10 @@ class VLLMModel(SimpleResponsesAPIModel):
     ) -> TrainingTurn:
         """P + G of the last recorded turn, then the template's tokens for the rest (or the canonical
         tokens of the whole conversation, flagged, when the history no longer matches its ids)."""
+        try:  # checked before any upstream call: a forced choice naming no offered tool is the caller's error
+            response_format = structured.completion_response_format(payload)
+        except conversion.RequestConversionError as error:
+            raise GymError(400, "invalid_request", str(error)) from None
         last = turns[-1]
         eos = await self._end_of_turn(client, payload)
         prefix, _ = await self._tokenize(
@@ -403,10 +407,6 @@ class VLLMModel(SimpleResponsesAPIModel):
         request_body = {**sampling, **COMPLETION_TOKEN_FLAGS, "prompt": prompt, "max_tokens": max_tokens}
         if self._parsers.keeps_special_tokens(payload.get("tools"), payload.get("tool_choice")):
             request_body["skip_special_tokens"] = False
-        try:
-            response_format = structured.completion_response_format(payload)
-        except conversion.RequestConversionError as error:
-            raise GymError(400, "invalid_request", str(error)) from None
         if response_format is not None:
             request_body["response_format"] = response_format
         answer = await self._upstream_call(client, client.create_completion, request_body)

@@ -212,3 +212,26 @@ async def test_response_format_holds_on_a_continued_turn(tmp_path: Path, vllm_up
     generations = [call["body"] for call in vllm_upstream.requests(model) if "completions" in call["path"]]
     assert [body["response_format"] for body in generations] == [{"type": "json_object"}] * 2
     assert text_of(response["output"]) == '{"a": 2}'
+
+
+async def test_a_named_tool_choice_naming_no_offered_tool_is_a_400_on_a_continued_turn(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    model = fresh_model("vllm")
+    vllm_upstream.script(model, scripted_turns("hermes")[0][:1])
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Weather?"}]
+    async with training_server(tmp_path, vllm_upstream, model) as vllm, rollout_session() as session:
+        status, first = await vllm.post("/v1/responses", {"input": history, "tools": [WEATHER_TOOL]}, session)
+        assert status == 200, first
+        history.extend(first["output"])
+        history.append({"role": "user", "content": "And now?"})
+        body = {
+            "input": history,
+            "tools": [WEATHER_TOOL],
+            "tool_choice": {"type": "function", "name": "nope"},
+        }
+        status, refused = await vllm.post("/v1/responses", body, session)
+
+    assert status == 400
+    assert "tool_choice: function 'nope' is not among the request's tools" in refused["error"]["message"]
+    assert [call["path"] for call in vllm_upstream.requests(model)].count("/tokenize") == 1  # turn 1's only
