@@ -103,6 +103,10 @@ class VLLMModelConfig(BaseResponsesAPIModelConfig, UpstreamCallConfig):
     sequential_reasoning_allowed: bool = True
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     extra_body: dict[str, Any] = Field(default_factory=dict)
+    # Merged last into every generation request (chat and completions): wins over the caller and extra_body.
+    sampling_overrides: dict[str, Any] = Field(default_factory=dict)
+    # A prompt that does not fit: false answers an empty turn ("length"); true passes vLLM's 400 on.
+    propagate_context_overflow_errors: bool = False
     # Training mode: token ids and log-probs on the output. The id that ends an assistant turn splices
     # prompts; it is found from the upstream's chat template unless set here.
     return_token_id_information: bool = False
@@ -127,7 +131,9 @@ class VLLMModelConfig(BaseResponsesAPIModelConfig, UpstreamCallConfig):
         reasoning_parser(name)
         return name
 
-    @field_validator("chat_template_kwargs", "extra_body", "default_headers", mode="before")
+    @field_validator(
+        "chat_template_kwargs", "extra_body", "sampling_overrides", "default_headers", mode="before"
+    )
     @classmethod
     def _null_is_empty(cls, value: Any) -> Any:
         """The shipped YAML writes `extra_body: null` for "nothing to add"."""
@@ -236,6 +242,8 @@ class VLLMModel(SimpleResponsesAPIModel):
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
+        if self.config.sampling_overrides:
+            logger.info("sampling_overrides on every generation request: %s", self.config.sampling_overrides)
         # Built here, after `run_webserver()` applied the config's `global_http_*` knobs.
         self._clients = [self._upstream.client(VLLMClient, url) for url in self.config.base_url]
         self._router = ReplicaRouter(len(self._clients), self.config.max_tracked_sessions)
@@ -306,9 +314,10 @@ class VLLMModel(SimpleResponsesAPIModel):
 
     def _payload(self, chat_body: dict[str, Any]) -> dict[str, Any]:
         try:
-            return conversion.apply_server_defaults(chat_body, self._defaults)
+            payload = conversion.apply_server_defaults(chat_body, self._defaults)
         except conversion.RequestConversionError as error:
             raise GymError(400, "invalid_request", str(error)) from None
+        return {**payload, **self.config.sampling_overrides}
 
     def _must_not_continue(self, payload: dict[str, Any]) -> bool:
         return not self.config.sequential_reasoning_allowed and conversion.ends_with_empty_assistant_turn(
@@ -329,7 +338,7 @@ class VLLMModel(SimpleResponsesAPIModel):
             try:
                 return await call(**body)
             except HTTPStatusError as error:
-                if is_context_length_error(error):
+                if is_context_length_error(error) and not self.config.propagate_context_overflow_errors:
                     return None
                 raise
 
@@ -405,6 +414,7 @@ class VLLMModel(SimpleResponsesAPIModel):
         max_tokens = max_tokens or max(max_model_len - len(prompt), 1)
         sampling = {key: value for key, value in payload.items() if key not in CHAT_ONLY_FIELDS}
         request_body = {**sampling, **COMPLETION_TOKEN_FLAGS, "prompt": prompt, "max_tokens": max_tokens}
+        request_body.update(self.config.sampling_overrides)
         if self._parsers.keeps_special_tokens(payload.get("tools"), payload.get("tool_choice")):
             request_body["skip_special_tokens"] = False
         if response_format is not None:

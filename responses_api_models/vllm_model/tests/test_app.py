@@ -362,3 +362,16 @@ def test_replica_router_deals_new_sessions_round_robin_and_forgets_the_least_rec
     assert router.replica_for("s3") == 2  # pinning s3 evicts s2
     assert router.replica_for("s1") == 0  # still pinned
     assert router.replica_for("s2") == 0  # forgotten, so dealt again: the next replica in turn
+
+
+async def test_context_overflow_is_passed_on_as_vllms_400_when_the_config_says_so(
+    tmp_path: Path, scripted_upstream: ScriptedUpstream
+) -> None:
+    model = fresh_model()
+    scripted_upstream.script(model, [{"status": 400, "body": {"error": CONTEXT_ERROR}}])
+    async with served(
+        tmp_path, scripted_upstream.base_url, model, propagate_context_overflow_errors=True
+    ) as vllm:
+        status, body = await vllm.post("/v1/responses", {"input": "a very long prompt"})
+
+    assert (status, body["error"]["cause"]) == (400, CONTEXT_ERROR)

@@ -487,3 +487,26 @@ async def test_an_upstream_that_cannot_show_the_end_of_turn_id_is_a_502_naming_e
     assert (status, body["error"]["type"]) == (502, "bad_upstream_response"), body
     message = body["error"]["message"]
     assert reason in message and "set eos_token_id" in message and "\n" not in message
+
+
+async def test_sampling_overrides_win_over_the_caller_on_every_generation_request(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    model = fresh_model("vllm")
+    vllm_upstream.script(model, weather_steps())
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
+    overrides = {"temperature": 0.0, "top_k": 3}
+    server = training_server(
+        tmp_path, vllm_upstream, model, uses_reasoning_parser=True, sampling_overrides=overrides
+    )
+    async with server as vllm, rollout_session() as session:
+        for _ in range(2):
+            body = {"input": history, "tools": [WEATHER_TOOL], "temperature": 1.0}
+            status, response = await vllm.post("/v1/responses", body, session)
+            assert status == 200, response
+            history.extend(response["output"])
+            history.extend(tool_results(response["output"]))
+
+    generations = [call for call in vllm_upstream.requests(model) if call["path"].endswith("completions")]
+    assert [call["path"] for call in generations] == ["/v1/chat/completions", "/v1/completions"]
+    assert all((call["body"]["temperature"], call["body"]["top_k"]) == (0.0, 3) for call in generations)
