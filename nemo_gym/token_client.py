@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,10 +61,18 @@ STATUS_ERRORS: dict[int, type[openai.APIStatusError]] = {
 
 @dataclass(frozen=True)
 class _RecordedTurn:
-    """The token data of one generated assistant message, with its tool-call ids to tell twins apart."""
+    """The token data of one generated assistant message, with its tool-call ids to tell twins apart
+    and a digest of the data (made once, so lookups compare digests, not id lists)."""
 
     call_ids: tuple[str, ...]
     token_fields: dict[str, list[Any]]
+    fingerprint: bytes
+
+    @classmethod
+    def of(cls, message: Mapping[str, Any]) -> _RecordedTurn:
+        token_fields = {name: message[name] for name in TOKEN_FIELDS}
+        data = orjson.dumps([token_fields[name] for name in TOKEN_FIELDS])
+        return cls(_call_ids(message), token_fields, hashlib.sha256(data).digest())
 
 
 @dataclass
@@ -87,7 +95,9 @@ class RolloutState:
     def remember(self, history_key: str, key: str, turn: _RecordedTurn) -> None:
         """`turn` was generated after the conversation `history_key`, making the conversation `key`."""
         recorded = self.turns.setdefault(key, [])
-        if turn not in recorded:
+        if all(
+            turn.fingerprint != known.fingerprint or turn.call_ids != known.call_ids for known in recorded
+        ):
             recorded.append(turn)
         self.turns.move_to_end(key)
         self.continued[history_key] = None
@@ -99,9 +109,9 @@ class RolloutState:
         """The token data of the turn a conversation ends with, or None: unknown, or twins it cannot
         tell apart."""
         candidates = self.turns.get(key, [])
-        if len({_frozen(turn.token_fields) for turn in candidates}) > 1:
+        if len({turn.fingerprint for turn in candidates}) > 1:
             candidates = [turn for turn in candidates if turn.call_ids == call_ids]
-        if not candidates or len({_frozen(turn.token_fields) for turn in candidates}) > 1:
+        if not candidates or len({turn.fingerprint for turn in candidates}) > 1:
             return None
         self.turns.move_to_end(key)
         return candidates[0].token_fields
@@ -116,10 +126,6 @@ class RolloutState:
 def _trim(entries: OrderedDict[str, Any], limit: int) -> None:
     while len(entries) > limit:
         entries.popitem(last=False)
-
-
-def _frozen(token_fields: Mapping[str, list[Any]]) -> bytes:
-    return orjson.dumps([token_fields[name] for name in TOKEN_FIELDS])
 
 
 def _as_dict(message: Mapping[str, Any] | BaseModel) -> dict[str, Any]:
@@ -150,42 +156,46 @@ def _identity(message: Mapping[str, Any]) -> bytes:
     return orjson.dumps([message.get("role"), _text_of(message.get("content")), calls])
 
 
-EMPTY_CONVERSATION_KEY = hashlib.sha256().hexdigest()
+@dataclass
+class TrackedConversation:
+    """The messages of one call, read once: with their token data put back, the `token_continuity`
+    flag of the first generated turn that could not get its data, the key of the conversation start
+    (its cookies) and the running digest of the whole conversation (the key of what it ends with)."""
 
+    messages: list[dict[str, Any]]
+    lost: dict[str, Any] | None
+    start_key: str
+    digest: Any  # hashlib's sha256 state
 
-def conversation_keys(messages: Iterable[Mapping[str, Any]]) -> Iterator[str]:
-    """For each message, a digest of the conversation up to and including it."""
-    digest = hashlib.sha256()
-    for message in messages:
+    def key_with(self, message: Mapping[str, Any]) -> str:
+        """The key of this conversation continued by `message`."""
+        digest = self.digest.copy()
         digest.update(_identity(message) + b"\n")
-        yield digest.copy().hexdigest()
+        return digest.hexdigest()
 
 
-def conversation_start_key(messages: list[dict[str, Any]]) -> str:
-    """The digest of the messages before the first assistant turn: what one rollout's calls share."""
-    start = next((i for i, m in enumerate(messages) if m.get("role") == "assistant"), len(messages))
-    return hashlib.sha256(b"".join(_identity(m) + b"\n" for m in messages[:start])).hexdigest()
-
-
-def with_token_fields(
-    messages: list[dict[str, Any]], state: RolloutState
-) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """The messages with each assistant turn this client generated carrying its token data again (a
-    turn that already carries it, an SDK message sent back as returned, keeps its own), and the
-    `token_continuity` flag for the first generated turn that could not be given its data."""
-    tracked, flag, assistant_number, history_key = [], None, 0, EMPTY_CONVERSATION_KEY
-    for message, key in zip(messages, conversation_keys(messages), strict=True):
+def with_token_fields(messages: list[dict[str, Any]], state: RolloutState) -> TrackedConversation:
+    """Each assistant turn this client generated gets its token data again (a turn that already carries
+    it, an SDK message sent back as returned, keeps its own). A turn is found by the digest of the
+    conversation up to and including it, so it is never another conversation's."""
+    tracked, lost, assistant_number = [], None, 0
+    digest = hashlib.sha256()
+    start_key = None
+    for message in messages:
+        history_key = digest.hexdigest()
+        digest.update(_identity(message) + b"\n")
         if message.get("role") == "assistant":
+            start_key = start_key or history_key
             assistant_number += 1
+            key = digest.hexdigest()
             if "generation_token_ids" not in message:
                 token_fields = state.token_fields_for(key, _call_ids(message))
                 if token_fields is not None:
                     message = {**message, **token_fields}
-                elif flag is None:
-                    flag = _lost_turn_flag(state, key, history_key, assistant_number)
+                elif lost is None:
+                    lost = _lost_turn_flag(state, key, history_key, assistant_number)
         tracked.append(message)
-        history_key = key
-    return tracked, flag
+    return TrackedConversation(tracked, lost, start_key or digest.hexdigest(), digest)
 
 
 def _lost_turn_flag(state: RolloutState, key: str, history_key: str, number: int) -> dict[str, Any] | None:
@@ -360,20 +370,19 @@ class _Completions:
         state = client.state
         sent = [_as_dict(message) for message in messages]
         body = request_body(params, extra_body)
-        body["messages"], lost = with_token_fields(sent, state)
+        conversation = with_token_fields(sent, state)
+        body["messages"] = conversation.messages
         if model or client.model:
             body["model"] = model or client.model
-        answer = await client.post_chat(body, state.cookies_for(conversation_start_key(sent)))
-        flag = earliest_flag(answer.get("token_continuity"), lost)
+        answer = await client.post_chat(body, state.cookies_for(conversation.start_key))
+        flag = earliest_flag(answer.get("token_continuity"), conversation.lost)
         if flag is not None:
             answer["token_continuity"] = flag
         completion = to_tracked_completion(answer)
-        *_, history_key = [EMPTY_CONVERSATION_KEY, *conversation_keys(sent)]
+        history_key = conversation.digest.hexdigest()
         for choice in completion.choices:
             returned = choice.message.model_dump(mode="json", exclude_none=True)
-            *_, key = conversation_keys([*sent, returned])
-            token_fields = {name: returned[name] for name in TOKEN_FIELDS}
-            state.remember(history_key, key, _RecordedTurn(_call_ids(returned), token_fields))
+            state.remember(history_key, conversation.key_with(returned), _RecordedTurn.of(returned))
         return completion
 
 

@@ -234,6 +234,7 @@ class VLLMModel(SimpleResponsesAPIModel):
             config.chat_template_kwargs,
             config.extra_body,
             config.replace_developer_role_with_system,
+            config.sampling_overrides,
         )
         self._end_of_turn_id = config.eos_token_id
         self._parsers = OutputParsers.named(
@@ -314,10 +315,9 @@ class VLLMModel(SimpleResponsesAPIModel):
 
     def _payload(self, chat_body: dict[str, Any]) -> dict[str, Any]:
         try:
-            payload = conversion.apply_server_defaults(chat_body, self._defaults)
+            return conversion.apply_server_defaults(chat_body, self._defaults)
         except conversion.RequestConversionError as error:
             raise GymError(400, "invalid_request", str(error)) from None
-        return {**payload, **self.config.sampling_overrides}
 
     def _must_not_continue(self, payload: dict[str, Any]) -> bool:
         return not self.config.sequential_reasoning_allowed and conversion.ends_with_empty_assistant_turn(

@@ -108,6 +108,7 @@ class ServerDefaults:
     chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     replace_developer_role_with_system: bool = False
+    sampling_overrides: Mapping[str, Any] = field(default_factory=dict)
 
 
 def new_id(prefix: str) -> str:
@@ -359,7 +360,8 @@ def metadata_json_object(metadata: Mapping[str, str] | None, key: str) -> JSON:
 
 def apply_server_defaults(body: Mapping[str, Any], defaults: ServerDefaults) -> JSON:
     """The body sent upstream: extra_body (config, then metadata) under the request, the served model,
-    chat_template_kwargs (config, then metadata) at the top level, and vLLM-hostile values fixed."""
+    chat_template_kwargs (config, then metadata) at the top level, vLLM-hostile values fixed, and the
+    sampling overrides over everything."""
     metadata = body.get("metadata")
     extra_body = {**defaults.extra_body, **metadata_json_object(metadata, "extra_body")}
     template_kwargs = {
@@ -376,7 +378,7 @@ def apply_server_defaults(body: Mapping[str, Any], defaults: ServerDefaults) -> 
             {**message, "role": "system"} if message.get("role") == "developer" else message
             for message in upstream["messages"]
         ]
-    return upstream
+    return {**upstream, **defaults.sampling_overrides}
 
 
 def ends_with_empty_assistant_turn(messages: list[Mapping[str, Any]]) -> bool:
@@ -644,9 +646,12 @@ def generation_mismatch(
     tool calls, reasoning), or None. Reasoning is compared only when the message still carries it (a
     template or config may drop old reasoning); surrounding whitespace is ignored. The turn may have been
     asked with another `tool_choice` than this request's, so it matches if either reading says it does."""
+    readings = (
+        [payload] if payload.get("tool_choice") is None else [payload, {**payload, "tool_choice": None}]
+    )
     mismatches = [
         _mismatch(message, generated_text_to_chat_message(generated_text, parsers, asked))
-        for asked in (payload, {**payload, "tool_choice": None})
+        for asked in readings
     ]
     return None if None in mismatches else mismatches[0]
 

@@ -55,7 +55,7 @@ class OutputParsers:
     def keeps_special_tokens(self, tools: Tools | None, tool_choice: Any = None) -> bool:
         """Whether vLLM would keep special tokens in the text of this request's generation: for a tool
         parser that reads them, and always for a reasoning format made of them (gpt-oss harmony)."""
-        if getattr(self.reasoning, "keeps_special_tokens", False):
+        if self.reasoning is not None and self.reasoning.keeps_special_tokens:
             return True
         return bool(tools) and _lets_model_choose(tool_choice) and self.tool_calls.keeps_special_tokens
 
@@ -68,10 +68,11 @@ class OutputParsers:
     ) -> dict[str, Any]:
         """The assistant message vLLM's chat endpoint makes of a generated text. Some reasoning parsers
         read the request's `chat_template_kwargs` (qwen3's `enable_thinking`), as vLLM's do."""
-        parser = self.reasoning
-        if parser is not None and hasattr(parser, "for_request"):
-            parser = parser.for_request(template_kwargs or {})
-        reasoning, content = parser.extract(text) if parser is not None else (None, text)
+        reasoning, content = (
+            self.reasoning.for_request(template_kwargs or {}).extract(text)
+            if self.reasoning
+            else (None, text)
+        )
         calls: list[ParsedCall] = []
         forced = forced_calls(content, tools, tool_choice)
         if forced is not None:

@@ -47,9 +47,26 @@ class ToolCallParser(Protocol):
 
 
 class ReasoningParser(Protocol):
+    # vLLM keeps special tokens in every generation's text for this parser (its format is made of them).
+    keeps_special_tokens: bool
+
+    def for_request(self, template_kwargs: Mapping[str, Any]) -> ReasoningParser:
+        """The parser as a request configures it (vLLM's read switches such as `enable_thinking`)."""
+        ...
+
     def extract(self, text: str) -> tuple[str | None, str | None]:
         """(reasoning, content) as vLLM's parser returns them; None where it returns none."""
         ...
+
+
+class ReasoningParserDefaults:
+    """What most reasoning parsers are: no special tokens needed, and no request switch read (a parser
+    that reads one overrides `for_request`)."""
+
+    keeps_special_tokens = False
+
+    def for_request(self, template_kwargs: Mapping[str, Any]) -> ReasoningParser:
+        return self
 
 
 def new_call_id() -> str:

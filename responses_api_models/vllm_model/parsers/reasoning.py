@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from responses_api_models.vllm_model.parsers.base import ReasoningParser
+from responses_api_models.vllm_model.parsers.base import ReasoningParser, ReasoningParserDefaults
 
 _THINK_START = "<think>"
 _THINK_END = "</think>"
@@ -25,7 +25,7 @@ def _after_first(text: str, marker: str) -> str:
     return after if found else before
 
 
-class ThinkTagsParser:
+class ThinkTagsParser(ReasoningParserDefaults):
     """vLLM `deepseek_r1` (BaseThinkingReasoningParser.extract_reasoning).
 
     A leading `<think>` is optional (R1's template puts it in the prompt): the text after the
@@ -41,7 +41,7 @@ class ThinkTagsParser:
         return reasoning, content or None
 
 
-class Qwen3Parser:
+class Qwen3Parser(ReasoningParserDefaults):
     """vLLM `qwen3` (Qwen3ReasoningParser after the 2026 fixes for truncated thinking and for
     `<tool_call>` inside thinking).
 
@@ -71,7 +71,7 @@ class Qwen3Parser:
         return text, None
 
 
-class DeepSeekV3Parser:
+class DeepSeekV3Parser(ReasoningParserDefaults):
     """vLLM `deepseek_v3`: `deepseek_r1` when the request's chat_template_kwargs set `thinking`
     or `enable_thinking`, else no reasoning at all (the whole text is content)."""
 
@@ -90,7 +90,7 @@ class DeepSeekV3Parser:
         return None, text
 
 
-class Glm45Parser:
+class Glm45Parser(ReasoningParserDefaults):
     """vLLM `glm45` (Glm4MoeModelReasoningParser): both `<think>` and `</think>` must be in the
     text, else it is all content; reasoning lies between them, content is the text after
     `</think>` (None when empty; text before `<think>` is dropped)."""
@@ -111,7 +111,7 @@ _GRANITE_SECTIONS = re.compile(
 )
 
 
-class GraniteParser:
+class GraniteParser(ReasoningParserDefaults):
     """vLLM `granite` (GraniteReasoningParser): Granite writes plain-text headers. Reasoning is
     the text between "Here is my thought process:" and "Here is my response:" ("Here's" also
     accepted), content what follows (None when empty); without both headers all is content."""
@@ -128,7 +128,7 @@ _MISTRAL_THINK_START = "[THINK]"
 _MISTRAL_THINK_END = "[/THINK]"
 
 
-class MistralThinkParser:
+class MistralThinkParser(ReasoningParserDefaults):
     """vLLM `mistral` (MistralReasoningParser): `[THINK]...[/THINK]` (control tokens, so the text
     holds them only when special tokens are kept).
 

@@ -21,6 +21,7 @@ from responses_api_models.vllm_model.parsers.base import (
     ExtractedToolCalls,
     ParsedCall,
     ReasoningParser,
+    ReasoningParserDefaults,
     ToolCallParser,
     Tools,
 )
@@ -435,7 +436,7 @@ class HarmonyToolParser:
         return ExtractedToolCalls(_visible_content(messages), calls)
 
 
-class GptOssReasoningParser:
+class GptOssReasoningParser(ReasoningParserDefaults):
     """`openai_gptoss`: the analysis messages, joined by newlines, are the reasoning. What is left is
     the content the `openai` tool parser would return, or, when the turn calls functions, the harmony
     text itself so that the tool parser can read the calls from it."""

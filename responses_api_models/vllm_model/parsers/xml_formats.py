@@ -326,30 +326,27 @@ class _Qwen3XmlReader:
 
     def _close_unfinished(self, text: str) -> None:
         """vLLM's fallback for a call whose closing tags produced no closing fragment."""
-        if self.call_id is not None and _FUNCTION_END in text:
-            closed = any(
-                isinstance(piece, _ArgumentPiece)
-                and piece.call_id == self.call_id
-                and piece.arguments in ("}", "{}")
-                for piece in self.pieces
-            )
-            if not closed:
-                if self.parameter:
-                    self._end("parameter")
-                if self.function_name:
-                    self._end("function")
-        if self.call_id is not None and _CALL_END in text:
-            # Any empty fragment of this call counts, the one naming the function included.
-            closed = any(
-                isinstance(piece, _ArgumentPiece) and piece.call_id == self.call_id and piece.arguments == ""
-                for piece in self.pieces
-            )
-            if not closed:
-                if self.parameter:
-                    self._end("parameter")
-                if self.function_name:
-                    self._end("function")
-                self._end("tool_call")
+        if self.call_id is not None and _FUNCTION_END in text and not self._has_piece("}", "{}"):
+            self._end_open_function()
+        # Any empty fragment of this call counts, the one naming the function included.
+        if self.call_id is not None and _CALL_END in text and not self._has_piece(""):
+            self._end_open_function()
+            self._end("tool_call")
+
+    def _has_piece(self, *arguments: str) -> bool:
+        """Whether the current call has an argument fragment that is one of `arguments`."""
+        return any(
+            isinstance(piece, _ArgumentPiece)
+            and piece.call_id == self.call_id
+            and piece.arguments in arguments
+            for piece in self.pieces
+        )
+
+    def _end_open_function(self) -> None:
+        if self.parameter:
+            self._end("parameter")
+        if self.function_name:
+            self._end("function")
 
     def _message(self) -> tuple[str | None, list[ParsedCall]]:
         """Merge the fragments per call id, in order of first appearance."""

@@ -15,7 +15,7 @@ import pytest
 
 from nemo_gym.server_utils import CHECK_CONFIG_ONLY_ENV_VAR_NAME
 from nemo_gym.testing import instance_config
-from responses_api_models.vllm_model.parsers import REASONING_PARSERS, TOOL_CALL_PARSERS
+from responses_api_models.vllm_model.parsers import REASONING_PARSERS, TOOL_CALL_PARSERS, OutputParsers
 from responses_api_models.vllm_model.tests.format_samples_a import SAMPLES as SAMPLES_A
 from responses_api_models.vllm_model.tests.format_samples_b import SAMPLES as SAMPLES_B
 from responses_api_models.vllm_model.tests.test_app import rollout_session
@@ -235,3 +235,12 @@ async def test_a_named_tool_choice_naming_no_offered_tool_is_a_400_on_a_continue
     assert status == 400
     assert "tool_choice: function 'nope' is not among the request's tools" in refused["error"]["message"]
     assert [call["path"] for call in vllm_upstream.requests(model)].count("/tokenize") == 1  # turn 1's only
+
+
+def test_the_requests_chat_template_kwargs_switch_qwen3_thinking_as_vllm_reads_them() -> None:
+    """Without `</think>` a qwen3 turn is all reasoning while thinking is on, all content when it is off."""
+    parsers = OutputParsers.named("hermes", "qwen3")
+    thinking = parsers.message("Bye!", None)
+    plain = parsers.message("Bye!", None, template_kwargs={"enable_thinking": False})
+    assert (thinking["reasoning_content"], thinking["content"]) == ("Bye!", None)
+    assert (plain["reasoning_content"], plain["content"]) == (None, "Bye!")
