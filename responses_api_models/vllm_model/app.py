@@ -398,13 +398,10 @@ class VLLMModel(SimpleResponsesAPIModel):
             raise GymError(400, "invalid_request", str(error)) from None
         last = turns[-1]
         eos = await self._end_of_turn(client, payload)
-        prefix, _ = await self._tokenize(
-            client, payload, payload["messages"][: last.message_index + 1], add_generation_prompt=False
-        )
         full, max_model_len = await self._tokenize(
             client, payload, payload["messages"], add_generation_prompt=True
         )
-        glue = tokens.glue_start(prefix, last.generation_token_ids, eos)
+        prefix, glue = await self._splice_point(client, payload, last, eos, full)
         broken = tokens.earliest_break(
             tokens.find_break(turns, prefix, glue, full),
             await self._edited_turn(client, payload, turns, eos),
@@ -424,6 +421,28 @@ class VLLMModel(SimpleResponsesAPIModel):
             return self._without_generation("length")
         completion, generated, log_probs = self._completion_to_chat(answer, client.base_url, payload)
         return TrainingTurn(completion, prompt, generated, log_probs, broken)
+
+    async def _splice_point(
+        self,
+        client: VLLMClient,
+        payload: dict[str, Any],
+        last: tokens.TokenTurn,
+        eos: int,
+        full: list[int],
+    ) -> tuple[list[int], int]:
+        """The templated history up to the last recorded turn, and where in `full` the template's tokens
+        for what followed it begin. Templates that keep only the reasoning after the last user message
+        (Qwen3) render that history without reasoning once a user message follows; the model did
+        generate the reasoning, so the splice keeps it and takes only what followed from the template."""
+        history = payload["messages"][: last.message_index + 1]
+        prefix, _ = await self._tokenize(client, payload, history, add_generation_prompt=False)
+        glue = tokens.glue_start(prefix, last.generation_token_ids, eos)
+        if full[:glue] == prefix[:glue] or not conversion.carries_reasoning(history):
+            return prefix, glue
+        prefix, _ = await self._tokenize(
+            client, payload, conversion.without_reasoning(history), add_generation_prompt=False
+        )
+        return prefix, tokens.glue_start(prefix, last.generation_token_ids, eos)
 
     async def _end_of_turn(self, client: VLLMClient, payload: dict[str, Any]) -> int:
         """The id that ends an assistant turn: `eos_token_id` when set, else probed once per process, by

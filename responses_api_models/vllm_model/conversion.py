@@ -567,6 +567,31 @@ def without_token_fields(messages: list[Mapping[str, Any]]) -> list[JSON]:
     return [{key: value for key, value in message.items() if key not in TOKEN_FIELDS} for message in messages]
 
 
+def _reasoning_free(message: Mapping[str, Any]) -> JSON:
+    kept = {key: value for key, value in message.items() if key not in UPSTREAM_REASONING_FIELDS}
+    if isinstance(kept.get("content"), str):
+        kept["content"] = split_think_blocks(kept["content"])[1]
+    return kept
+
+
+def carries_reasoning(messages: list[Mapping[str, Any]]) -> bool:
+    """Whether any assistant message holds reasoning, in a field or as a `<think>` block."""
+    return any(
+        message.get("role") == "assistant"
+        and (_message_reasoning(message) or THINK_BLOCK.search(_message_text(message.get("content"))))
+        for message in messages
+    )
+
+
+def without_reasoning(messages: list[Mapping[str, Any]]) -> list[JSON]:
+    """The messages with the assistants' reasoning left out, as a template that drops older reasoning
+    renders them."""
+    return [
+        _reasoning_free(message) if message.get("role") == "assistant" else dict(message)
+        for message in messages
+    ]
+
+
 def generated_text_to_chat_message(text: str, parsers: OutputParsers, payload: Mapping[str, Any]) -> JSON:
     """The chat message vLLM's parsers would make of a raw generation for the chat request `payload`,
     so a token-in/token-out turn is converted to Responses output exactly like a chat completion is."""

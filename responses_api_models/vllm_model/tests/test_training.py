@@ -143,6 +143,40 @@ async def test_five_tool_turns_keep_every_prompt_an_exact_extension_of_the_last(
     assert [call["path"] for call in vllm_upstream.requests(model)].count("/v1/completions") == 4
 
 
+async def test_a_user_message_after_reasoning_turns_keeps_the_prompt_an_exact_extension(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    """The template (as Qwen3's) stops rendering the earlier turns' reasoning once a user message
+    follows them; the model did generate it, so the next prompt still starts with P + G."""
+    model = fresh_model("vllm")
+    vllm_upstream.script(model, weather_steps())
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
+    async with (
+        training_server(tmp_path, vllm_upstream, model, uses_reasoning_parser=True) as vllm,
+        rollout_session() as session,
+    ):
+        responses = await run_turns(vllm, session, history, turns=2)
+        history.append({"role": "user", "content": "And tomorrow?"})
+        responses += await run_turns(vllm, session, history, turns=2)
+
+    assert all("token_continuity" not in response for response in responses)
+    fields = [token_fields(response) for response in responses]
+    assert generation_prompts(vllm_upstream, model) == [prompt for prompt, _, _ in fields]
+    for (prompt, generated, _), (next_prompt, _, _) in zip(fields, fields[1:], strict=False):
+        assert next_prompt[: len(prompt) + len(generated)] == prompt + generated
+    (prompt, generated, _), (after_user, _, _) = fields[1], fields[2]
+    assert "I should check London." in vllm_upstream.detokenize(model, after_user)
+    tail = vllm_upstream.detokenize(model, after_user[len(prompt) + len(generated) :])
+    assert tail.endswith("<|im_start|>user\nAnd tomorrow?<|im_end|>\n<|im_start|>assistant\n")
+    [asked] = [
+        call["body"]
+        for call in vllm_upstream.requests(model)
+        if call["path"] == "/tokenize" and call["body"]["messages"][-1]["content"] == "And tomorrow?"
+    ]
+    canonical = vllm_upstream.tokenize_messages(model, asked["messages"], asked["tools"])
+    assert "I should check London." not in vllm_upstream.detokenize(model, canonical)
+
+
 async def test_a_noncanonical_generation_is_continued_with_its_own_ids_not_retokenised(
     tmp_path: Path, vllm_upstream: VllmUpstream
 ) -> None:
@@ -210,7 +244,11 @@ def item_index(history: list[dict[str, Any]], item_type: str, occurrence: int = 
 
 def assert_canonical_prompt_sent(upstream: VllmUpstream, model: str, response: dict[str, Any]) -> None:
     """A flagged turn is prompted with the template's own tokenisation of the current history."""
-    canonical = [call for call in upstream.requests(model) if call["path"] == "/tokenize"][-1]["body"]
+    canonical = [
+        call["body"]
+        for call in upstream.requests(model)
+        if call["path"] == "/tokenize" and call["body"]["add_generation_prompt"]
+    ][-1]
     assert token_fields(response)[0] == generation_prompts(upstream, model)[-1]
     assert token_fields(response)[0] == upstream.tokenize_messages(
         model, canonical["messages"], canonical["tools"]
