@@ -192,10 +192,15 @@ def with_token_fields(messages: list[dict[str, Any]], state: RolloutState) -> Tr
                 token_fields = state.token_fields_for(key, _call_ids(message))
                 if token_fields is not None:
                     message = {**message, **token_fields}
-                elif lost is None:
+                elif lost is None and not _is_blank(message):
                     lost = _lost_turn_flag(state, key, history_key, assistant_number)
         tracked.append(message)
     return TrackedConversation(tracked, lost, start_key or digest.hexdigest(), digest)
+
+
+def _is_blank(message: Mapping[str, Any]) -> bool:
+    """A turn the model generated nothing for (its prompt did not fit) has no token data to lose."""
+    return not (_text_of(message.get("content")).strip() or message.get("tool_calls"))
 
 
 def _lost_turn_flag(state: RolloutState, key: str, history_key: str, number: int) -> dict[str, Any] | None:
@@ -214,9 +219,12 @@ def _lost_turn_flag(state: RolloutState, key: str, history_key: str, number: int
 
 def to_tracked_completion(answer: dict[str, Any]) -> ChatCompletion:
     """The server's training answer as the SDK's completion, with the trainer's fields added: the
-    top-level `prompt_token_ids`, each choice's `token_ids` and per-token `logprobs`."""
+    top-level `prompt_token_ids`, each choice's `token_ids` and per-token `logprobs`. A choice the model
+    generated nothing for (the prompt did not fit) comes without them: there is nothing to train on."""
     for choice in answer["choices"]:
         message = choice["message"]
+        if "generation_token_ids" not in message:
+            continue
         generated, log_probs = message["generation_token_ids"], message["generation_log_probs"]
         choice["token_ids"] = generated
         choice["logprobs"] = {
@@ -230,7 +238,9 @@ def to_tracked_completion(answer: dict[str, Any]) -> ChatCompletion:
                 for token_id, log_prob in zip(generated, log_probs, strict=True)
             ]
         }
-    answer["prompt_token_ids"] = answer["choices"][0]["message"]["prompt_token_ids"]
+    first = answer["choices"][0]["message"] if answer["choices"] else {}
+    if "prompt_token_ids" in first:
+        answer["prompt_token_ids"] = first["prompt_token_ids"]
     return ChatCompletion.model_validate(answer)
 
 
@@ -382,6 +392,8 @@ class _Completions:
         history_key = conversation.digest.hexdigest()
         for choice in completion.choices:
             returned = choice.message.model_dump(mode="json", exclude_none=True)
+            if "generation_token_ids" not in returned:
+                continue
             state.remember(history_key, conversation.key_with(returned), _RecordedTurn.of(returned))
         return completion
 

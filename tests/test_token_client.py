@@ -217,6 +217,36 @@ async def test_a_generation_edited_on_its_way_back_is_flagged_not_continued_sile
     assert second.choices[0].message.content == "Paris is sunny."
 
 
+async def test_a_turn_that_overflows_the_context_carries_no_token_data_and_costs_no_continuity(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    model = fresh_model("vllm")
+    async with token_client(tmp_path, vllm_upstream, model) as client:
+        first = await client.chat.completions.create(messages=[QUESTION], tools=[WEATHER_TOOL])
+        call = first.choices[0].message.tool_calls[0]
+        messages = [
+            QUESTION,
+            first.choices[0].message,
+            {"role": "tool", "tool_call_id": call.id, "content": "sunny"},
+        ]
+        roomy = vllm_upstream.configure(model)["max_model_len"]
+        vllm_upstream.configure(model, max_model_len=len(first.prompt_token_ids))
+        overflowed = await client.chat.completions.create(messages=messages, tools=[WEATHER_TOOL])
+        vllm_upstream.configure(model, max_model_len=roomy)
+        messages += [overflowed.choices[0].message, {"role": "user", "content": "Try again?"}]
+        third = await client.chat.completions.create(messages=messages, tools=[WEATHER_TOOL])
+
+    choice = overflowed.choices[0]
+    assert choice.finish_reason == "length" and not choice.message.content
+    assert (
+        getattr(choice, "token_ids", None) is None and getattr(overflowed, "prompt_token_ids", None) is None
+    )
+    assert not set(TOKEN_FIELDS) & set(choice.message.model_dump(exclude_none=True))
+    assert getattr(third, "token_continuity", None) is None
+    expected = first.prompt_token_ids + first.choices[0].token_ids
+    assert third.prompt_token_ids[: len(expected)] == expected and third.choices[0].token_ids
+
+
 async def test_extra_body_reaches_the_upstream_on_every_turn(
     tmp_path: Path, vllm_upstream: VllmUpstream
 ) -> None:

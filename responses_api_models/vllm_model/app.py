@@ -169,13 +169,18 @@ class ReplicaRouter:
 @dataclass(frozen=True)
 class TrainingTurn:
     """One model call of training mode, before either route shapes it: the chat completion and the
-    token data of its first choice, plus where the recorded history stopped matching, if it did."""
+    token data of its first choice, plus where the recorded history stopped matching, if it did. A call
+    the model did not generate for (empty lists) gets no token data: there is nothing to train on."""
 
     completion: NeMoGymChatCompletion
     prompt_token_ids: list[int]
     generation_token_ids: list[int]
     generation_log_probs: list[float]
     continuity: tokens.ContinuityBreak | None = None
+
+    @property
+    def generated(self) -> bool:
+        return bool(self.generation_token_ids)
 
 
 def continuity_field(broken: tokens.ContinuityBreak | None) -> dict[str, Any]:
@@ -280,12 +285,11 @@ class VLLMModel(SimpleResponsesAPIModel):
                 "own token data); send n separate requests",
             )
         turn = await self._training_turn(request, chat_body, body.max_completion_tokens or body.max_tokens)
-        completion = conversion.attach_chat_token_fields(
-            turn.completion.model_dump(mode="json", exclude_unset=True),
-            turn.prompt_token_ids,
-            turn.generation_token_ids,
-            turn.generation_log_probs,
-        )
+        completion = turn.completion.model_dump(mode="json", exclude_unset=True)
+        if turn.generated:
+            conversion.attach_chat_token_fields(
+                completion, turn.prompt_token_ids, turn.generation_token_ids, turn.generation_log_probs
+            )
         return NeMoGymChatCompletion.model_validate({**completion, **continuity_field(turn.continuity)})
 
     def _to_response(
@@ -347,13 +351,16 @@ class VLLMModel(SimpleResponsesAPIModel):
     def _training_response(
         self, body: NeMoGymResponseCreateParamsNonStreaming, turn: TrainingTurn
     ) -> dict[str, Any]:
-        response = conversion.attach_token_fields(
-            self._to_response(body, turn.completion),
-            turn.prompt_token_ids,
-            turn.generation_token_ids,
-            turn.generation_log_probs,
-        )
-        return {**response, **continuity_field(turn.continuity)}
+        """The token data and the continuity flag go on the turn's last output item, so they stay with
+        the turn in an agent's rollout; the flag is also on the response, for a caller of this turn."""
+        response = self._to_response(body, turn.completion)
+        if turn.generated:
+            conversion.attach_token_fields(
+                response, turn.prompt_token_ids, turn.generation_token_ids, turn.generation_log_probs
+            )
+        flag = continuity_field(turn.continuity)
+        response["output"][-1].update(flag)
+        return {**response, **flag}
 
     async def _training_turn(
         self, request: Request, chat_body: dict[str, Any], max_tokens: int | None
@@ -418,7 +425,7 @@ class VLLMModel(SimpleResponsesAPIModel):
             request_body["response_format"] = response_format
         answer = await self._upstream_call(client, client.create_completion, request_body)
         if answer is None:
-            return self._without_generation("length")
+            return self._without_generation("length", broken)
         completion, generated, log_probs = self._completion_to_chat(answer, client.base_url, payload)
         return TrainingTurn(completion, prompt, generated, log_probs, broken)
 
@@ -542,10 +549,12 @@ class VLLMModel(SimpleResponsesAPIModel):
             raise bad_upstream_answer(f"upstream {client.base_url} /detokenize gave no text")
         return text
 
-    def _without_generation(self, finish_reason: str) -> TrainingTurn:
-        """A turn the model did not generate has no token data: empty lists, so the answer stays a
-        training answer and a trainer sees there is nothing to learn from."""
-        return TrainingTurn(self._empty_completion(finish_reason), [], [], [])
+    def _without_generation(
+        self, finish_reason: str, continuity: tokens.ContinuityBreak | None = None
+    ) -> TrainingTurn:
+        """A turn the model did not generate (its answer says why); a break found in the history before
+        it is still reported."""
+        return TrainingTurn(self._empty_completion(finish_reason), [], [], [], continuity)
 
     def _client_for(self, request: Request) -> VLLMClient:
         if self._router is None:

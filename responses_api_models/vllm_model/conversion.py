@@ -548,18 +548,27 @@ def token_turns(messages: list[Mapping[str, Any]]) -> list[TokenTurn]:
 def untracked_turn(messages: list[Mapping[str, Any]], last: TokenTurn) -> ContinuityBreak | None:
     """An assistant message after the last recorded turn that carries no token data at all: its ids were
     lost (or the caller wrote it), so the template re-tokenises its text and the prompt is not what the
-    model produced. An explicitly empty `generation_token_ids` (nothing was generated) is no loss."""
+    model produced. A blank message, or an explicitly empty `generation_token_ids`, is a turn the model
+    generated nothing for: no loss."""
     for number, message in enumerate(
         (message for message in messages[last.message_index + 1 :] if message.get("role") == "assistant"),
         start=last.number + 1,
     ):
-        if "generation_token_ids" not in message:
+        if "generation_token_ids" not in message and not _is_blank(message):
             return ContinuityBreak(
                 number,
                 f"assistant turn {number} carries no token ids (they were lost on the way back, or the "
                 "caller wrote that message), so its text was re-tokenised",
             )
     return None
+
+
+def _is_blank(message: Mapping[str, Any]) -> bool:
+    return not (
+        _message_text(message.get("content")).strip()
+        or message.get("tool_calls")
+        or _message_reasoning(message)
+    )
 
 
 def without_token_fields(messages: list[Mapping[str, Any]]) -> list[JSON]:

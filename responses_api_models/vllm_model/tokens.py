@@ -141,10 +141,14 @@ def find_break(
     """Why P + G + full[glue:] would not be the conversation sent, or None when it is: the recorded
     turns must chain, the templated prefix must be where the full rendering starts, and every template
     span of the spliced prompt must appear, in order, in the full rendering (a greedy search: an edited
-    span identical to a later one is caught only at a later turn)."""
-    chain = _chain_break(turns)
-    if chain is not None:
-        return chain
+    span identical to a later one is caught only at a later turn). Of several breaks the earliest is
+    reported, so a break stays named by the turn where it happened on every later turn."""
+    return earliest_break(_chain_break(turns), _render_break(turns, prefix, glue, full))
+
+
+def _render_break(
+    turns: Sequence[TokenTurn], prefix: Sequence[int], glue: int, full: Sequence[int]
+) -> ContinuityBreak | None:
     current = turns[-1].number + 1
     if list(full[:glue]) != list(prefix[:glue]):
         return ContinuityBreak(

@@ -268,6 +268,37 @@ async def test_an_edited_tool_output_is_flagged_at_the_turn_it_fed_and_the_canon
     assert_canonical_prompt_sent(vllm_upstream, model, response)
 
 
+async def test_a_turn_that_overflows_the_context_has_no_token_data_and_keeps_the_earlier_flag(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    """NeMo RL takes every item with `generation_token_ids` as a turn to train on, so a turn the model
+    generated nothing for must not carry empty lists; the break found in its history is still reported,
+    on the response and on the turn's item (which stays with the turn in an agent's rollout)."""
+    model = fresh_model("vllm")
+    vllm_upstream.script(model, weather_steps())
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
+    server = training_server(tmp_path, vllm_upstream, model, uses_reasoning_parser=True)
+    async with server as vllm, rollout_session() as session:
+        await run_turns(vllm, session, history, turns=2)
+        first_result = item_index(history, "function_call_output")
+        history[first_result] = {**history[first_result], "output": "rainy, edited"}
+        [flagged] = await run_turns(vllm, session, history, turns=1)
+        vllm_upstream.configure(model, max_model_len=len(token_fields(flagged)[0]))
+        status, overflowed = await vllm.post(
+            "/v1/responses", {"input": history, "tools": [WEATHER_TOOL]}, session
+        )
+
+    assert status == 200, overflowed
+    assert flagged["token_continuity"]["broken_at_turn"] == 2
+    assert flagged["output"][-1]["token_continuity"] == flagged["token_continuity"]
+    assert overflowed["status"] == "incomplete"
+    assert overflowed["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert overflowed["token_continuity"] == flagged["token_continuity"]
+    [item] = overflowed["output"]
+    assert item["token_continuity"] == flagged["token_continuity"]
+    assert not {"prompt_token_ids", "generation_token_ids", "generation_log_probs"} & set(item)
+
+
 async def test_turns_whose_recorded_ids_do_not_chain_are_flagged(
     tmp_path: Path, vllm_upstream: VllmUpstream
 ) -> None:
