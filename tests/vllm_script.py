@@ -90,6 +90,7 @@ class VllmUpstream(ScriptedUpstream):
         max_model_len: int | None = None,
         reasoning_parser: bool | None = None,
         stitch_token_prefix: bool | None = None,
+        honours_required_prefix: bool | None = None,
     ) -> dict[str, Any]:
         """Change the model's settings (None leaves one as it is); returns all of them."""
         update = {
@@ -98,6 +99,7 @@ class VllmUpstream(ScriptedUpstream):
                 "max_model_len": max_model_len,
                 "reasoning_parser": reasoning_parser,
                 "stitch_token_prefix": stitch_token_prefix,
+                "honours_required_prefix": honours_required_prefix,
             }.items()
             if value is not None
         }

@@ -57,7 +57,7 @@ Control routes (JSON):
     GET    /_requests/{model}   [{"path", "headers", "body", "received_at", "prompt_token_ids"?,
                                  "prompt_text"?}, ...]; prompt_token_ids is what the engine was given
     POST   /_config/{model}     {"max_model_len"?: int, "reasoning_parser"?: bool, "stitch_token_prefix"?:
-                                 bool} -> the model's settings; GET /_config/{model} reads them
+                                 bool, "honours_required_prefix"?: bool} -> the model's settings; GET /_config/{model} reads them
     GET    /_tokenizer          {"vocab_size", "eos_token", "eos_token_id", "special_tokens", "added_tokens"}
     POST   /_reset              forgets every script, setting and recorded request
 
@@ -89,7 +89,11 @@ Model settings: "max_model_len" (default --max-model-len, 32768): a prompt that 
 "reasoning_parser" (default true): when false the <think> block stays in `content`;
 "stitch_token_prefix" (default false): NeMo-RL's patched vLLM behaviour: when an assistant message carries
 `prompt_token_ids` and `generation_token_ids`, the templated prompt up to that turn's <|im_end|> is
-replaced by those ids, so multi-turn prompts stay token-contiguous.
+replaced by those ids, so multi-turn prompts stay token-contiguous;
+"honours_required_prefix" (default false, as stock vLLM ignores the field): the extension NeMo Gym's
+`supply_prefix_token_ids` relies on: a chat or /tokenize request's `required_prefix_token_ids` (the
+parent turn's prompt + generation ids) replaces the templated prompt up to the last assistant message's
+<|im_end|>, the same way.
 
 Log-probs are deterministic (a function of position and token id), so the same request gives the same
 tokens and log-probs. This file imports nothing from nemo_gym (only the tests' local-service starter): it
@@ -166,7 +170,12 @@ STEP_KEYS = (
     "retry_after",
     "repeat",
 )
-CONFIG_KEYS = {"max_model_len": int, "reasoning_parser": bool, "stitch_token_prefix": bool}
+CONFIG_KEYS = {
+    "max_model_len": int,
+    "reasoning_parser": bool,
+    "stitch_token_prefix": bool,
+    "honours_required_prefix": bool,
+}
 
 # The training text of the tokenizer. Fixed, so the vocabulary and merges are the same in every process.
 CORPUS = (
@@ -507,6 +516,7 @@ class ModelSettings:
     max_model_len: int
     reasoning_parser: bool = True
     stitch_token_prefix: bool = False
+    honours_required_prefix: bool = False
 
 
 class Upstream:
@@ -682,19 +692,26 @@ def last_turn_with_ids(messages: list[dict[str, Any]]) -> int | None:
     return None
 
 
+def last_assistant(messages: list[dict[str, Any]]) -> int | None:
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "assistant":
+            return index
+    return None
+
+
 def stitched_prompt(
-    tok: TextTokenizer, messages: list[dict[str, Any]], tools: list[Any] | None, prompt_ids: list[int]
+    tok: TextTokenizer,
+    messages: list[dict[str, Any]],
+    tools: list[Any] | None,
+    prompt_ids: list[int],
+    index: int | None,
+    model_prefix: list[int],
 ) -> list[int]:
-    """NeMo-RL's prefix replacement: the ids the model really saw and produced up to the last assistant
-    turn that carries them, then the templated tokens from that turn's closing <|im_end|> on. The turn's
-    <|im_end|> is found by counting: the templated conversation up to it has k of them."""
-    index = last_turn_with_ids(messages)
-    if index is None:
+    """NeMo-RL's prefix replacement: the ids the model really saw and produced up to the assistant turn
+    at `index` (`model_prefix`), then the templated tokens from that turn's closing <|im_end|> on. The
+    turn's <|im_end|> is found by counting: the templated conversation up to it has k of them."""
+    if index is None or not model_prefix:
         return prompt_ids
-    message = messages[index]
-    model_prefix = tok.check_ids(message.get("prompt_token_ids") or []) + tok.check_ids(
-        message["generation_token_ids"]
-    )
     if model_prefix[-1] == tok.eos_id:
         model_prefix = model_prefix[:-1]
     prefix_text = render_chat(messages[: index + 1], tools, add_generation_prompt=False)
@@ -720,8 +737,16 @@ def chat_prompt(state: Upstream, body: dict[str, Any], model: str) -> tuple[str,
     add_generation_prompt = bool(body.get("add_generation_prompt", not continue_final))
     text = render_chat(messages, tools, add_generation_prompt, continue_final, kwargs)
     ids = state.tok.encode(text)
-    if state.settings_of(model).stitch_token_prefix:
-        ids = stitched_prompt(state.tok, messages, tools, ids)
+    settings = state.settings_of(model)
+    required = body.get("required_prefix_token_ids")
+    if settings.honours_required_prefix and required is not None:
+        required = state.tok.check_ids(required)
+        ids = stitched_prompt(state.tok, messages, tools, ids, last_assistant(messages), required)
+    elif settings.stitch_token_prefix and (index := last_turn_with_ids(messages)) is not None:
+        carried = messages[index]
+        model_prefix = state.tok.check_ids(carried.get("prompt_token_ids") or [])
+        model_prefix += state.tok.check_ids(carried["generation_token_ids"])
+        ids = stitched_prompt(state.tok, messages, tools, ids, index, model_prefix)
     return text, ids
 
 

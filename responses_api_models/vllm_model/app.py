@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
-from pydantic import Field, PrivateAttr, SecretStr, field_validator
+from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 
 from nemo_gym.base_responses_api_model import BaseResponsesAPIModelConfig, SimpleResponsesAPIModel
 from nemo_gym.errors import GymError
@@ -111,6 +111,11 @@ class VLLMModelConfig(BaseResponsesAPIModelConfig, UpstreamCallConfig):
     # prompts; it is found from the upstream's chat template unless set here.
     return_token_id_information: bool = False
     eos_token_id: int | None = None
+    # Continued turns through the upstream's chat route instead: it puts the last turn's ids in front
+    # itself (NeMo RL's vLLM extension `required_prefix_token_ids`), and the prompt it reports proves it.
+    supply_prefix_token_ids: bool = False
+    # vLLM's `return_token_ids`: the prompt's ids come with the answer instead of from a /tokenize call.
+    request_prompt_and_generation_token_ids: bool = False
     # Sessions pinned to a replica, remembered per process.
     max_tracked_sessions: int = Field(default=DEFAULT_MAX_TRACKED_SESSIONS, ge=1)
 
@@ -130,6 +135,15 @@ class VLLMModelConfig(BaseResponsesAPIModelConfig, UpstreamCallConfig):
     def _known_reasoning_parser(cls, name: str) -> str:
         reasoning_parser(name)
         return name
+
+    @model_validator(mode="after")
+    def _prefix_needs_token_data(self) -> VLLMModelConfig:
+        if self.supply_prefix_token_ids and not self.return_token_id_information:
+            raise ValueError(
+                "supply_prefix_token_ids: true needs return_token_id_information: true (the prefix is the "
+                "last turn's token ids)"
+            )
+        return self
 
     @field_validator(
         "chat_template_kwargs", "extra_body", "sampling_overrides", "default_headers", mode="before"
@@ -375,20 +389,70 @@ class VLLMModel(SimpleResponsesAPIModel):
         turns = conversion.token_turns(payload["messages"])
         try:
             if not turns:
-                return await self._first_turn(client, payload)
+                return await self._chat_turn(client, payload)
+            if self.config.supply_prefix_token_ids:
+                return await self._prefix_supplied_turn(client, payload, turns)
             return await self._continued_turn(client, payload, turns, max_tokens)
         except tokens.MissingTokenData as error:
             raise bad_upstream_answer(f"upstream {client.base_url}: {error} (training mode)") from None
 
-    async def _first_turn(self, client: VLLMClient, payload: dict[str, Any]) -> TrainingTurn:
-        completion = await self._chat(client, {**payload, **CHAT_TOKEN_FLAGS})
-        if completion is None:
-            return self._without_generation("length")
+    async def _chat_turn(
+        self,
+        client: VLLMClient,
+        payload: dict[str, Any],
+        parent: list[int] | None = None,
+        broken: tokens.ContinuityBreak | None = None,
+    ) -> TrainingTurn:
+        """A turn through the upstream's chat route: the first turn, or with `parent` (the last turn's
+        prompt + generation ids) a continued one the upstream must put those ids in front of."""
+        body = {
+            **payload,
+            **CHAT_TOKEN_FLAGS,
+            "messages": conversion.without_token_fields(payload["messages"]),
+        }
+        if self.config.request_prompt_and_generation_token_ids:
+            body["return_token_ids"] = True
+        if parent is not None:
+            body["required_prefix_token_ids"] = parent
+        answer = await self._upstream_call(client, client.create_chat_completion, body)
+        if answer is None:
+            return self._without_generation("length", broken)
+        inline_prompt, inline_generated = tokens.pop_inline_token_ids(answer)
+        completion = validated_answer(NeMoGymChatCompletion, answer, client.base_url, "chat completion")
         if not completion.choices:
             raise bad_upstream_answer("the upstream's chat completion has no choices")
         generated, log_probs = tokens.chat_generation(completion.choices[0].logprobs)
-        prompt, _ = await self._tokenize(client, payload, payload["messages"], add_generation_prompt=True)
-        return TrainingTurn(completion, prompt, generated, log_probs)
+        if inline_generated is not None and inline_generated != generated:
+            raise bad_upstream_answer(
+                f"upstream {client.base_url}: the choice's token_ids and its logprobs disagree"
+            )
+        prompt = inline_prompt
+        if prompt is None:
+            prompt, _ = await self._tokenize(
+                client, payload, payload["messages"], add_generation_prompt=True, required_prefix=parent
+            )
+        if parent is not None and prompt[: len(parent)] != parent:
+            raise bad_upstream_answer(
+                f"upstream {client.base_url} did not start the prompt with required_prefix_token_ids (the "
+                "last turn's ids): it lacks that vLLM extension; set supply_prefix_token_ids: false"
+            )
+        return TrainingTurn(completion, prompt, generated, log_probs, broken)
+
+    async def _prefix_supplied_turn(
+        self, client: VLLMClient, payload: dict[str, Any], turns: list[tokens.TokenTurn]
+    ) -> TrainingTurn:
+        """The last turn's ids go upstream as the required prefix once the history is checked against
+        them (recorded turns chain, generations unedited, none lost); a broken history gets the canonical
+        prompt, flagged, as on the splice path. The template's part of the history is the upstream's."""
+        last = turns[-1]
+        eos = await self._end_of_turn(client, payload)
+        broken = tokens.earliest_break(
+            tokens.chain_break(turns),
+            await self._edited_turn(client, payload, turns, eos),
+            conversion.untracked_turn(payload["messages"], last),
+        )
+        parent = None if broken else last.prompt_token_ids + last.generation_token_ids
+        return await self._chat_turn(client, payload, parent, broken)
 
     async def _continued_turn(
         self,
@@ -500,13 +564,16 @@ class VLLMModel(SimpleResponsesAPIModel):
         messages: list[dict[str, Any]],
         *,
         add_generation_prompt: bool,
+        required_prefix: list[int] | None = None,
     ) -> tuple[list[int], int]:
         """The templated ids of `messages` (token data stripped) and the upstream's max_model_len."""
-        tokenize_body = {
+        tokenize_body: dict[str, Any] = {
             "model": payload["model"],
             "messages": conversion.without_token_fields(messages),
             "add_generation_prompt": add_generation_prompt,
         }
+        if required_prefix is not None:
+            tokenize_body["required_prefix_token_ids"] = required_prefix
         for key in ("tools", "chat_template_kwargs"):
             if payload.get(key) is not None:
                 tokenize_body[key] = payload[key]

@@ -69,6 +69,25 @@ def completion_generation(logprobs: Any) -> tuple[list[int], list[float]]:
     return [token_id_of(token) for token in tokens], [float(value) for value in values]
 
 
+def pop_inline_token_ids(answer: Any) -> tuple[list[int] | None, list[int] | None]:
+    """vLLM's `return_token_ids` transport fields of a chat answer (top-level `prompt_token_ids`, the
+    first choice's `token_ids`), taken off the answer; None for each one it does not carry."""
+    if not isinstance(answer, dict):
+        return None, None
+    prompt = answer.pop("prompt_token_ids", None)
+    choices = [choice for choice in answer.get("choices") or [] if isinstance(choice, dict)]
+    generated = [choice.pop("token_ids", None) for choice in choices]
+    return _ids_or_none(prompt), _ids_or_none(generated[0] if generated else None)
+
+
+def _ids_or_none(ids: Any) -> list[int] | None:
+    if ids is None:
+        return None
+    if not isinstance(ids, list) or not all(isinstance(token, int) for token in ids):
+        raise MissingTokenData("the upstream's inline token ids are not a list of integers")
+    return ids
+
+
 def end_of_turn_id(first: Sequence[int], second: Sequence[int]) -> int:
     """The id that ends an assistant turn, from the templated ids of two conversations that differ only in
     the last assistant's text: the first id of what both end with (ChatML: `<|im_end|>` of `<|im_end|>\\n`).
@@ -103,7 +122,8 @@ def earliest_break(*breaks: ContinuityBreak | None) -> ContinuityBreak | None:
     return min(found, key=lambda broken: broken.broken_at_turn, default=None)
 
 
-def _chain_break(turns: Sequence[TokenTurn]) -> ContinuityBreak | None:
+def chain_break(turns: Sequence[TokenTurn]) -> ContinuityBreak | None:
+    """The first recorded turn whose prompt does not start with the previous turn's prompt + generation."""
     for earlier, later in zip(turns, turns[1:], strict=False):
         expected = earlier.prompt_token_ids + earlier.generation_token_ids
         if later.prompt_token_ids[: len(expected)] != expected:
@@ -143,7 +163,7 @@ def find_break(
     span of the spliced prompt must appear, in order, in the full rendering (a greedy search: an edited
     span identical to a later one is caught only at a later turn). Of several breaks the earliest is
     reported, so a break stays named by the turn where it happened on every later turn."""
-    return earliest_break(_chain_break(turns), _render_break(turns, prefix, glue, full))
+    return earliest_break(chain_break(turns), _render_break(turns, prefix, glue, full))
 
 
 def _render_break(

@@ -7,6 +7,9 @@ request logs of one test are never seen by another.
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -19,6 +22,7 @@ import orjson
 import pytest
 from omegaconf import OmegaConf
 
+from nemo_gym.server_utils import CHECK_CONFIG_ONLY_ENV_VAR_NAME
 from responses_api_models.vllm_model.app import ReplicaRouter, VLLMModelConfig
 from tests.helpers import REPO_ROOT, StartedServer, instance_config, run_instance, run_server
 from tests.upstream_script import ScriptedUpstream, chat_tool_call, fresh_model
@@ -26,6 +30,7 @@ from tests.upstream_script import ScriptedUpstream, chat_tool_call, fresh_model
 API_KEY = "sk-vllm-model-test-0123456789abcdef"
 REQUEST_TIMEOUT_S = 30.0
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+APP = CONFIGS.parent / "app.py"
 FORECAST_TOOL = {
     "type": "function",
     "name": "lookup_forecast",
@@ -79,6 +84,34 @@ async def served(
         )
         async with client:
             yield Served(process, client)
+
+
+def start_refusal(tmp_path: Path, **settings: Any) -> list[str]:
+    """The stderr lines of a vllm_model process that checks `settings` (over a minimal valid config)
+    and must refuse to start."""
+    defaults = {
+        "base_url": "http://127.0.0.1:9/v1",
+        "api_key": "k",
+        "model": "m",
+        "uses_reasoning_parser": False,
+    }
+    config = {
+        "policy_model": instance_config("responses_api_models", "vllm_model", **{**defaults, **settings})
+    }
+    config_file = tmp_path / "config.yaml"
+    config_file.write_bytes(orjson.dumps(config))
+    env = {
+        **os.environ,
+        "NEMO_GYM_CONFIG_FILE": str(config_file),
+        "NEMO_GYM_CONFIG_PATH": "policy_model",
+        CHECK_CONFIG_ONLY_ENV_VAR_NAME: "1",
+        "PYTHONPATH": str(APP.parents[2]),  # the install root, as the launcher sets it
+    }
+    done = subprocess.run(
+        [sys.executable, str(APP)], capture_output=True, text=True, timeout=120, env=env, cwd=APP.parent
+    )
+    assert done.returncode != 0
+    return done.stderr.strip().splitlines()
 
 
 @contextmanager

@@ -4,21 +4,15 @@ must give the same message both ways, and every prompt must continue the last to
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
-from nemo_gym.server_utils import CHECK_CONFIG_ONLY_ENV_VAR_NAME
-from nemo_gym.testing import instance_config
 from responses_api_models.vllm_model.parsers import REASONING_PARSERS, TOOL_CALL_PARSERS, OutputParsers
 from responses_api_models.vllm_model.tests.format_samples_a import SAMPLES as SAMPLES_A
 from responses_api_models.vllm_model.tests.format_samples_b import SAMPLES as SAMPLES_B
-from responses_api_models.vllm_model.tests.test_app import rollout_session
+from responses_api_models.vllm_model.tests.test_app import rollout_session, start_refusal
 from responses_api_models.vllm_model.tests.test_training import (
     CITIES,
     WEATHER_TOOL,
@@ -29,7 +23,6 @@ from responses_api_models.vllm_model.tests.test_training import (
 from tests.vllm_script import VllmUpstream, fresh_model
 
 SAMPLES = {**SAMPLES_A, **SAMPLES_B}
-APP = Path(__file__).resolve().parents[1] / "app.py"
 ANSWER = "Paris is the sunniest."
 # Formats whose reasoning is part of the format itself, with the reasoning parser vLLM pairs them with.
 REASONING_PARSER_FOR = {"openai": "openai_gptoss"}
@@ -111,29 +104,7 @@ async def test_a_five_turn_tool_rollout_parses_every_call_as_vllm_does_with_exac
 
 @pytest.mark.parametrize(("key", "name"), [("tool_call_parser", "hermes2"), ("reasoning_parser", "qwen4")])
 def test_an_unknown_parser_name_refuses_to_start_in_one_line(key: str, name: str, tmp_path: Path) -> None:
-    settings = {
-        "base_url": "http://127.0.0.1:9/v1",
-        "api_key": "k",
-        "model": "m",
-        "uses_reasoning_parser": True,
-    }
-    config = {
-        "policy_model": instance_config("responses_api_models", "vllm_model", **settings, **{key: name})
-    }
-    config_file = tmp_path / "config.yaml"
-    config_file.write_bytes(orjson.dumps(config))
-    env = {
-        **os.environ,
-        "NEMO_GYM_CONFIG_FILE": str(config_file),
-        "NEMO_GYM_CONFIG_PATH": "policy_model",
-        CHECK_CONFIG_ONLY_ENV_VAR_NAME: "1",
-        "PYTHONPATH": str(APP.parents[2]),  # the install root, as the launcher sets it
-    }
-    done = subprocess.run(
-        [sys.executable, str(APP)], capture_output=True, text=True, timeout=120, env=env, cwd=APP.parent
-    )
-    assert done.returncode != 0
-    assert done.stderr.strip().splitlines() == [
+    assert start_refusal(tmp_path, uses_reasoning_parser=True, **{key: name}) == [
         f"Error: invalid config for server instance 'policy_model': {key}: unknown {key} {name!r}; known: "
         + ", ".join(sorted(TOOL_CALL_PARSERS if key == "tool_call_parser" else REASONING_PARSERS))
     ]
