@@ -22,11 +22,12 @@ messages (sent back by the caller next turn) instead of on output items.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import os
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
@@ -54,7 +55,8 @@ from responses_api_models.vllm_model.parsers import OutputParsers, reasoning_par
 
 logger = logging.getLogger("vllm_model")
 
-DEFAULT_MAX_TRACKED_SESSIONS = 100_000
+# NeMo Gym's environment variable for the default of `reasoning_field`.
+REASONING_FIELD_ENV_VAR = "NEMO_GYM_REASONING_FIELD"
 # vLLM answers 400 with one of these when the prompt plus max_tokens does not fit the context window.
 CONTEXT_LENGTH_MARKERS = ("context length", "max_tokens")
 # Asked of the upstream in training mode: the chosen token's log-prob, its id instead of its text.
@@ -81,6 +83,8 @@ CHAT_ONLY_FIELDS = (
     "metadata",
     "store",
     "service_tier",
+    "add_generation_prompt",
+    "continue_final_message",
 )
 
 
@@ -99,9 +103,17 @@ class VLLMModelConfig(BaseResponsesAPIModelConfig, UpstreamCallConfig):
     tool_call_parser: str = "hermes"
     reasoning_parser: str = "qwen3"
     uses_interleaved_reasoning: bool = True
+    # Which key(s) carry reasoning on the assistant messages sent upstream.
+    reasoning_field: Literal["both", "reasoning", "reasoning_content"] = Field(
+        default_factory=lambda: os.environ.get(REASONING_FIELD_ENV_VAR, "both")
+    )
     replace_developer_role_with_system: bool = False
     sequential_reasoning_allowed: bool = True
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    # The caller's own top-level chat_template_kwargs (chat route) are dropped unless this is set.
+    forward_request_chat_template_kwargs: bool = False
+    # A conversation that ends with an assistant message continues that message instead of a new turn.
+    continue_final_assistant_message: bool = False
     extra_body: dict[str, Any] = Field(default_factory=dict)
     # Merged last into every generation request (chat and completions): wins over the caller and extra_body.
     sampling_overrides: dict[str, Any] = Field(default_factory=dict)
@@ -116,8 +128,6 @@ class VLLMModelConfig(BaseResponsesAPIModelConfig, UpstreamCallConfig):
     supply_prefix_token_ids: bool = False
     # vLLM's `return_token_ids`: the prompt's ids come with the answer instead of from a /tokenize call.
     request_prompt_and_generation_token_ids: bool = False
-    # Sessions pinned to a replica, remembered per process.
-    max_tracked_sessions: int = Field(default=DEFAULT_MAX_TRACKED_SESSIONS, ge=1)
 
     @field_validator("base_url", mode="before")
     @classmethod
@@ -154,30 +164,12 @@ class VLLMModelConfig(BaseResponsesAPIModelConfig, UpstreamCallConfig):
         return {} if value is None else value
 
 
-class ReplicaRouter:
-    """Pins each session (one rollout) to one replica, so every turn of a rollout hits the replica that
-    already holds its prefix in cache; new sessions are dealt round-robin. The pins are an LRU of bounded
-    size: a session idle long enough to be evicted is simply dealt again."""
-
-    def __init__(self, replica_count: int, max_sessions: int) -> None:
-        self.replica_count = replica_count
-        self.max_sessions = max_sessions
-        self._pins: OrderedDict[str, int] = OrderedDict()
-        self._dealt = 0
-
-    def replica_for(self, session_id: str) -> int:
-        if self.replica_count == 1:
-            return 0
-        replica = self._pins.get(session_id)
-        if replica is not None:
-            self._pins.move_to_end(session_id)
-            return replica
-        replica = self._dealt % self.replica_count
-        self._dealt += 1
-        self._pins[session_id] = replica
-        if len(self._pins) > self.max_sessions:
-            self._pins.popitem(last=False)
-        return replica
+def replica_for(session_id: str, replica_count: int) -> int:
+    """The replica a session (one rollout) is pinned to, so every turn of a rollout hits the vLLM that
+    holds its prefix in cache: the first 8 bytes of the id's sha256, big-endian, modulo the count. A
+    function of the id alone, so every worker process and every restart pins a session alike."""
+    digest = hashlib.sha256(session_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % replica_count
 
 
 @dataclass(frozen=True)
@@ -233,20 +225,20 @@ class VLLMModel(SimpleResponsesAPIModel):
     config: VLLMModelConfig
 
     _clients: list[VLLMClient] = PrivateAttr(default_factory=list)
-    _router: ReplicaRouter | None = PrivateAttr(default=None)
     _upstream: Upstream = PrivateAttr()
     _reasoning: conversion.ReasoningHandling = PrivateAttr()
     _defaults: conversion.ServerDefaults = PrivateAttr()
     _parsers: OutputParsers = PrivateAttr()
     _end_of_turn_id: int | None = PrivateAttr(default=None)
     _end_of_turn_lock: asyncio.Lock = PrivateAttr(default_factory=asyncio.Lock)
+    _warned_of_dropped_template_kwargs: bool = PrivateAttr(default=False)
 
     def model_post_init(self, context: Any, /) -> None:
         """The conversion settings and the upstream's bounds are fixed by the config, so they are made once."""
         config = self.config
         self._upstream = Upstream(config, config.api_key, config.default_headers)
         self._reasoning = conversion.ReasoningHandling(
-            config.uses_reasoning_parser, config.uses_interleaved_reasoning
+            config.uses_reasoning_parser, config.uses_interleaved_reasoning, config.reasoning_field
         )
         self._defaults = conversion.ServerDefaults(
             config.model,
@@ -254,6 +246,8 @@ class VLLMModel(SimpleResponsesAPIModel):
             config.extra_body,
             config.replace_developer_role_with_system,
             config.sampling_overrides,
+            config.forward_request_chat_template_kwargs,
+            config.continue_final_assistant_message,
         )
         self._end_of_turn_id = config.eos_token_id
         self._parsers = OutputParsers.named(
@@ -266,7 +260,6 @@ class VLLMModel(SimpleResponsesAPIModel):
             logger.info("sampling_overrides on every generation request: %s", self.config.sampling_overrides)
         # Built here, after `run_webserver()` applied the config's `global_http_*` knobs.
         self._clients = [self._upstream.client(VLLMClient, url) for url in self.config.base_url]
-        self._router = ReplicaRouter(len(self._clients), self.config.max_tracked_sessions)
         return app
 
     # ---- routes -----------------------------------------------------------------------------------------
@@ -332,6 +325,17 @@ class VLLMModel(SimpleResponsesAPIModel):
         return answer or self._empty_completion("length")
 
     def _payload(self, chat_body: dict[str, Any]) -> dict[str, Any]:
+        if (
+            "chat_template_kwargs" in chat_body
+            and not self.config.forward_request_chat_template_kwargs
+            and not self._warned_of_dropped_template_kwargs
+        ):
+            self._warned_of_dropped_template_kwargs = True
+            logger.warning(
+                "a request's own chat_template_kwargs are dropped (warned once): set "
+                "forward_request_chat_template_kwargs: true to use them, or send them as "
+                "metadata.chat_template_kwargs"
+            )
         try:
             return conversion.apply_server_defaults(chat_body, self._defaults)
         except conversion.RequestConversionError as error:
@@ -429,7 +433,11 @@ class VLLMModel(SimpleResponsesAPIModel):
         prompt = inline_prompt
         if prompt is None:
             prompt, _ = await self._tokenize(
-                client, payload, payload["messages"], add_generation_prompt=True, required_prefix=parent
+                client,
+                payload,
+                payload["messages"],
+                required_prefix=parent,
+                **conversion.prompt_rendering(payload),
             )
         if parent is not None and prompt[: len(parent)] != parent:
             raise bad_upstream_answer(
@@ -467,18 +475,12 @@ class VLLMModel(SimpleResponsesAPIModel):
             response_format = structured.completion_response_format(payload)
         except conversion.RequestConversionError as error:
             raise GymError(400, "invalid_request", str(error)) from None
-        last = turns[-1]
         eos = await self._end_of_turn(client, payload)
         full, max_model_len = await self._tokenize(
-            client, payload, payload["messages"], add_generation_prompt=True
+            client, payload, payload["messages"], **conversion.prompt_rendering(payload)
         )
-        prefix, glue = await self._splice_point(client, payload, last, eos, full)
-        broken = tokens.earliest_break(
-            tokens.find_break(turns, prefix, glue, full),
-            await self._edited_turn(client, payload, turns, eos),
-            conversion.untracked_turn(payload["messages"], last),
-        )
-        prompt = full if broken else last.prompt_token_ids + last.generation_token_ids + full[glue:]
+        spliced, broken = await self._spliced_prompt(client, payload, turns, eos, full)
+        prompt = full if broken else spliced
         max_tokens = max_tokens or max(max_model_len - len(prompt), 1)
         sampling = {key: value for key, value in payload.items() if key not in CHAT_ONLY_FIELDS}
         request_body = {**sampling, **COMPLETION_TOKEN_FLAGS, "prompt": prompt, "max_tokens": max_tokens}
@@ -492,6 +494,31 @@ class VLLMModel(SimpleResponsesAPIModel):
             return self._without_generation("length", broken)
         completion, generated, log_probs = self._completion_to_chat(answer, client.base_url, payload)
         return TrainingTurn(completion, prompt, generated, log_probs, broken)
+
+    async def _spliced_prompt(
+        self,
+        client: VLLMClient,
+        payload: dict[str, Any],
+        turns: list[tokens.TokenTurn],
+        eos: int,
+        full: list[int],
+    ) -> tuple[list[int], tokens.ContinuityBreak | None]:
+        """The prompt that continues the last recorded turn's ids, and the earliest break of the history
+        against them. When the model is to continue that very turn (left open as the final message), its
+        ids without the closing EOS are the whole prompt."""
+        last = turns[-1]
+        edited = await self._edited_turn(client, payload, turns, eos)
+        ids = last.prompt_token_ids + last.generation_token_ids
+        if payload.get("continue_final_message") and last.message_index == len(payload["messages"]) - 1:
+            ended = bool(last.generation_token_ids) and ids[-1] == eos
+            return ids[:-1] if ended else ids, tokens.earliest_break(tokens.chain_break(turns), edited)
+        prefix, glue = await self._splice_point(client, payload, last, eos, full)
+        broken = tokens.earliest_break(
+            tokens.find_break(turns, prefix, glue, full),
+            edited,
+            conversion.untracked_turn(payload["messages"], last),
+        )
+        return ids + full[glue:], broken
 
     async def _splice_point(
         self,
@@ -564,6 +591,7 @@ class VLLMModel(SimpleResponsesAPIModel):
         messages: list[dict[str, Any]],
         *,
         add_generation_prompt: bool,
+        continue_final_message: bool = False,
         required_prefix: list[int] | None = None,
     ) -> tuple[list[int], int]:
         """The templated ids of `messages` (token data stripped) and the upstream's max_model_len."""
@@ -572,6 +600,8 @@ class VLLMModel(SimpleResponsesAPIModel):
             "messages": conversion.without_token_fields(messages),
             "add_generation_prompt": add_generation_prompt,
         }
+        if continue_final_message:
+            tokenize_body["continue_final_message"] = True
         if required_prefix is not None:
             tokenize_body["required_prefix_token_ids"] = required_prefix
         for key in ("tools", "chat_template_kwargs"):
@@ -624,9 +654,9 @@ class VLLMModel(SimpleResponsesAPIModel):
         return TrainingTurn(self._empty_completion(finish_reason), [], [], [], continuity)
 
     def _client_for(self, request: Request) -> VLLMClient:
-        if self._router is None:
+        if not self._clients:
             raise RuntimeError("VLLMModel.setup_webserver() was not called")
-        return self._clients[self._router.replica_for(get_session_id(request))]
+        return self._clients[replica_for(get_session_id(request), len(self._clients))]
 
     def _empty_completion(self, finish_reason: str) -> NeMoGymChatCompletion:
         return NeMoGymChatCompletion.model_validate(

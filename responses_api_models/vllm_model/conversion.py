@@ -93,11 +93,17 @@ class UpstreamReplyError(ValueError):
 
 @dataclass(frozen=True)
 class ReasoningHandling:
-    """How the upstream treats `<think>` text: whether a reasoning parser splits it into its own field, and
-    whether the chat template wants earlier turns' reasoning back (interleaved thinking)."""
+    """How the upstream treats `<think>` text: whether a reasoning parser splits it into its own field,
+    whether the chat template wants earlier turns' reasoning back (interleaved thinking), and under which
+    field name(s) it reads it (`reasoning_field`: "both", "reasoning" or "reasoning_content")."""
 
     uses_reasoning_parser: bool
     uses_interleaved_reasoning: bool = True
+    reasoning_field: str = "both"
+
+    @property
+    def outgoing_fields(self) -> tuple[str, ...]:
+        return UPSTREAM_REASONING_FIELDS if self.reasoning_field == "both" else (self.reasoning_field,)
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,10 @@ class ServerDefaults:
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     replace_developer_role_with_system: bool = False
     sampling_overrides: Mapping[str, Any] = field(default_factory=dict)
+    # The caller's own top-level chat_template_kwargs reach the template only when this is set.
+    forward_request_chat_template_kwargs: bool = False
+    # A conversation ending with an assistant message is continued (that message left open).
+    continue_final_assistant_message: bool = False
 
 
 def new_id(prefix: str) -> str:
@@ -156,8 +166,7 @@ class AssistantTurn:
         thoughts, message["content"] = split_think_blocks(text)
         if thoughts and reasoning.uses_interleaved_reasoning:
             joined = REASONING_BLOCK_SEPARATOR.join(thoughts)
-            message["reasoning_content"] = joined
-            message["reasoning"] = joined
+            message.update(dict.fromkeys(reasoning.outgoing_fields, joined))
         return message
 
 
@@ -360,17 +369,23 @@ def metadata_json_object(metadata: Mapping[str, str] | None, key: str) -> JSON:
 
 def apply_server_defaults(body: Mapping[str, Any], defaults: ServerDefaults) -> JSON:
     """The body sent upstream: extra_body (config, then metadata) under the request, the served model,
-    chat_template_kwargs (config, then metadata) at the top level, vLLM-hostile values fixed, and the
-    sampling overrides over everything."""
+    chat_template_kwargs (config, then the request's own if forwarded, then metadata) at the top level,
+    a final assistant message left open if so configured, vLLM-hostile values fixed, and the sampling
+    overrides over everything."""
     metadata = body.get("metadata")
     extra_body = {**defaults.extra_body, **metadata_json_object(metadata, "extra_body")}
+    own_kwargs = body.get("chat_template_kwargs") if defaults.forward_request_chat_template_kwargs else None
     template_kwargs = {
         **defaults.chat_template_kwargs,
+        **(own_kwargs or {}),
         **metadata_json_object(metadata, "chat_template_kwargs"),
     }
-    upstream: JSON = {**extra_body, **body, "model": defaults.model}
+    request = {key: value for key, value in body.items() if key != "chat_template_kwargs"}
+    upstream: JSON = {**extra_body, **request, "model": defaults.model}
     if template_kwargs:
         upstream["chat_template_kwargs"] = template_kwargs
+    if defaults.continue_final_assistant_message and continues_final_message(upstream["messages"]):
+        upstream.update(continue_final_message=True, add_generation_prompt=False)
     if "top_logprobs" in upstream and upstream["top_logprobs"] is None:
         del upstream["top_logprobs"]  # vLLM rejects an explicit null
     if defaults.replace_developer_role_with_system:
@@ -379,6 +394,18 @@ def apply_server_defaults(body: Mapping[str, Any], defaults: ServerDefaults) -> 
             for message in upstream["messages"]
         ]
     return {**upstream, **defaults.sampling_overrides}
+
+
+def continues_final_message(messages: list[Mapping[str, Any]]) -> bool:
+    return bool(messages) and messages[-1].get("role") == "assistant"
+
+
+def prompt_rendering(payload: Mapping[str, Any]) -> JSON:
+    """How the template renders the prompt of `payload`: a new assistant turn opened, or its final
+    assistant message left open to be continued."""
+    if payload.get("continue_final_message"):
+        return {"add_generation_prompt": False, "continue_final_message": True}
+    return {"add_generation_prompt": True}
 
 
 def ends_with_empty_assistant_turn(messages: list[Mapping[str, Any]]) -> bool:

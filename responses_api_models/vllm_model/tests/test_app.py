@@ -7,6 +7,8 @@ request logs of one test are never seen by another.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import os
 import subprocess
 import sys
@@ -23,7 +25,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from nemo_gym.server_utils import CHECK_CONFIG_ONLY_ENV_VAR_NAME
-from responses_api_models.vllm_model.app import ReplicaRouter, VLLMModelConfig
+from nemo_gym.sessions import SESSION_ID_KEY
+from responses_api_models.vllm_model.app import VLLMModelConfig, replica_for
 from tests.helpers import REPO_ROOT, StartedServer, instance_config, run_instance, run_server
 from tests.upstream_script import ScriptedUpstream, chat_tool_call, fresh_model
 
@@ -212,20 +215,34 @@ async def test_multi_item_input_becomes_one_exact_chat_body_and_the_answer_parse
     assert response.temperature == 0.6 and response.max_output_tokens == 100
 
 
-async def test_each_session_stays_on_its_replica_and_new_sessions_are_dealt_round_robin(
+def session_id_of(session: aiohttp.ClientSession) -> str:
+    """The session id inside the model server's signed cookie (`<base64url JSON>.<issued>.<signature>`)."""
+    [cookie] = list(session.cookie_jar)
+    payload = cookie.value.split(".")[0]
+    return orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))[SESSION_ID_KEY]
+
+
+async def test_each_session_stays_on_the_replica_its_id_pins_it_to(
     tmp_path: Path, scripted_upstream: ScriptedUpstream
 ) -> None:
     model = fresh_model()
+    names = [f"s{index}" for index in range(6)]
     with second_upstream(tmp_path) as other_upstream:
-        replicas = [scripted_upstream.base_url, other_upstream.base_url]
-        async with served(tmp_path, replicas, model) as vllm:
-            async with rollout_session() as a, rollout_session() as b, rollout_session() as c:
+        upstreams = [scripted_upstream, other_upstream]
+        async with served(tmp_path, [upstream.base_url for upstream in upstreams], model) as vllm:
+            sessions = [rollout_session() for _ in names]
+            try:
                 for turn in (1, 2):
-                    for name, session in (("a", a), ("b", b), ("c", c)):
-                        status, _ = await vllm.post("/v1/responses", {"input": f"{name}{turn}"}, session)
+                    for name, session in zip(names, sessions, strict=True):
+                        status, _ = await vllm.post("/v1/responses", {"input": f"{name}-{turn}"}, session)
                         assert status == 200
-        assert prompts_seen(scripted_upstream, model) == ["a1", "c1", "a2", "c2"]
-        assert prompts_seen(other_upstream, model) == ["b1", "b2"]
+                pins = [replica_for(session_id_of(session), 2) for session in sessions]
+            finally:
+                await asyncio.gather(*(session.close() for session in sessions))
+        seen = [prompts_seen(upstream, model) for upstream in upstreams]
+    for name, pin in zip(names, pins, strict=True):
+        assert [prompt for prompt in seen[pin] if prompt.startswith(f"{name}-")] == [f"{name}-1", f"{name}-2"]
+        assert not any(prompt.startswith(f"{name}-") for prompt in seen[1 - pin])
 
 
 async def test_context_length_400_is_an_empty_incomplete_turn_and_other_400s_stay_errors(
@@ -388,13 +405,15 @@ def test_shipped_configs_are_valid_server_configs(file_name: str, training: bool
     assert config.eos_token_id is None
 
 
-def test_replica_router_deals_new_sessions_round_robin_and_forgets_the_least_recent() -> None:
-    router = ReplicaRouter(replica_count=3, max_sessions=2)
-    assert [router.replica_for(session) for session in ("s1", "s2", "s1", "s2")] == [0, 1, 0, 1]
-    router.replica_for("s1")  # s2 is now the least recently used
-    assert router.replica_for("s3") == 2  # pinning s3 evicts s2
-    assert router.replica_for("s1") == 0  # still pinned
-    assert router.replica_for("s2") == 0  # forgotten, so dealt again: the next replica in turn
+def test_a_session_is_pinned_by_its_ids_sha256_alike_in_every_process() -> None:
+    """NeMo Gym 0.7's pinning: the first 8 bytes of sha256(session id), big-endian, modulo the count."""
+    sessions = [f"session-{index}" for index in range(300)]
+    pins = [replica_for(session, 3) for session in sessions]
+    for session, pin in zip(sessions, pins, strict=True):
+        digest = hashlib.sha256(session.encode()).digest()
+        assert pin == int.from_bytes(digest[:8], "big") % 3
+    assert set(pins) == {0, 1, 2}
+    assert all(replica_for(session, 1) == 0 for session in sessions)
 
 
 async def test_context_overflow_is_passed_on_as_vllms_400_when_the_config_says_so(
