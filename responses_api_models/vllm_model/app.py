@@ -105,7 +105,7 @@ class VLLMModelConfig(BaseResponsesAPIModelConfig, UpstreamCallConfig):
     uses_interleaved_reasoning: bool = True
     # Which key(s) carry reasoning on the assistant messages sent upstream.
     reasoning_field: Literal["both", "reasoning", "reasoning_content"] = Field(
-        default_factory=lambda: os.environ.get(REASONING_FIELD_ENV_VAR, "both")
+        default_factory=lambda: os.environ.get(REASONING_FIELD_ENV_VAR, "both"), validate_default=True
     )
     replace_developer_role_with_system: bool = False
     sequential_reasoning_allowed: bool = True

@@ -15,7 +15,10 @@ from nemo_gym.openai_utils import NeMoGymChatCompletionCreateParamsNonStreaming
 class VLLMChatCompletionParams(NeMoGymChatCompletionCreateParamsNonStreaming):
     """vLLM's extra sampling and decoding parameters. Those that decide the shape of the answer
     (`logprobs`, `return_tokens_as_token_ids`, `skip_special_tokens`, templating switches) stay the
-    server's, and `chat_template_kwargs` travels in `metadata` (see README)."""
+    server's. A top-level `chat_template_kwargs` reaches the template only with the server's
+    `forward_request_chat_template_kwargs`; `metadata.chat_template_kwargs` always does (see README)."""
+
+    chat_template_kwargs: dict[str, Any] | None = None
 
     top_k: int | None = None
     min_p: float | None = None

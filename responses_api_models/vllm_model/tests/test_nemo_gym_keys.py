@@ -7,8 +7,10 @@ from typing import Any
 
 import orjson
 import pytest
+from pydantic import ValidationError
 
-from responses_api_models.vllm_model.tests.test_app import rollout_session, start_refusal
+from responses_api_models.vllm_model.app import REASONING_FIELD_ENV_VAR, VLLMModelConfig
+from responses_api_models.vllm_model.tests.test_app import rollout_session, served, start_refusal
 from responses_api_models.vllm_model.tests.test_training import (
     CITIES,
     WEATHER_TOOL,
@@ -19,6 +21,7 @@ from responses_api_models.vllm_model.tests.test_training import (
     training_server,
     weather_steps,
 )
+from tests.upstream_script import ScriptedUpstream
 from tests.vllm_script import VllmUpstream, fresh_model
 
 CHAT_PATH = "/v1/chat/completions"
@@ -121,3 +124,112 @@ def test_a_supplied_prefix_without_token_data_refuses_to_start(tmp_path: Path) -
     [line] = start_refusal(tmp_path, supply_prefix_token_ids=True)
     assert line.startswith("Error: invalid config for server instance 'policy_model': ")
     assert "supply_prefix_token_ids: true needs return_token_id_information: true" in line
+
+
+REASONED_HISTORY = [
+    {"role": "user", "content": "Hi"},
+    {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Greet back."}]},
+    {
+        "type": "message",
+        "role": "assistant",
+        "id": "msg_1",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Hello!", "annotations": []}],
+    },
+    {"role": "user", "content": "Bye"},
+]
+
+
+@pytest.mark.parametrize(
+    ("setting", "fields"),
+    [
+        ({}, {"reasoning", "reasoning_content"}),
+        ({"reasoning_field": "reasoning"}, {"reasoning"}),
+        ({"reasoning_field": "reasoning_content"}, {"reasoning_content"}),
+    ],
+)
+async def test_reasoning_field_names_the_keys_that_carry_earlier_reasoning_upstream(
+    tmp_path: Path, scripted_upstream: ScriptedUpstream, setting: dict[str, str], fields: set[str]
+) -> None:
+    model = fresh_model()
+    scripted_upstream.script(model, [{"message": {"content": "Goodbye"}}])
+    async with served(tmp_path, scripted_upstream.base_url, model, **setting) as vllm:
+        status, answer = await vllm.post("/v1/responses", {"input": REASONED_HISTORY})
+
+    assert status == 200, answer
+    [call] = scripted_upstream.requests(model)
+    [assistant] = [message for message in call["body"]["messages"] if message["role"] == "assistant"]
+    assert {key for key in ("reasoning", "reasoning_content") if key in assistant} == fields
+    assert all(assistant[key] == "Greet back." for key in fields)
+
+
+def test_reasoning_field_defaults_to_nemo_gyms_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = {"name": "m", "entrypoint": "app.py", "host": "127.0.0.1", "port": 0}
+    settings |= {"base_url": "http://127.0.0.1:9/v1"}
+    settings |= {"api_key": "k", "model": "m", "uses_reasoning_parser": True}
+    assert VLLMModelConfig.model_validate(settings).reasoning_field == "both"
+    monkeypatch.setenv(REASONING_FIELD_ENV_VAR, "reasoning_content")
+    assert VLLMModelConfig.model_validate(settings).reasoning_field == "reasoning_content"
+    monkeypatch.setenv(REASONING_FIELD_ENV_VAR, "thoughts")
+    with pytest.raises(ValidationError, match="reasoning_field"):
+        VLLMModelConfig.model_validate(settings)
+
+
+@pytest.mark.parametrize("forward", [False, True])
+async def test_a_requests_own_chat_template_kwargs_reach_the_template_only_when_forwarded(
+    tmp_path: Path, scripted_upstream: ScriptedUpstream, forward: bool
+) -> None:
+    model = fresh_model()
+    scripted_upstream.script(model, [{"message": {"content": "ok"}}])
+    settings = {"chat_template_kwargs": {"lang": "en"}, "forward_request_chat_template_kwargs": forward}
+    body = {
+        "messages": [{"role": "user", "content": "Hi"}],
+        "chat_template_kwargs": {"enable_thinking": False, "lang": "fr"},
+        "metadata": {"chat_template_kwargs": '{"lang": "de"}'},
+    }
+    async with served(tmp_path, scripted_upstream.base_url, model, **settings) as vllm:
+        status, _ = await vllm.post("/v1/chat/completions", body)
+
+    assert status == 200
+    [call] = scripted_upstream.requests(model)
+    expected = {"enable_thinking": False, "lang": "de"} if forward else {"lang": "de"}
+    assert call["body"]["chat_template_kwargs"] == expected
+
+
+async def test_a_final_assistant_message_is_continued_when_configured(
+    tmp_path: Path, scripted_upstream: ScriptedUpstream
+) -> None:
+    model = fresh_model()
+    scripted_upstream.script(model, [{"message": {"content": " world"}}, {"message": {"content": "Hi"}}])
+    prefill = [{"role": "user", "content": "Say hello world"}, {"role": "assistant", "content": "Hello"}]
+    async with served(
+        tmp_path, scripted_upstream.base_url, model, continue_final_assistant_message=True
+    ) as vllm:
+        assert (await vllm.post("/v1/chat/completions", {"messages": prefill}))[0] == 200
+        assert (await vllm.post("/v1/chat/completions", {"messages": prefill[:1]}))[0] == 200
+
+    continued, fresh = (call["body"] for call in scripted_upstream.requests(model))
+    assert (continued["continue_final_message"], continued["add_generation_prompt"]) == (True, False)
+    assert "continue_final_message" not in fresh and "add_generation_prompt" not in fresh
+
+
+async def test_a_turn_cut_by_max_tokens_is_continued_from_its_own_ids_when_left_open(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    model = fresh_model("vllm")
+    vllm_upstream.script(model, [{"text": "Hello there, how are you today?"}, {"text": " Fine."}])
+    question = {"role": "user", "content": "Hello?"}
+    server = training_server(tmp_path, vllm_upstream, model, continue_final_assistant_message=True)
+    async with server as vllm, rollout_session() as session:
+        status, first = await vllm.post(
+            "/v1/chat/completions", {"messages": [question], "max_completion_tokens": 3}, session
+        )
+        assert status == 200 and first["choices"][0]["finish_reason"] == "length", first
+        reply = first["choices"][0]["message"]
+        status, second = await vllm.post("/v1/chat/completions", {"messages": [question, reply]}, session)
+
+    assert status == 200, second
+    assert "token_continuity" not in second
+    continued = second["choices"][0]["message"]["prompt_token_ids"]
+    assert continued == reply["prompt_token_ids"] + reply["generation_token_ids"]
+    assert continued == generation_prompts(vllm_upstream, model)[-1]
