@@ -5,7 +5,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test test-pythons lint sandbox-tools browser-tools test-browser demo bench bench-liveness bench-viewer clean
+.PHONY: test test-pythons lint sandbox-tools browser-tools test-browser demo bench bench-liveness bench-viewer bench-training clean
 
 # The benchmark harness (load generator, fake upstream) runs in a venv of its own, apart from what it measures.
 BENCH_VENV := .venv-bench
@@ -105,6 +105,10 @@ bench-liveness: $(INSTALLED) $(BENCH_VENV)/.installed
 # How fast `gym view` shows a 100,000-line results file (bench/viewer.py); Chromium's first paint when installed.
 bench-viewer: $(INSTALLED)
 	$(PYTHON) bench/viewer.py $(BENCH_ARGS)
+
+# vllm_model in training mode against plain, 5-turn tool rollouts on the fake vLLM (bench/training_path.py).
+bench-training: $(INSTALLED)
+	$(PYTHON) bench/training_path.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) $(addprefix .venv-,$(TEST_PYTHONS)) .pytest_cache .ruff_cache

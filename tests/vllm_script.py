@@ -91,6 +91,7 @@ class VllmUpstream(ScriptedUpstream):
         reasoning_parser: bool | None = None,
         stitch_token_prefix: bool | None = None,
         honours_required_prefix: bool | None = None,
+        closing_text: str | None = None,
     ) -> dict[str, Any]:
         """Change the model's settings (None leaves one as it is); returns all of them."""
         update = {
@@ -100,6 +101,7 @@ class VllmUpstream(ScriptedUpstream):
                 "reasoning_parser": reasoning_parser,
                 "stitch_token_prefix": stitch_token_prefix,
                 "honours_required_prefix": honours_required_prefix,
+                "closing_text": closing_text,
             }.items()
             if value is not None
         }

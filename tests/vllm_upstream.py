@@ -57,7 +57,8 @@ Control routes (JSON):
     GET    /_requests/{model}   [{"path", "headers", "body", "received_at", "prompt_token_ids"?,
                                  "prompt_text"?}, ...]; prompt_token_ids is what the engine was given
     POST   /_config/{model}     {"max_model_len"?: int, "reasoning_parser"?: bool, "stitch_token_prefix"?:
-                                 bool, "honours_required_prefix"?: bool} -> the model's settings; GET /_config/{model} reads them
+                                 bool, "honours_required_prefix"?: bool, "closing_text"?: str} -> the
+                                 model's settings; GET /_config/{model} reads them
     GET    /_tokenizer          {"vocab_size", "eos_token", "eos_token_id", "special_tokens", "added_tokens"}
     POST   /_reset              forgets every script, setting and recorded request
 
@@ -93,7 +94,9 @@ replaced by those ids, so multi-turn prompts stay token-contiguous;
 "honours_required_prefix" (default false, as stock vLLM ignores the field): the extension NeMo Gym's
 `supply_prefix_token_ids` relies on: a chat or /tokenize request's `required_prefix_token_ids` (the
 parent turn's prompt + generation ids) replaces the templated prompt up to the last assistant message's
-<|im_end|>, the same way.
+<|im_end|>, the same way;
+"closing_text" (default ""): text the template writes between a history assistant turn and its
+<|im_end|>, which the model itself never generates (templates that put a token before the end marker).
 
 Log-probs are deterministic (a function of position and token id), so the same request gives the same
 tokens and log-probs. This file imports nothing from nemo_gym (only the tests' local-service starter): it
@@ -175,6 +178,7 @@ CONFIG_KEYS = {
     "reasoning_parser": bool,
     "stitch_token_prefix": bool,
     "honours_required_prefix": bool,
+    "closing_text": str,
 }
 
 # The training text of the tokenizer. Fixed, so the vocabulary and merges are the same in every process.
@@ -388,6 +392,7 @@ def render_chat(
     add_generation_prompt: bool = True,
     continue_final_message: bool = False,
     template_kwargs: dict[str, Any] | None = None,
+    closing_text: str = "",
 ) -> str:
     """The prompt text for a conversation (see the module docstring for the format)."""
     if not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
@@ -406,7 +411,7 @@ def render_chat(
             reasoning, content = split_reasoning(message)
             kept = reasoning if index > query_index else None
             body = render_assistant_body(kept, content, message_calls(message))
-            text += f"{IM_START}assistant\n{body}" + ("" if open_turn else f"{IM_END}\n")
+            text += f"{IM_START}assistant\n{body}" + ("" if open_turn else f"{closing_text}{IM_END}\n")
         elif role == "tool":
             text += render_tool_responses(messages, index)
         else:
@@ -517,6 +522,7 @@ class ModelSettings:
     reasoning_parser: bool = True
     stitch_token_prefix: bool = False
     honours_required_prefix: bool = False
+    closing_text: str = ""
 
 
 class Upstream:
@@ -735,9 +741,9 @@ def chat_prompt(state: Upstream, body: dict[str, Any], model: str) -> tuple[str,
         raise BadRequest("'chat_template_kwargs' must be an object")
     continue_final = bool(body.get("continue_final_message", False))
     add_generation_prompt = bool(body.get("add_generation_prompt", not continue_final))
-    text = render_chat(messages, tools, add_generation_prompt, continue_final, kwargs)
-    ids = state.tok.encode(text)
     settings = state.settings_of(model)
+    text = render_chat(messages, tools, add_generation_prompt, continue_final, kwargs, settings.closing_text)
+    ids = state.tok.encode(text)
     required = body.get("required_prefix_token_ids")
     if settings.honours_required_prefix and required is not None:
         required = state.tok.check_ids(required)

@@ -26,9 +26,11 @@ import hashlib
 import logging
 import os
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import orjson
 from fastapi import FastAPI, Request
 from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 
@@ -67,6 +69,20 @@ COMPLETION_TOKEN_FLAGS = {"logprobs": 0, "return_tokens_as_token_ids": True}
 EOS_PROBES = tuple(
     [{"role": "user", "content": "0"}, {"role": "assistant", "content": reply}] for reply in ("1", "2")
 )
+# A user message opened for generation, and followed by an assistant turn and another user message (so
+# the template renders that assistant as history): where they part is what the generation prompt adds.
+PROMPT_PROBES = (
+    [{"role": "user", "content": "0"}],
+    [
+        {"role": "user", "content": "0"},
+        {"role": "assistant", "content": "1"},
+        {"role": "user", "content": "2"},
+    ],
+)
+# From this many prompt tokens on, the splice point is searched in a worker thread.
+LONG_HISTORY_TOKENS = 16_384
+# Generations whose returned message the process keeps (least recently used forgotten; ~1 kB each).
+MAX_REMEMBERED_GENERATIONS = 20_000
 # Chat body fields a `/v1/completions` call has no use for; the rest (sampling, extra_body) go along.
 CHAT_ONLY_FIELDS = (
     "messages",
@@ -196,6 +212,10 @@ def continuity_field(broken: tokens.ContinuityBreak | None) -> dict[str, Any]:
     return {"token_continuity": {"broken_at_turn": broken.broken_at_turn, "reason": broken.reason}}
 
 
+def generation_key(generated: list[int]) -> int:
+    return hash(tuple(generated))
+
+
 def no_end_of_turn(base_url: str, reason: str) -> GymError:
     """The probe failed: the upstream, not the request, is at fault, and the config can say the id."""
     return bad_upstream_answer(
@@ -229,8 +249,9 @@ class VLLMModel(SimpleResponsesAPIModel):
     _reasoning: conversion.ReasoningHandling = PrivateAttr()
     _defaults: conversion.ServerDefaults = PrivateAttr()
     _parsers: OutputParsers = PrivateAttr()
-    _end_of_turn_id: int | None = PrivateAttr(default=None)
-    _end_of_turn_lock: asyncio.Lock = PrivateAttr(default_factory=asyncio.Lock)
+    _template_facts_by_kwargs: dict[bytes, tokens.TemplateFacts] = PrivateAttr(default_factory=dict)
+    _template_probe_lock: asyncio.Lock = PrivateAttr(default_factory=asyncio.Lock)
+    _returned_messages: OrderedDict[int, dict[str, Any]] = PrivateAttr(default_factory=OrderedDict)
     _warned_of_dropped_template_kwargs: bool = PrivateAttr(default=False)
 
     def model_post_init(self, context: Any, /) -> None:
@@ -249,7 +270,6 @@ class VLLMModel(SimpleResponsesAPIModel):
             config.forward_request_chat_template_kwargs,
             config.continue_final_assistant_message,
         )
-        self._end_of_turn_id = config.eos_token_id
         self._parsers = OutputParsers.named(
             config.tool_call_parser, config.reasoning_parser if config.uses_reasoning_parser else None
         )
@@ -393,10 +413,10 @@ class VLLMModel(SimpleResponsesAPIModel):
         turns = conversion.token_turns(payload["messages"])
         try:
             if not turns:
-                return await self._chat_turn(client, payload)
+                return self._remember(await self._chat_turn(client, payload))
             if self.config.supply_prefix_token_ids:
-                return await self._prefix_supplied_turn(client, payload, turns)
-            return await self._continued_turn(client, payload, turns, max_tokens)
+                return self._remember(await self._prefix_supplied_turn(client, payload, turns))
+            return self._remember(await self._continued_turn(client, payload, turns, max_tokens))
         except tokens.MissingTokenData as error:
             raise bad_upstream_answer(f"upstream {client.base_url}: {error} (training mode)") from None
 
@@ -453,7 +473,7 @@ class VLLMModel(SimpleResponsesAPIModel):
         them (recorded turns chain, generations unedited, none lost); a broken history gets the canonical
         prompt, flagged, as on the splice path. The template's part of the history is the upstream's."""
         last = turns[-1]
-        eos = await self._end_of_turn(client, payload)
+        eos = (await self._template_facts(client, payload, turns)).end_of_turn_id
         broken = tokens.earliest_break(
             tokens.chain_break(turns),
             await self._edited_turn(client, payload, turns, eos),
@@ -475,11 +495,11 @@ class VLLMModel(SimpleResponsesAPIModel):
             response_format = structured.completion_response_format(payload)
         except conversion.RequestConversionError as error:
             raise GymError(400, "invalid_request", str(error)) from None
-        eos = await self._end_of_turn(client, payload)
+        facts = await self._template_facts(client, payload, turns)
         full, max_model_len = await self._tokenize(
             client, payload, payload["messages"], **conversion.prompt_rendering(payload)
         )
-        spliced, broken = await self._spliced_prompt(client, payload, turns, eos, full)
+        spliced, broken = await self._spliced_prompt(client, payload, turns, facts, full)
         prompt = full if broken else spliced
         max_tokens = max_tokens or max(max_model_len - len(prompt), 1)
         sampling = {key: value for key, value in payload.items() if key not in CHAT_ONLY_FIELDS}
@@ -500,73 +520,66 @@ class VLLMModel(SimpleResponsesAPIModel):
         client: VLLMClient,
         payload: dict[str, Any],
         turns: list[tokens.TokenTurn],
-        eos: int,
+        facts: tokens.TemplateFacts,
         full: list[int],
     ) -> tuple[list[int], tokens.ContinuityBreak | None]:
         """The prompt that continues the last recorded turn's ids, and the earliest break of the history
         against them. When the model is to continue that very turn (left open as the final message), its
         ids without the closing EOS are the whole prompt."""
         last = turns[-1]
+        eos = facts.end_of_turn_id
         edited = await self._edited_turn(client, payload, turns, eos)
         ids = last.prompt_token_ids + last.generation_token_ids
         if payload.get("continue_final_message") and last.message_index == len(payload["messages"]) - 1:
             ended = bool(last.generation_token_ids) and ids[-1] == eos
-            return ids[:-1] if ended else ids, tokens.earliest_break(tokens.chain_break(turns), edited)
-        prefix, glue = await self._splice_point(client, payload, last, eos, full)
-        broken = tokens.earliest_break(
-            tokens.find_break(turns, prefix, glue, full),
-            edited,
-            conversion.untracked_turn(payload["messages"], last),
-        )
-        return ids + full[glue:], broken
+            return ids[:-1] if ended else ids, tokens.earliest_break(tokens.chain_break(turns[-2:]), edited)
+        if len(full) >= LONG_HISTORY_TOKENS:  # keeps the event loop free for the other rollouts
+            glue, misrendered = await asyncio.to_thread(tokens.splice_point, turns, full, facts)
+        else:
+            glue, misrendered = tokens.splice_point(turns, full, facts)
+        untracked = conversion.untracked_turn(payload["messages"], last)
+        return ids + full[glue:], tokens.earliest_break(misrendered, edited, untracked)
 
-    async def _splice_point(
-        self,
-        client: VLLMClient,
-        payload: dict[str, Any],
-        last: tokens.TokenTurn,
-        eos: int,
-        full: list[int],
-    ) -> tuple[list[int], int]:
-        """The templated history up to the last recorded turn, and where in `full` the template's tokens
-        for what followed it begin. Templates that keep only the reasoning after the last user message
-        (Qwen3) render that history without reasoning once a user message follows; the model did
-        generate the reasoning, so the splice keeps it and takes only what followed from the template."""
-        history = payload["messages"][: last.message_index + 1]
-        prefix, _ = await self._tokenize(client, payload, history, add_generation_prompt=False)
-        glue = tokens.glue_start(prefix, last.generation_token_ids, eos)
-        if full[:glue] == prefix[:glue] or not conversion.carries_reasoning(history):
-            return prefix, glue
-        prefix, _ = await self._tokenize(
-            client, payload, conversion.without_reasoning(history), add_generation_prompt=False
-        )
-        return prefix, tokens.glue_start(prefix, last.generation_token_ids, eos)
+    async def _template_facts(
+        self, client: VLLMClient, payload: dict[str, Any], turns: list[tokens.TokenTurn]
+    ) -> tokens.TemplateFacts:
+        """What the splice needs to know of the chat template, probed once per process and set of
+        chat_template_kwargs (they may change the generation prompt) by the first continued turn that
+        needs it; a burst of such turns waits for that one probe."""
+        key = orjson.dumps(payload.get("chat_template_kwargs") or {}, option=orjson.OPT_SORT_KEYS)
+        if key not in self._template_facts_by_kwargs:
+            async with self._template_probe_lock:
+                if key not in self._template_facts_by_kwargs:
+                    self._template_facts_by_kwargs[key] = await self._probe_template(client, payload, turns)
+        return self._template_facts_by_kwargs[key]
 
-    async def _end_of_turn(self, client: VLLMClient, payload: dict[str, Any]) -> int:
-        """The id that ends an assistant turn: `eos_token_id` when set, else probed once per process, by
-        the first continued turn that needs it (a burst of them waits for that one probe)."""
-        if self._end_of_turn_id is None:
-            async with self._end_of_turn_lock:
-                if self._end_of_turn_id is None:
-                    self._end_of_turn_id = await self._probe_end_of_turn(client, payload)
-        return self._end_of_turn_id
-
-    async def _probe_end_of_turn(self, client: VLLMClient, payload: dict[str, Any]) -> int:
-        """The first of the ids that close both probe conversations, rendered with the request's model,
-        tools and chat_template_kwargs (templates may depend on them)."""
+    async def _probe_template(
+        self, client: VLLMClient, payload: dict[str, Any], turns: list[tokens.TokenTurn]
+    ) -> tokens.TemplateFacts:
+        """The end-of-turn id (unless `eos_token_id` says it) and the generation prompt's extra, from tiny
+        conversations rendered with the request's model, tools and chat_template_kwargs."""
         try:
-            first, second = [
-                (await self._tokenize(client, payload, probe, add_generation_prompt=False))[0]
-                for probe in EOS_PROBES
-            ]
-            eos = tokens.end_of_turn_id(first, second)
+            opened, followed = await asyncio.gather(
+                self._tokenize(client, payload, PROMPT_PROBES[0], add_generation_prompt=True),
+                self._tokenize(client, payload, PROMPT_PROBES[1], add_generation_prompt=False),
+            )
+            eos = self.config.eos_token_id
+            if eos is None:
+                first, second = await asyncio.gather(
+                    *(
+                        self._tokenize(client, payload, probe, add_generation_prompt=False)
+                        for probe in EOS_PROBES
+                    )
+                )
+                generation_ends = [turn.generation_token_ids[-1] for turn in turns]
+                eos = tokens.end_of_turn_id(first[0], second[0], generation_ends)
+                shown_url = without_url_passwords(client.base_url)
+                logger.info("end-of-turn token id %d, found from the chat template of %s", eos, shown_url)
         except HTTPStatusError as error:
             raise no_end_of_turn(client.base_url, f"its /tokenize answered HTTP {error.status}") from None
         except (GymError, tokens.NoEndOfTurn) as error:
             raise no_end_of_turn(client.base_url, str(error)) from None
-        shown_url = without_url_passwords(client.base_url)
-        logger.info("end-of-turn token id %d, found from the chat template of %s", eos, shown_url)
-        return eos
+        return tokens.TemplateFacts(eos, tokens.generation_prompt_extra(opened[0], followed[0]))
 
     def _completion_to_chat(
         self, answer: Any, base_url: str, payload: dict[str, Any]
@@ -618,12 +631,24 @@ class VLLMModel(SimpleResponsesAPIModel):
     async def _edited_turn(
         self, client: VLLMClient, payload: dict[str, Any], turns: list[tokens.TokenTurn], eos: int
     ) -> tokens.ContinuityBreak | None:
-        """The first recorded turn whose assistant message no longer says what its ids generated (one
-        `/detokenize` per turn, concurrent)."""
-        texts = await asyncio.gather(*(self._detokenize(client, payload, turn, eos) for turn in turns))
-        for turn, text in zip(turns, texts, strict=True):
-            message = payload["messages"][turn.message_index]
-            edited = conversion.generation_mismatch(message, text, self._parsers, payload)
+        """The first recorded turn whose assistant message no longer says what its ids generated. A turn
+        this process produced is compared with the message it returned; any other is read back with one
+        `/detokenize` (concurrent) and parsed again."""
+        messages = payload["messages"]
+        verdicts: dict[int, str | None] = {}
+        unknown = []
+        for turn in turns:
+            returned = self._returned_messages.get(generation_key(turn.generation_token_ids))
+            if returned is None:
+                unknown.append(turn)
+            else:
+                verdicts[turn.number] = conversion.message_mismatch(messages[turn.message_index], returned)
+        texts = await asyncio.gather(*(self._detokenize(client, payload, turn, eos) for turn in unknown))
+        for turn, text in zip(unknown, texts, strict=True):
+            message = messages[turn.message_index]
+            verdicts[turn.number] = conversion.generation_mismatch(message, text, self._parsers, payload)
+        for turn in turns:
+            edited = verdicts[turn.number]
             if edited is not None:
                 return tokens.ContinuityBreak(
                     turn.number,
@@ -631,6 +656,16 @@ class VLLMModel(SimpleResponsesAPIModel):
                     "turn's generation_token_ids",
                 )
         return None
+
+    def _remember(self, turn: TrainingTurn) -> TrainingTurn:
+        """Keeps the message a generation was returned as, so a later turn checks it without I/O."""
+        if turn.generated and turn.completion.choices:
+            message = turn.completion.choices[0].message.model_dump(mode="json", exclude_none=True)
+            self._returned_messages[generation_key(turn.generation_token_ids)] = message
+            self._returned_messages.move_to_end(generation_key(turn.generation_token_ids))
+            if len(self._returned_messages) > MAX_REMEMBERED_GENERATIONS:
+                self._returned_messages.popitem(last=False)
+        return turn
 
     async def _detokenize(
         self, client: VLLMClient, payload: dict[str, Any], turn: tokens.TokenTurn, eos: int

@@ -603,31 +603,6 @@ def without_token_fields(messages: list[Mapping[str, Any]]) -> list[JSON]:
     return [{key: value for key, value in message.items() if key not in TOKEN_FIELDS} for message in messages]
 
 
-def _reasoning_free(message: Mapping[str, Any]) -> JSON:
-    kept = {key: value for key, value in message.items() if key not in UPSTREAM_REASONING_FIELDS}
-    if isinstance(kept.get("content"), str):
-        kept["content"] = split_think_blocks(kept["content"])[1]
-    return kept
-
-
-def carries_reasoning(messages: list[Mapping[str, Any]]) -> bool:
-    """Whether any assistant message holds reasoning, in a field or as a `<think>` block."""
-    return any(
-        message.get("role") == "assistant"
-        and (_message_reasoning(message) or THINK_BLOCK.search(_message_text(message.get("content"))))
-        for message in messages
-    )
-
-
-def without_reasoning(messages: list[Mapping[str, Any]]) -> list[JSON]:
-    """The messages with the assistants' reasoning left out, as a template that drops older reasoning
-    renders them."""
-    return [
-        _reasoning_free(message) if message.get("role") == "assistant" else dict(message)
-        for message in messages
-    ]
-
-
 def generated_text_to_chat_message(text: str, parsers: OutputParsers, payload: Mapping[str, Any]) -> JSON:
     """The chat message vLLM's parsers would make of a raw generation for the chat request `payload`,
     so a token-in/token-out turn is converted to Responses output exactly like a chat completion is."""
@@ -711,17 +686,19 @@ def generation_mismatch(
         [payload] if payload.get("tool_choice") is None else [payload, {**payload, "tool_choice": None}]
     )
     mismatches = [
-        _mismatch(message, generated_text_to_chat_message(generated_text, parsers, asked))
+        message_mismatch(message, generated_text_to_chat_message(generated_text, parsers, asked))
         for asked in readings
     ]
     return None if None in mismatches else mismatches[0]
 
 
-def _mismatch(message: Mapping[str, Any], generated: Mapping[str, Any]) -> str | None:
-    if _message_text(message.get("content")).strip() != _message_text(generated["content"]).strip():
+def message_mismatch(message: Mapping[str, Any], generated: Mapping[str, Any]) -> str | None:
+    """What of a history assistant message differs from the message its generation was read as (text,
+    tool calls, or reasoning when the history message still carries it), or None."""
+    if _message_text(message.get("content")).strip() != _message_text(generated.get("content")).strip():
         return "text"
     calls = [_call_signature(call) for call in message.get("tool_calls") or []]
-    if calls != [_call_signature(call) for call in generated["tool_calls"]]:
+    if calls != [_call_signature(call) for call in generated.get("tool_calls") or []]:
         return "tool calls"
     reasoning = _message_reasoning(message).strip()
     if reasoning and reasoning != _message_reasoning(generated).strip():

@@ -4,18 +4,16 @@ A trainer needs each turn's prompt to start with the previous turn's prompt and 
 token; re-tokenising the history text does not guarantee that (BPE merges, templates that drop older
 reasoning, sampled non-canonical ids). So a later turn's prompt is spliced: the ids the model really saw
 and produced (P + G of the last assistant turn), then the template's tokens for what came after it.
-A history edited by the caller cannot be spliced honestly; `find_break` says where it stopped matching.
+A history edited by the caller cannot be spliced honestly; `splice_point` says where it stopped matching.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 TOKEN_ID_PREFIX = "token_id:"
-# How far from the end of the templated prefix the turn's EOS may sit (ChatML: `<|im_end|>` then "\n").
-EOS_SEARCH_WINDOW = 4
 
 
 class MissingTokenData(ValueError):
@@ -88,32 +86,38 @@ def _ids_or_none(ids: Any) -> list[int] | None:
     return ids
 
 
-def end_of_turn_id(first: Sequence[int], second: Sequence[int]) -> int:
+def end_of_turn_id(first: Sequence[int], second: Sequence[int], generation_ends: Iterable[int] = ()) -> int:
     """The id that ends an assistant turn, from the templated ids of two conversations that differ only in
-    the last assistant's text: the first id of what both end with (ChatML: `<|im_end|>` of `<|im_end|>\\n`).
-    That ending must fit the window `glue_start` searches, or the splice would miss it."""
+    the last assistant's text: one of the ids both end with (ChatML: `<|im_end|>` of `<|im_end|>\\n`).
+    A template may write a token of its own before the end marker, so the id a recorded generation ended
+    with is preferred when it is among them; else the first of them."""
     shared = 0
     while shared < min(len(first), len(second)) and first[-1 - shared] == second[-1 - shared]:
         shared += 1
     if shared == 0:
         raise NoEndOfTurn("the rendered turns end with no common token")
-    if shared > EOS_SEARCH_WINDOW:
-        raise NoEndOfTurn(
-            f"the rendered turns end with {shared} common tokens, more than the {EOS_SEARCH_WINDOW} searched"
-        )
-    return first[-shared]
+    ending = first[len(first) - shared :]
+    return next((token for token in generation_ends if token in ending), ending[0])
 
 
-def glue_start(prefix: Sequence[int], generation: Sequence[int], eos_token_id: int) -> int:
-    """Where the template's tokens take over after G, at the turn's EOS in the templated prefix: right
-    after it when G ended with it, else at it (a turn cut by max_tokens still gets the template's EOS).
-    The template's closing tokens after EOS (e.g. "\\n") are kept; no EOS near the end: the prefix's end."""
-    ended = bool(generation) and generation[-1] == eos_token_id
-    window_start = max(len(prefix) - EOS_SEARCH_WINDOW, 0)
-    for position in range(len(prefix) - 1, window_start - 1, -1):
-        if prefix[position] == eos_token_id:
-            return position + 1 if ended else position
-    return len(prefix)
+def generation_prompt_extra(opened: Sequence[int], followed: Sequence[int]) -> tuple[int, ...]:
+    """What the template's generation prompt adds after the assistant header that a turn in the history
+    shows (Qwen3 without thinking: an empty `<think></think>` block), from the rendering of one user
+    message with the generation prompt (`opened`) and of the same message followed by an assistant and a
+    user message (`followed`): the tail of `opened` after their common start."""
+    common = 0
+    while common < min(len(opened), len(followed)) and opened[common] == followed[common]:
+        common += 1
+    return tuple(opened[common:])
+
+
+@dataclass(frozen=True)
+class TemplateFacts:
+    """What splicing needs to know of the chat template: the id that closes an assistant turn, and what
+    the generation prompt adds that history turns do not show."""
+
+    end_of_turn_id: int
+    generation_prompt_extra: tuple[int, ...] = ()
 
 
 def earliest_break(*breaks: ContinuityBreak | None) -> ContinuityBreak | None:
@@ -125,8 +129,12 @@ def earliest_break(*breaks: ContinuityBreak | None) -> ContinuityBreak | None:
 def chain_break(turns: Sequence[TokenTurn]) -> ContinuityBreak | None:
     """The first recorded turn whose prompt does not start with the previous turn's prompt + generation."""
     for earlier, later in zip(turns, turns[1:], strict=False):
-        expected = earlier.prompt_token_ids + earlier.generation_token_ids
-        if later.prompt_token_ids[: len(expected)] != expected:
+        start = len(earlier.prompt_token_ids)
+        end = start + len(earlier.generation_token_ids)
+        if (
+            later.prompt_token_ids[start:end] != earlier.generation_token_ids
+            or later.prompt_token_ids[:start] != earlier.prompt_token_ids
+        ):
             return ContinuityBreak(
                 later.number,
                 f"the prompt ids of assistant turn {later.number} do not start with the prompt and "
@@ -135,56 +143,52 @@ def chain_break(turns: Sequence[TokenTurn]) -> ContinuityBreak | None:
     return None
 
 
-def _template_segments(turns: Sequence[TokenTurn], delta: list[int]) -> list[tuple[int, list[int]]]:
-    """The spans of P + G + delta the template wrote (everything but the generations), each with the
-    assistant turn it leads up to."""
-    segments = [(turns[0].number, turns[0].prompt_token_ids)]
-    for earlier, later in zip(turns, turns[1:], strict=False):
-        start = len(earlier.prompt_token_ids) + len(earlier.generation_token_ids)
-        segments.append((later.number, later.prompt_token_ids[start:]))
-    segments.append((turns[-1].number + 1, delta))
-    return segments
+def _shown_length(full: list[int], start: int, segment: list[int], extra: tuple[int, ...]) -> int | None:
+    """How much of the template's span `segment` of a recorded prompt `full` shows at `start`: all of it,
+    or all but the generation prompt's extra, which history turns do not show; None when it differs."""
+    if full[start : start + len(segment)] == segment:
+        return len(segment)
+    if not extra or len(segment) < len(extra) or tuple(segment[len(segment) - len(extra) :]) != extra:
+        return None
+    kept = len(segment) - len(extra)
+    return kept if full[start : start + kept] == segment[:kept] else None
 
 
-def _find_from(haystack: Sequence[int], needle: Sequence[int], start: int) -> int:
-    """Index just past the first occurrence of `needle` at or after `start`, or -1."""
-    width = len(needle)
-    for position in range(start, len(haystack) - width + 1):
-        if haystack[position : position + width] == needle:
-            return position + width
-    return -1
+def splice_point(
+    turns: Sequence[TokenTurn], full: list[int], facts: TemplateFacts
+) -> tuple[int, ContinuityBreak | None]:
+    """Where, in the rendering `full` of the whole conversation, the template's tokens for what followed
+    the last recorded turn begin; and, when the history no longer matches the recorded ids, where it
+    stopped matching.
 
-
-def find_break(
-    turns: Sequence[TokenTurn], prefix: Sequence[int], glue: int, full: Sequence[int]
-) -> ContinuityBreak | None:
-    """Why P + G + full[glue:] would not be the conversation sent, or None when it is: the recorded
-    turns must chain, the templated prefix must be where the full rendering starts, and every template
-    span of the spliced prompt must appear, in order, in the full rendering (a greedy search: an edited
-    span identical to a later one is caught only at a later turn). Of several breaks the earliest is
-    reported, so a break stays named by the turn where it happened on every later turn."""
-    return earliest_break(chain_break(turns), _render_break(turns, prefix, glue, full))
-
-
-def _render_break(
-    turns: Sequence[TokenTurn], prefix: Sequence[int], glue: int, full: Sequence[int]
-) -> ContinuityBreak | None:
-    current = turns[-1].number + 1
-    if list(full[:glue]) != list(prefix[:glue]):
-        return ContinuityBreak(
-            current,
-            "the chat template renders the history up to the last assistant turn differently once later "
-            "messages follow, so its tokens cannot be spliced",
-        )
-    position = 0
-    for turn_number, segment in _template_segments(turns, list(full[glue:])):
-        found = _find_from(full, segment, position)
-        # The first span, the first turn's whole prompt, must be where the rendering starts.
-        if found < 0 or (position == 0 and found != len(segment)):
-            return ContinuityBreak(
-                turn_number,
-                f"the history before assistant turn {turn_number} no longer renders to the tokens that "
+    Each recorded prompt is the previous turn's prompt + generation, then a span the template wrote (the
+    messages that followed, and the generation prompt). Each such span must be what `full` shows right
+    after the end-of-turn id that closes the previous assistant turn there, i.e. the first one after the
+    previous span; so an assistant turn the template renders differently in `full` (older reasoning
+    dropped, say) is skipped over, while an edited, removed or inserted message is caught. Only the newest
+    link of the chain of prompts is compared id by id: each older one was the newest once."""
+    eos = facts.end_of_turn_id
+    start, recorded_end = 0, 0
+    for turn in turns:
+        segment = turn.prompt_token_ids[recorded_end:]
+        shown = None
+        if len(turn.prompt_token_ids) >= recorded_end:
+            shown = _shown_length(full, start, segment, facts.generation_prompt_extra)
+        if shown is None:
+            return start, ContinuityBreak(
+                turn.number,
+                f"the history before assistant turn {turn.number} no longer renders to the tokens that "
                 "turn was given (an item was edited, removed or inserted)",
             )
-        position = found
-    return None
+        generated = turn.generation_token_ids
+        try:  # the turn's rendering ends at the first end-of-turn id after the span
+            closer = full.index(eos, start + shown)
+        except ValueError:
+            return start, ContinuityBreak(
+                turn.number, f"the chat template does not close assistant turn {turn.number} with id {eos}"
+            )
+        # The next span starts after the closing id, or with it when the template wrote it (a turn cut
+        # short by max_tokens did not generate it).
+        start = closer + 1 if generated and generated[-1] == eos else closer
+        recorded_end = len(turn.prompt_token_ids) + len(generated)
+    return start, chain_break(turns[-2:])

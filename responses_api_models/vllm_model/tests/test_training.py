@@ -299,6 +299,22 @@ async def test_a_turn_that_overflows_the_context_has_no_token_data_and_keeps_the
     assert not {"prompt_token_ids", "generation_token_ids", "generation_log_probs"} & set(item)
 
 
+@pytest.mark.parametrize("where", ["before_the_last_turn", "after_the_first_call"])
+async def test_a_message_inserted_into_the_recorded_history_is_flagged(
+    tmp_path: Path, vllm_upstream: VllmUpstream, where: str
+) -> None:
+    def edit(history: list[dict[str, Any]]) -> None:
+        kind, occurrence = (
+            ("reasoning", 2) if where == "before_the_last_turn" else ("function_call_output", 0)
+        )
+        at = item_index(history, kind, occurrence) + (where == "after_the_first_call")
+        history.insert(at, {"role": "user", "content": "Also Rome?"})
+
+    model, response = await rollout_then_edit(tmp_path, vllm_upstream, 3, edit)
+    assert response["token_continuity"]["broken_at_turn"] == (3 if where == "before_the_last_turn" else 2)
+    assert_canonical_prompt_sent(vllm_upstream, model, response)
+
+
 async def test_turns_whose_recorded_ids_do_not_chain_are_flagged(
     tmp_path: Path, vllm_upstream: VllmUpstream
 ) -> None:
@@ -353,10 +369,11 @@ async def two_chat_turns(
     tmp_path: Path,
     upstream: VllmUpstream,
     second_messages: Callable[[dict[str, Any]], list[dict[str, Any]]],
+    model: str | None = None,
     **settings: Any,
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """Two chat-route calls of one rollout; the second's messages are made from the first reply."""
-    model = fresh_model("vllm")
+    model = model or fresh_model("vllm")
     upstream.script(model, [{"text": "Hello there!"}, {"text": "Bye!"}])
     server = training_server(tmp_path, upstream, model, **settings)
     async with server as vllm, rollout_session() as session:
@@ -579,3 +596,60 @@ async def test_sampling_overrides_win_over_the_caller_on_every_generation_reques
     generations = [call for call in vllm_upstream.requests(model) if call["path"].endswith("completions")]
     assert [call["path"] for call in generations] == ["/v1/chat/completions", "/v1/completions"]
     assert all((call["body"]["temperature"], call["body"]["top_k"]) == (0.0, 3) for call in generations)
+
+
+@pytest.mark.parametrize("closing_text", ["\n", " ."])
+async def test_a_template_that_writes_a_token_before_its_end_marker_is_spliced_at_the_models_end_of_turn(
+    tmp_path: Path, vllm_upstream: VllmUpstream, closing_text: str
+) -> None:
+    """The probe renderings then end with the template's own token, then <|im_end|>: the id that ends
+    the model's turn is the one its generation ended with, not the first of that shared ending."""
+    model = fresh_model("vllm")
+    vllm_upstream.configure(model, closing_text=closing_text)
+    model, first, second = await two_chat_turns(
+        tmp_path, vllm_upstream, lambda reply: [QUESTION, reply, FOLLOW_UP], model=model
+    )
+
+    assert "token_continuity" not in second
+    assert spliced_tail(vllm_upstream, model, first, second) == TAIL_AFTER_EOS
+    rendered = vllm_upstream.detokenize(
+        model, vllm_upstream.tokenize_messages(model, [QUESTION, {"role": "assistant", "content": "Hi"}])
+    )
+    assert f"Hi{closing_text}<|im_end|>" in rendered
+
+
+async def test_a_generation_prompt_that_history_turns_do_not_show_keeps_every_prompt_exact(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    """Qwen3 without thinking opens each turn with an empty <think></think> block that the history
+    rendering of that turn leaves out; the model did see it, so it stays in the spliced prompts."""
+    model = fresh_model("vllm")
+    steps = [{"tool_calls": [scripted_call("get_weather", {"city": city})]} for city in CITIES[:3]]
+    vllm_upstream.script(model, [*steps, {"text": "Paris is the sunniest."}])
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
+    no_thinking = {"chat_template_kwargs": orjson.dumps({"enable_thinking": False}).decode()}
+    async with (
+        training_server(tmp_path, vllm_upstream, model, uses_reasoning_parser=True) as vllm,
+        rollout_session() as session,
+    ):
+        responses = []
+        for _ in range(4):
+            body = {"input": history, "tools": [WEATHER_TOOL], "metadata": no_thinking}
+            status, response = await vllm.post("/v1/responses", body, session)
+            assert status == 200, response
+            responses.append(response)
+            history.extend(response["output"])
+            history.extend(tool_results(response["output"]))
+
+    assert all("token_continuity" not in response for response in responses)
+    fields = [token_fields(response) for response in responses]
+    for (prompt, generated, _), (next_prompt, _, _) in zip(fields, fields[1:], strict=False):
+        assert next_prompt[: len(prompt) + len(generated)] == prompt + generated
+        assert vllm_upstream.detokenize(model, next_prompt).endswith(
+            "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+        )
+    assert vllm_upstream.detokenize(model, fields[-1][0]).count("<think>\n\n</think>") == 4
+    calls = [
+        [item for item in response["output"] if item["type"] == "function_call"] for response in responses
+    ]
+    assert [len(made) for made in calls] == [1, 1, 1, 0]
