@@ -28,6 +28,7 @@ import os
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import orjson
@@ -53,6 +54,7 @@ from nemo_gym.upstream import (
 )
 from responses_api_models.vllm_model import conversion, structured, tokens
 from responses_api_models.vllm_model.chat_params import VLLMChatCompletionParams
+from responses_api_models.vllm_model.endpoint import EndpointFile, StaleEndpoint
 from responses_api_models.vllm_model.parsers import OutputParsers, reasoning_parser, tool_call_parser
 
 logger = logging.getLogger("vllm_model")
@@ -108,8 +110,15 @@ class VLLMModelConfig(BaseResponsesAPIModelConfig, UpstreamCallConfig):
     """Settings of one vllm_model instance; README.md explains each key. The bounds of each upstream call
     (`max_retries`, `timeout_s`, `max_concurrent_requests`) are every model server's."""
 
-    # Where and what to call.
+    # Where and what to call. A trainer that moves its backend names the current URL in `endpoint_file`
+    # (read at most every `endpoint_check_interval_s`; a missing or empty file keeps the last URL for
+    # `endpoint_stale_grace_s`, then calls fail); its clients then make 1 + `endpoint_connection_retries`
+    # attempts at most, so a call to a backend that left fails soon.
     base_url: list[str] = Field(min_length=1)
+    endpoint_file: Path | None = None
+    endpoint_check_interval_s: float = Field(default=10.0, ge=0)
+    endpoint_stale_grace_s: float = Field(default=300.0, ge=0)
+    endpoint_connection_retries: int | None = Field(default=8, ge=0)
     api_key: SecretStr
     model: str
     default_headers: dict[str, str] = Field(default_factory=dict, repr=False)  # may hold credentials
@@ -245,6 +254,7 @@ class VLLMModel(SimpleResponsesAPIModel):
     config: VLLMModelConfig
 
     _clients: list[VLLMClient] = PrivateAttr(default_factory=list)
+    _endpoint: EndpointFile | None = PrivateAttr(default=None)
     _upstream: Upstream = PrivateAttr()
     _reasoning: conversion.ReasoningHandling = PrivateAttr()
     _defaults: conversion.ServerDefaults = PrivateAttr()
@@ -279,8 +289,17 @@ class VLLMModel(SimpleResponsesAPIModel):
         if self.config.sampling_overrides:
             logger.info("sampling_overrides on every generation request: %s", self.config.sampling_overrides)
         # Built here, after `run_webserver()` applied the config's `global_http_*` knobs.
-        self._clients = [self._upstream.client(VLLMClient, url) for url in self.config.base_url]
+        self._clients = [self._vllm_client(url) for url in self.config.base_url]
+        if self.config.endpoint_file is not None:
+            config = self.config
+            self._endpoint = EndpointFile(
+                config.endpoint_file, config.endpoint_check_interval_s, config.endpoint_stale_grace_s
+            )
         return app
+
+    def _vllm_client(self, url: str) -> VLLMClient:
+        retries = self.config.endpoint_connection_retries if self.config.endpoint_file is not None else None
+        return self._upstream.client(VLLMClient, url, None if retries is None else retries + 1)
 
     # ---- routes -----------------------------------------------------------------------------------------
 
@@ -691,6 +710,14 @@ class VLLMModel(SimpleResponsesAPIModel):
     def _client_for(self, request: Request) -> VLLMClient:
         if not self._clients:
             raise RuntimeError("VLLMModel.setup_webserver() was not called")
+        if self._endpoint is not None:
+            try:
+                moved_to = self._endpoint.poll(time.monotonic())
+            except StaleEndpoint as error:
+                raise GymError(503, "upstream_unavailable", str(error)) from None
+            if moved_to is not None:
+                logger.info("endpoint_file names a new backend: %s", without_url_passwords(moved_to))
+                self._clients = [self._vllm_client(moved_to)]
         return self._clients[replica_for(get_session_id(request), len(self._clients))]
 
     def _empty_completion(self, finish_reason: str) -> NeMoGymChatCompletion:

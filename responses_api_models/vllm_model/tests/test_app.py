@@ -387,9 +387,16 @@ def test_training_mode_without_an_eos_token_id_starts(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("file_name", "training"), [("vllm_model.yaml", False), ("vllm_model_for_training.yaml", True)]
+    ("file_name", "training", "supplies_prefix"),
+    [
+        ("vllm_model.yaml", False, False),
+        ("vllm_model_for_training.yaml", True, False),
+        ("vllm_model_supply_prefix.yaml", True, True),
+    ],
 )
-def test_shipped_configs_are_valid_server_configs(file_name: str, training: bool) -> None:
+def test_shipped_configs_are_valid_server_configs(
+    file_name: str, training: bool, supplies_prefix: bool
+) -> None:
     policy = {
         "policy_base_url": ["http://127.0.0.1:1/v1"],
         "policy_api_key": "k",
@@ -403,6 +410,10 @@ def test_shipped_configs_are_valid_server_configs(file_name: str, training: bool
     assert config.extra_body == {} and config.chat_template_kwargs == {}
     assert config.uses_reasoning_parser and config.return_token_id_information is training
     assert config.eos_token_id is None
+    assert config.supply_prefix_token_ids is supplies_prefix
+    assert not config.request_prompt_and_generation_token_ids
+    assert config.endpoint_file is None and config.endpoint_connection_retries == 8
+    assert (config.endpoint_stale_grace_s, config.endpoint_check_interval_s) == (300.0, 10.0)
 
 
 def test_a_session_is_pinned_by_its_ids_sha256_alike_in_every_process() -> None:

@@ -10,7 +10,13 @@ import pytest
 from pydantic import ValidationError
 
 from responses_api_models.vllm_model.app import PROMPT_PROBES, REASONING_FIELD_ENV_VAR, VLLMModelConfig
-from responses_api_models.vllm_model.tests.test_app import rollout_session, served, start_refusal
+from responses_api_models.vllm_model.tests.test_app import (
+    prompts_seen,
+    rollout_session,
+    second_upstream,
+    served,
+    start_refusal,
+)
 from responses_api_models.vllm_model.tests.test_training import (
     CITIES,
     WEATHER_TOOL,
@@ -235,3 +241,45 @@ async def test_a_turn_cut_by_max_tokens_is_continued_from_its_own_ids_when_left_
     continued = second["choices"][0]["message"]["prompt_token_ids"]
     assert continued == reply["prompt_token_ids"] + reply["generation_token_ids"]
     assert continued == generation_prompts(vllm_upstream, model)[-1]
+
+
+async def test_calls_follow_the_backend_the_endpoint_file_names(
+    tmp_path: Path, scripted_upstream: ScriptedUpstream
+) -> None:
+    model = fresh_model()
+    endpoint_file = tmp_path / "endpoint.txt"
+    endpoint_file.write_text(f"{scripted_upstream.base_url}\n")
+    settings = {"endpoint_file": str(endpoint_file), "endpoint_check_interval_s": 0}
+    with second_upstream(tmp_path) as moved:
+        for upstream in (scripted_upstream, moved):
+            upstream.script(model, [{"message": {"content": "ok"}, "repeat": 2}])
+        async with served(tmp_path, scripted_upstream.base_url, model, **settings) as vllm:
+            assert (await vllm.post("/v1/responses", {"input": "first"}))[0] == 200
+            endpoint_file.write_text(moved.base_url)
+            assert (await vllm.post("/v1/responses", {"input": "second"}))[0] == 200
+            endpoint_file.unlink()  # within the grace period the last backend is kept
+            assert (await vllm.post("/v1/responses", {"input": "third"}))[0] == 200
+        assert prompts_seen(scripted_upstream, model) == ["first"]
+        assert prompts_seen(moved, model) == ["second", "third"]
+
+
+async def test_an_endpoint_file_that_names_no_backend_past_the_grace_is_a_503_naming_it(
+    tmp_path: Path, scripted_upstream: ScriptedUpstream
+) -> None:
+    model = fresh_model()
+    endpoint_file = tmp_path / "endpoint.txt"
+    endpoint_file.write_text("")
+    settings = {
+        "endpoint_file": str(endpoint_file),
+        "endpoint_check_interval_s": 0,
+        "endpoint_stale_grace_s": 0,
+    }
+    async with served(tmp_path, scripted_upstream.base_url, model, **settings) as vllm:
+        status, body = await vllm.post("/v1/responses", {"input": "hi"})
+
+    assert status == 503
+    assert (
+        str(endpoint_file) in body["error"]["message"]
+        and "endpoint_stale_grace_s" in body["error"]["message"]
+    )
+    assert scripted_upstream.requests(model) == []
