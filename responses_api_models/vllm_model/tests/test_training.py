@@ -19,7 +19,7 @@ from pydantic import TypeAdapter
 
 from nemo_gym.openai_utils import RESPONSES_TO_TRAIN, NeMoGymResponseInputItem
 from nemo_gym.testing import StartedServer
-from responses_api_models.vllm_model.app import EOS_PROBES
+from responses_api_models.vllm_model.app import EOS_PROBES, LONG_HISTORY_TOKENS
 from responses_api_models.vllm_model.tests.test_app import Served, rollout_session, served
 from tests.upstream_script import ScriptedUpstream
 from tests.vllm_script import VllmUpstream, fresh_model, scripted_call
@@ -175,6 +175,55 @@ async def test_a_user_message_after_reasoning_turns_keeps_the_prompt_an_exact_ex
     ]
     canonical = vllm_upstream.tokenize_messages(model, asked["messages"], asked["tools"])
     assert "I should check London." not in vllm_upstream.detokenize(model, canonical)
+
+
+async def test_a_reasoning_only_turn_followed_by_more_generation_keeps_the_prompt_an_exact_extension(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    """A turn that only reasoned comes back as a reasoning item alone; asking the model again continues
+    from its ids, the template's end of that turn and a new assistant header following them."""
+    model = fresh_model("vllm")
+    thought = {
+        "raw": "<think>\nLet me think.\n</think>\n\n",
+        "message": {"reasoning_content": "\nLet me think.\n"},
+    }
+    vllm_upstream.script(model, [thought, {"text": "Done."}])
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Hi?"}]
+    server = training_server(tmp_path, vllm_upstream, model, uses_reasoning_parser=True)
+    async with server as vllm, rollout_session() as session:
+        status, first = await vllm.post("/v1/responses", {"input": history}, session)
+        assert status == 200 and [item["type"] for item in first["output"]] == ["reasoning"], first
+        status, second = await vllm.post("/v1/responses", {"input": history + first["output"]}, session)
+
+    assert status == 200 and "token_continuity" not in second, second
+    (prompt, generated, _), (next_prompt, _, _) = token_fields(first), token_fields(second)
+    assert next_prompt[: len(prompt) + len(generated)] == prompt + generated
+    assert vllm_upstream.detokenize(model, next_prompt[len(prompt) + len(generated) :]) == (
+        "\n<|im_start|>assistant\n"
+    )
+
+
+async def test_a_long_history_is_spliced_as_exactly_as_a_short_one(
+    tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    """From LONG_HISTORY_TOKENS prompt tokens on the splice point is searched in a worker thread."""
+    model = fresh_model("vllm")
+    vllm_upstream.script(model, weather_steps())
+    vllm_upstream.configure(model, max_model_len=8 * LONG_HISTORY_TOKENS)
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
+    long_report = " ".join(f"reading {index} sunny" for index in range(LONG_HISTORY_TOKENS // 3))
+    async with (
+        training_server(tmp_path, vllm_upstream, model, uses_reasoning_parser=True) as vllm,
+        rollout_session() as session,
+    ):
+        [first] = await run_turns(vllm, session, history, turns=1)
+        history[-1] = {**history[-1], "output": long_report}
+        [second] = await run_turns(vllm, session, history, turns=1)
+
+    (prompt, generated, _), (next_prompt, _, _) = token_fields(first), token_fields(second)
+    assert len(next_prompt) >= LONG_HISTORY_TOKENS and "token_continuity" not in second
+    assert next_prompt[: len(prompt) + len(generated)] == prompt + generated
+    assert next_prompt == generation_prompts(vllm_upstream, model)[-1]
 
 
 async def test_a_noncanonical_generation_is_continued_with_its_own_ids_not_retokenised(
