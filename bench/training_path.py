@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT))  # `responses_api_models` and `tests` live at the 
 
 from nemo_gym.testing import instance_config, run_instance, run_server  # noqa: E402
 from responses_api_models.vllm_model import tokens  # noqa: E402
+from responses_api_models.vllm_model.tests.test_training import WEATHER_TOOL  # noqa: E402
 
 TURNS = 5
 CPU_RATIO_GOAL = 1.3
@@ -57,13 +58,6 @@ BREAK_GOAL_MS = 2.0
 REQUEST_TIMEOUT_S = 120
 PATHS = ("/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize")
 TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
-WEATHER_TOOL = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Weather of a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    "strict": False,
-}
 SYSTEM = "You are a helpful assistant. Answer the question of the user and call a tool when you need one."
 QUESTION = "What is the weather like in Paris, London, Berlin and Tokyo today? Which city is the sunniest?"
 # Valid at any position of any rollout, since concurrent rollouts take steps from one shared queue.

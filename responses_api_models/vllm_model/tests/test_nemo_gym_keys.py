@@ -22,10 +22,12 @@ from responses_api_models.vllm_model.tests.test_training import (
     WEATHER_TOOL,
     generation_prompts,
     item_index,
+    noncanonical_weather_steps,
     run_turns,
     token_fields,
     training_server,
-    weather_steps,
+    weather_question,
+    weather_rollout,
 )
 from tests.upstream_script import ScriptedUpstream
 from tests.vllm_script import VllmUpstream, fresh_model
@@ -41,14 +43,10 @@ async def supplied_prefix_rollout(
     tmp_path: Path, upstream: VllmUpstream, model: str, turns: int, **settings: Any
 ) -> list[dict[str, Any]]:
     """The first turn's ids are not the canonical ones: only a prompt that starts with them continues it."""
-    first, *rest = weather_steps()
-    upstream.script(model, [{**first, "noncanonical": True}, *rest])
-    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
-    server = training_server(
-        tmp_path, upstream, model, uses_reasoning_parser=True, supply_prefix_token_ids=True, **settings
-    )
-    async with server as vllm, rollout_session() as session:
-        return await run_turns(vllm, session, history, turns=turns)
+    steps = noncanonical_weather_steps()
+    rollout = weather_rollout(tmp_path, upstream, model, steps, supply_prefix_token_ids=True, **settings)
+    async with rollout as (vllm, session):
+        return await run_turns(vllm, session, weather_question(), turns=turns)
 
 
 @pytest.mark.parametrize("inline_ids", [False, True])
@@ -92,13 +90,10 @@ async def test_an_upstream_without_the_prefix_extension_is_a_502_naming_the_sett
     """Stock vLLM ignores the field and re-tokenises the history: the proof fails as soon as the ids
     sampled were not the canonical ones (here the first turn's)."""
     model = fresh_model("vllm")
-    first, *rest = weather_steps()
-    vllm_upstream.script(model, [{**first, "noncanonical": True}, *rest])
-    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
-    server = training_server(
-        tmp_path, vllm_upstream, model, uses_reasoning_parser=True, supply_prefix_token_ids=True
-    )
-    async with server as vllm, rollout_session() as session:
+    history = weather_question()
+    steps = noncanonical_weather_steps()
+    rollout = weather_rollout(tmp_path, vllm_upstream, model, steps, supply_prefix_token_ids=True)
+    async with rollout as (vllm, session):
         await run_turns(vllm, session, history, turns=1)
         status, body = await vllm.post("/v1/responses", {"input": history, "tools": [WEATHER_TOOL]}, session)
 
@@ -112,12 +107,11 @@ async def test_a_history_edited_before_the_parent_is_flagged_and_sent_without_a_
 ) -> None:
     model = fresh_model("vllm")
     vllm_upstream.configure(model, honours_required_prefix=True)
-    vllm_upstream.script(model, weather_steps())
-    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
-    server = training_server(
-        tmp_path, vllm_upstream, model, uses_reasoning_parser=True, supply_prefix_token_ids=True
-    )
-    async with server as vllm, rollout_session() as session:
+    history = weather_question()
+    async with weather_rollout(tmp_path, vllm_upstream, model, supply_prefix_token_ids=True) as (
+        vllm,
+        session,
+    ):
         await run_turns(vllm, session, history, turns=2)
         first_call = item_index(history, "function_call")
         history[first_call] = {**history[first_call], "arguments": '{"city": "Madrid"}'}

@@ -59,6 +59,32 @@ async def training_server(
         yield vllm
 
 
+def weather_question() -> list[dict[str, Any]]:
+    return [{"role": "user", "content": "Which city is sunniest?"}]
+
+
+def noncanonical_weather_steps() -> list[dict[str, Any]]:
+    """The weather turns, the first one sampled as ids the tokenizer would not produce for its text."""
+    first, *rest = weather_steps()
+    return [{**first, "noncanonical": True}, *rest]
+
+
+@asynccontextmanager
+async def weather_rollout(
+    tmp_path: Path,
+    upstream: VllmUpstream,
+    model: str,
+    steps: list[dict[str, Any]] | None = None,
+    **settings: Any,
+) -> AsyncIterator[tuple[Served, aiohttp.ClientSession]]:
+    """A training server with the reasoning parser on, `steps` (the weather turns) scripted for `model`,
+    and the cookie session of one rollout."""
+    upstream.script(model, weather_steps() if steps is None else steps)
+    server = training_server(tmp_path, upstream, model, uses_reasoning_parser=True, **settings)
+    async with server as vllm, rollout_session() as session:
+        yield vllm, session
+
+
 def probes_made(upstream: VllmUpstream, model: str) -> int:
     """How many end-of-turn probes reached the upstream (each renders the first probe conversation once)."""
     return sum(
@@ -114,12 +140,8 @@ async def test_five_tool_turns_keep_every_prompt_an_exact_extension_of_the_last(
     tmp_path: Path, vllm_upstream: VllmUpstream
 ) -> None:
     model = fresh_model("vllm")
-    vllm_upstream.script(model, weather_steps())
-    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
-    async with (
-        training_server(tmp_path, vllm_upstream, model, uses_reasoning_parser=True) as vllm,
-        rollout_session() as session,
-    ):
+    history = weather_question()
+    async with weather_rollout(tmp_path, vllm_upstream, model) as (vllm, session):
         responses = await run_turns(vllm, session, history, turns=5)
 
     fields = [token_fields(response) for response in responses]
@@ -149,12 +171,8 @@ async def test_a_user_message_after_reasoning_turns_keeps_the_prompt_an_exact_ex
     """The template (as Qwen3's) stops rendering the earlier turns' reasoning once a user message
     follows them; the model did generate it, so the next prompt still starts with P + G."""
     model = fresh_model("vllm")
-    vllm_upstream.script(model, weather_steps())
-    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
-    async with (
-        training_server(tmp_path, vllm_upstream, model, uses_reasoning_parser=True) as vllm,
-        rollout_session() as session,
-    ):
+    history = weather_question()
+    async with weather_rollout(tmp_path, vllm_upstream, model) as (vllm, session):
         responses = await run_turns(vllm, session, history, turns=2)
         history.append({"role": "user", "content": "And tomorrow?"})
         responses += await run_turns(vllm, session, history, turns=2)
@@ -208,14 +226,10 @@ async def test_a_long_history_is_spliced_as_exactly_as_a_short_one(
 ) -> None:
     """From LONG_HISTORY_TOKENS prompt tokens on the splice point is searched in a worker thread."""
     model = fresh_model("vllm")
-    vllm_upstream.script(model, weather_steps())
     vllm_upstream.configure(model, max_model_len=8 * LONG_HISTORY_TOKENS)
-    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
+    history = weather_question()
     long_report = " ".join(f"reading {index} sunny" for index in range(LONG_HISTORY_TOKENS // 3))
-    async with (
-        training_server(tmp_path, vllm_upstream, model, uses_reasoning_parser=True) as vllm,
-        rollout_session() as session,
-    ):
+    async with weather_rollout(tmp_path, vllm_upstream, model) as (vllm, session):
         [first] = await run_turns(vllm, session, history, turns=1)
         history[-1] = {**history[-1], "output": long_report}
         [second] = await run_turns(vllm, session, history, turns=1)
@@ -230,12 +244,10 @@ async def test_a_noncanonical_generation_is_continued_with_its_own_ids_not_retok
     tmp_path: Path, vllm_upstream: VllmUpstream
 ) -> None:
     model = fresh_model("vllm")
-    first, *rest = weather_steps()
-    vllm_upstream.script(model, [{**first, "noncanonical": True}, *rest])
-    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
-    async with (
-        training_server(tmp_path, vllm_upstream, model, uses_reasoning_parser=True) as vllm,
-        rollout_session() as session,
+    history = weather_question()
+    async with weather_rollout(tmp_path, vllm_upstream, model, noncanonical_weather_steps()) as (
+        vllm,
+        session,
     ):
         responses = await run_turns(vllm, session, history, turns=2)
 
@@ -274,10 +286,8 @@ async def rollout_then_edit(
 ) -> tuple[str, dict[str, Any]]:
     """`turns` weather turns, then `edit` changes the history in place and one more turn is asked for."""
     model = fresh_model("vllm")
-    upstream.script(model, weather_steps())
-    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
-    server = training_server(tmp_path, upstream, model, uses_reasoning_parser=True)
-    async with server as vllm, rollout_session() as session:
+    history = weather_question()
+    async with weather_rollout(tmp_path, upstream, model) as (vllm, session):
         await run_turns(vllm, session, history, turns=turns)
         edit(history)
         status, response = await vllm.post(
@@ -324,10 +334,8 @@ async def test_a_turn_that_overflows_the_context_has_no_token_data_and_keeps_the
     generated nothing for must not carry empty lists; the break found in its history is still reported,
     on the response and on the turn's item (which stays with the turn in an agent's rollout)."""
     model = fresh_model("vllm")
-    vllm_upstream.script(model, weather_steps())
-    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
-    server = training_server(tmp_path, vllm_upstream, model, uses_reasoning_parser=True)
-    async with server as vllm, rollout_session() as session:
+    history = weather_question()
+    async with weather_rollout(tmp_path, vllm_upstream, model) as (vllm, session):
         await run_turns(vllm, session, history, turns=2)
         first_result = item_index(history, "function_call_output")
         history[first_result] = {**history[first_result], "output": "rainy, edited"}
@@ -392,10 +400,8 @@ async def test_continued_turns_always_set_max_tokens(
     tmp_path: Path, vllm_upstream: VllmUpstream, max_output_tokens: int | None
 ) -> None:
     model = fresh_model("vllm")
-    vllm_upstream.script(model, weather_steps())
-    history: list[dict[str, Any]] = [{"role": "user", "content": "Which city is sunniest?"}]
-    server = training_server(tmp_path, vllm_upstream, model, uses_reasoning_parser=True)
-    async with server as vllm, rollout_session() as session:
+    history = weather_question()
+    async with weather_rollout(tmp_path, vllm_upstream, model) as (vllm, session):
         await run_turns(vllm, session, history, turns=1)
         request = {"input": history, "tools": [WEATHER_TOOL], "max_output_tokens": max_output_tokens}
         status, response = await vllm.post("/v1/responses", request, session)
