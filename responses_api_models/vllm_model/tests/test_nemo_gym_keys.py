@@ -9,7 +9,7 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from responses_api_models.vllm_model.app import PROMPT_PROBES, REASONING_FIELD_ENV_VAR, VLLMModelConfig
+from responses_api_models.vllm_model.app import REASONING_FIELD_ENV_VAR, VLLMModelConfig
 from responses_api_models.vllm_model.tests.test_app import (
     prompts_seen,
     rollout_session,
@@ -29,6 +29,7 @@ from responses_api_models.vllm_model.tests.test_training import (
     weather_question,
     weather_rollout,
 )
+from responses_api_models.vllm_model.training import PROMPT_PROBES
 from tests.upstream_script import ScriptedUpstream
 from tests.vllm_script import VllmUpstream, fresh_model
 

@@ -19,8 +19,8 @@ from pydantic import TypeAdapter
 
 from nemo_gym.openai_utils import RESPONSES_TO_TRAIN, NeMoGymResponseInputItem
 from nemo_gym.testing import StartedServer
-from responses_api_models.vllm_model.app import EOS_PROBES, LONG_HISTORY_TOKENS
 from responses_api_models.vllm_model.tests.test_app import Served, rollout_session, served
+from responses_api_models.vllm_model.training import EOS_PROBES, LONG_HISTORY_TOKENS
 from tests.upstream_script import ScriptedUpstream
 from tests.vllm_script import VllmUpstream, fresh_model, scripted_call
 
