@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
@@ -36,6 +37,21 @@ Client = TypeVar("Client", bound="NeMoGymAsyncOpenAI")
 Answer = TypeVar("Answer", bound=BaseModel)
 
 
+@functools.lru_cache(maxsize=256)
+def _client_retry_policy(base: RetryPolicy, max_retries: int, timeout: float) -> RetryPolicy:
+    """A client's policy over the deployment's default (made once per combination: every call asks)."""
+    return base.with_overrides(max_attempts=max_retries, deadline_s=timeout, retry_statuses=RETRY_ERROR_CODES)
+
+
+@functools.lru_cache(maxsize=256)
+def _authorization(base_url: str, api_key: str) -> dict[str, str]:
+    """The key goes as a bearer token, unless the base URL carries a user and password: then, as with
+    the OpenAI client, those are sent (Basic) instead, since a request has one Authorization."""
+    if api_key and not URL(base_url).raw_user:
+        return {"Authorization": f"Bearer {api_key}"}
+    return {}
+
+
 class NeMoGymAsyncOpenAI(BaseModel):
     """Minimal async client for an OpenAI-compatible upstream (OpenAI, vLLM, ...), returning plain JSON.
 
@@ -54,17 +70,10 @@ class NeMoGymAsyncOpenAI(BaseModel):
     timeout: float = Field(default=DEFAULT_DEADLINE_S, gt=0)
 
     def _retry_policy(self) -> RetryPolicy:
-        return default_retry_policy().with_overrides(
-            max_attempts=self.max_retries, deadline_s=self.timeout, retry_statuses=RETRY_ERROR_CODES
-        )
+        return _client_retry_policy(default_retry_policy(), self.max_retries, self.timeout)
 
     def _headers(self) -> dict[str, str]:
-        """The key goes as a bearer token, unless the base URL carries a user and password: then, as with
-        the OpenAI client, those are sent (Basic) instead, since a request has one Authorization."""
-        headers = dict(self.default_headers)
-        if self.api_key and not URL(self.base_url).raw_user:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        return headers
+        return {**self.default_headers, **_authorization(self.base_url, self.api_key)}
 
     async def _call(self, method: str, url: str, body: dict[str, Any] | None = None) -> Any:
         response = await request(

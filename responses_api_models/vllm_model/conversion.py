@@ -692,6 +692,15 @@ def generation_mismatch(
     return None if None in mismatches else mismatches[0]
 
 
+def said(message: NeMoGymChatCompletionMessage) -> JSON:
+    """What an assistant message says, as `message_mismatch` compares it: text, tool calls, reasoning."""
+    calls = [
+        {"function": {"name": call.function.name, "arguments": call.function.arguments}}
+        for call in message.tool_calls or []
+    ]
+    return {"content": message.content, "tool_calls": calls, "reasoning": _upstream_reasoning(message)}
+
+
 def message_mismatch(message: Mapping[str, Any], generated: Mapping[str, Any]) -> str | None:
     """What of a history assistant message differs from the message its generation was read as (text,
     tool calls, or reasoning when the history message still carries it), or None."""

@@ -49,12 +49,20 @@ def token_id_of(shown: str) -> int:
     return int(shown.removeprefix(TOKEN_ID_PREFIX))
 
 
+def token_ids_of(shown: list[str]) -> list[int]:
+    """`token_id_of` of every token, in one pass when all are well formed (every generated token)."""
+    if not all(token.startswith(TOKEN_ID_PREFIX) for token in shown):
+        return [token_id_of(token) for token in shown]  # raises, naming the first malformed one
+    cut = len(TOKEN_ID_PREFIX)
+    return [int(token[cut:]) for token in shown]
+
+
 def chat_generation(logprobs: Any) -> tuple[list[int], list[float]]:
     """Generated ids and log-probs from a chat choice's `logprobs` (`content` entries)."""
     entries = getattr(logprobs, "content", None)
     if entries is None:
         raise MissingTokenData("the upstream's chat completion has no logprobs.content")
-    return [token_id_of(entry.token) for entry in entries], [entry.logprob for entry in entries]
+    return token_ids_of([entry.token for entry in entries]), [entry.logprob for entry in entries]
 
 
 def completion_generation(logprobs: Any) -> tuple[list[int], list[float]]:
@@ -64,7 +72,7 @@ def completion_generation(logprobs: Any) -> tuple[list[int], list[float]]:
     tokens, values = logprobs["tokens"], logprobs.get("token_logprobs")
     if not isinstance(values, list) or len(values) != len(tokens) or None in values:
         raise MissingTokenData("the upstream's completion has no log-prob for every generated token")
-    return [token_id_of(token) for token in tokens], [float(value) for value in values]
+    return token_ids_of(tokens), [float(value) for value in values]
 
 
 def pop_inline_token_ids(answer: Any) -> tuple[list[int] | None, list[int] | None]:

@@ -392,13 +392,13 @@ class TrainingPath:
         return None
 
     def _remember(self, turn: TrainingTurn) -> TrainingTurn:
-        """Keeps the message a generation was returned as, so a later turn checks it without I/O."""
+        """Keeps what a generation was returned as saying, so a later turn checks it without I/O."""
         if turn.generated and turn.completion.choices:
-            message = turn.completion.choices[0].message.model_dump(mode="json", exclude_none=True)
-            self._returned_messages[generation_key(turn.generation_token_ids)] = message
-            self._returned_messages.move_to_end(generation_key(turn.generation_token_ids))
-            if len(self._returned_messages) > MAX_REMEMBERED_GENERATIONS:
-                self._returned_messages.popitem(last=False)
+            remembered, key = self._returned_messages, generation_key(turn.generation_token_ids)
+            remembered[key] = conversion.said(turn.completion.choices[0].message)
+            remembered.move_to_end(key)
+            if len(remembered) > MAX_REMEMBERED_GENERATIONS:
+                remembered.popitem(last=False)
         return turn
 
     async def _detokenize(
