@@ -82,12 +82,28 @@ class SimpleResourcesServer(AggregateMetricsMixin, SimpleServer):
         app = new_app()
         self.setup_session_middleware(app)
         app.post("/seed_session")(self.seed_session)
+        app.post("/close_session")(self.close_resources_session)
         app.post("/verify")(self.verify)
         app.post("/aggregate_metrics")(self.aggregate_metrics)
+        app.get("/reverify_mode")(self.reverify_mode)
         return app
 
     async def seed_session(self, body: BaseSeedSessionRequest) -> BaseSeedSessionResponse:
         return BaseSeedSessionResponse()
+
+    async def close_resources_session(
+        self, body: ResourcesCloseSessionRequest
+    ) -> ResourcesCloseSessionResponse:
+        """NeMo Gym 0.7's `/close_session`: the session's state in `self.sessions` is released. Closing
+        again, or closing an id never seeded, answers the same; the id stays closed. An environment
+        holding more than `self.sessions` (a sandbox, a browser) releases it in its override."""
+        if self._sessions is not None:
+            self._sessions.close(body.resources_session_id)
+        return ResourcesCloseSessionResponse(resources_session_id=body.resources_session_id)
+
+    async def reverify_mode(self) -> ReverifyMode:
+        """Whether a stored rollout can be verified again without its session (the config's REVERIFY_MODE)."""
+        return self.config.REVERIFY_MODE
 
     async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
         raise NotImplementedError(f"{type(self).__name__} must implement verify()")

@@ -113,6 +113,7 @@ class Deployment:
                 for server in self.servers:
                     await self._spawn(server, secret)
             await self._wait_until_ready()
+            self._head_server.ready = True
         finally:
             self._reserver.close_all()
         self.print_server_table()

@@ -22,6 +22,7 @@ import uvicorn
 import yaml
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from starlette.middleware import Middleware
@@ -267,11 +268,18 @@ def new_app() -> FastAPI:
     return app
 
 
+# NeMo Gym 0.7's health routes: every server answers them as `GET /`, as soon as it serves.
+HEALTH_PATHS = ("/", "/health", "/healthz", "/livez", "/readyz")
+
+
 def finalize_app(app: FastAPI, server_label: str) -> FastAPI:
-    """Add what every Gym server has: `GET /` liveness, the caller's deadline taken up, and the error
-    format (innermost middleware, so error responses still carry the session cookie)."""
-    if not any(getattr(route, "path", None) == "/" for route in app.router.routes):
-        app.add_api_route("/", liveness, methods=["GET"])
+    """Add what every Gym server has: `GET /` liveness and the health routes (those the app does not
+    answer itself), the caller's deadline taken up, and the error format (innermost middleware, so error
+    responses still carry the session cookie)."""
+    taken = {getattr(route, "path", None) for route in app.router.routes}
+    for path in HEALTH_PATHS:
+        if path not in taken:
+            app.add_api_route(path, liveness, methods=["GET"])
     app.router.on_shutdown.append(close_global_aiohttp_client)
     app.router.on_shutdown.append(shutdown_pool)
     app.user_middleware.append(Middleware(CallerDeadlineMiddleware))
@@ -375,10 +383,20 @@ class HeadServer(BaseModel):
     config: BaseServerConfig
     global_config_dict: DictConfig
     server_instances: list[dict[str, Any]] = []
+    # Set by the launcher once every server answers: until then the readiness routes answer 503.
+    ready: bool = False
 
     def setup_webserver(self) -> FastAPI:
         app = new_app()
         masked_yaml = to_yaml(self.global_config_dict, mask=True)
+
+        async def readiness() -> JSONResponse:
+            if self.ready:
+                return JSONResponse({"status": "ok"})
+            return JSONResponse({"status": "starting"}, status_code=503)
+
+        for path in ("/readyz", "/healthz", "/health"):
+            app.add_api_route(path, readiness, methods=["GET"])
 
         @app.get("/global_config_dict_yaml")
         async def global_config_dict_yaml() -> str:

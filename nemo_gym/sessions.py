@@ -152,6 +152,8 @@ class SessionStore(Generic[StateT]):
         self.max_sessions = max_sessions
         self.evictions = 0
         self._states: OrderedDict[str, StateT] = OrderedDict()
+        # Ids closed explicitly (`/close_session`), as many as states at most, the oldest forgotten first.
+        self._closed: OrderedDict[str, None] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._states)
@@ -178,3 +180,14 @@ class SessionStore(Generic[StateT]):
 
     def pop(self, session_id: str) -> StateT | None:
         return self._states.pop(session_id, None)
+
+    def close(self, session_id: str) -> None:
+        """Release a session's state and remember that it was closed (closing twice is closing once)."""
+        self._states.pop(session_id, None)
+        self._closed[session_id] = None
+        self._closed.move_to_end(session_id)
+        while len(self._closed) > self.max_sessions:
+            self._closed.popitem(last=False)
+
+    def is_closed(self, session_id: str) -> bool:
+        return session_id in self._closed

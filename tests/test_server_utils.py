@@ -264,3 +264,28 @@ def test_a_server_that_cannot_start_exits_with_one_line(tmp_path, flaky_server, 
     assert "Traceback" not in result.stderr
     last_line = result.stderr.strip().splitlines()[-1]
     assert last_line.startswith("Error: ") and expected in last_line
+
+
+@pytest.mark.parametrize("path", ["/health", "/healthz", "/livez", "/readyz"])
+async def test_every_server_answers_the_health_routes_as_soon_as_it_serves(counter_server, path):
+    response = await request("GET", counter_server.url + path)
+    assert (response.status, await get_response_json(response)) == (200, {"status": "ok"})
+
+
+async def test_the_head_server_is_live_at_once_and_ready_only_when_the_launcher_says_so(head_server):
+    """This head server runs without a launcher, so it never becomes ready."""
+    live = await request("GET", head_server.url + "/livez")
+    assert (live.status, await get_response_json(live)) == (200, {"status": "ok"})
+    for path in ("/readyz", "/healthz", "/health"):
+        response = await request("GET", head_server.url + path)
+        assert (response.status, await get_response_json(response)) == (503, {"status": "starting"})
+
+
+async def test_a_resources_server_answers_reverify_mode_and_close_session(counter_server):
+    response = await request("GET", counter_server.url + "/reverify_mode")
+    assert (response.status, await get_response_json(response)) == (200, "unknown")
+    close = {"resources_session_id": "resources-session-1", "episode_id": {"rollout_id": "r1", "attempt": 0}}
+    response, body = await post(counter_server, "/close_session", close)
+    assert (response.status, body) == (200, {"resources_session_id": "resources-session-1"})
+    response, body = await post(counter_server, "/close_session", {"resources_session_id": "x"})
+    assert response.status == 422 and ["body", "episode_id"] in [error["loc"] for error in body["detail"]]

@@ -10,6 +10,7 @@ import asyncio
 import os
 import pickle
 import socket
+import urllib.request
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -139,6 +140,12 @@ def test_two_turn_rollouts_come_back_with_rewards_and_contiguous_token_ids(
         assert "_ng_task_index" not in result or result["_ng_task_index"] == 0
         assert len(trained_items(result)) == 2  # two model turns, each with its token ids
         assert_prefix_contiguous(result)
+
+
+def test_the_head_server_is_ready_once_the_deployment_has_started(trainer: Trainer) -> None:
+    head = trainer.head_server_config
+    with urllib.request.urlopen(f"http://{head.host}:{head.port}/readyz", timeout=30) as answer:
+        assert (answer.status, orjson.loads(answer.read())) == (200, {"status": "ok"})
 
 
 def test_a_model_500_surfaces_as_an_exception_with_its_status(

@@ -2,6 +2,7 @@
 client keeps no cookie jar), as an agent does during a rollout."""
 
 import asyncio
+import base64
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -236,3 +237,25 @@ async def test_recorded_rollouts_replay_to_their_tool_outputs_and_reward(server,
 def test_config_declares_the_environment_its_agent_and_a_session_cap():
     _, resources, _ = check_environment_config(FOLDER, INSTANCE, "agent")
     assert resources.model_extra["max_sessions"] >= 1000
+
+
+def session_id_in(cookie: str) -> str:
+    """The session id inside the signed cookie (`<base64url JSON>.<issued>.<signature>`)."""
+    payload = cookie.split(".")[0]
+    return orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["session_id"]
+
+
+async def test_close_session_releases_the_counter_and_answers_alike_when_repeated(server):
+    session = Session(server)
+    await session.seed(3)
+    await session.increment(2)
+    assert session.cookie is not None
+    close = {"resources_session_id": session_id_in(session.cookie), "episode_id": {"rollout_id": "r1"}}
+    for _ in range(2):
+        assert await session.post("/close_session", close) == (
+            200,
+            {"resources_session_id": close["resources_session_id"]},
+        )
+    assert await session.count() == 0
+    status, body = await session.post("/close_session", {**close, "extra": 1})
+    assert status == 422 and ["body", "extra"] in error_locations(body)
