@@ -12,6 +12,7 @@ to verify (`response_with`, `message_item`, `function_call_item`) and check the 
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import subprocess
@@ -31,6 +32,7 @@ import yaml
 from nemo_gym.config_types import validate_server_instance_config
 from nemo_gym.global_config import install_root
 from nemo_gym.http_client import get_response_json, request
+from nemo_gym.sessions import SESSION_ID_KEY
 
 STARTUP_DEADLINE_S = 30.0
 
@@ -222,6 +224,13 @@ async def post_json(url: str, body: Any = None, *, require_cookie: str | None = 
     if require_cookie is not None:
         assert require_cookie in response.cookies, "every answer carries the session cookie"
     return response.status, await get_response_json(response)
+
+
+def session_id_in_cookie(cookie_value: str) -> str:
+    """The session id a Gym server's signed session cookie carries (`<base64url JSON>.<issued>.<mac>`), e.g.
+    to close that session by id as an environment server would."""
+    payload = cookie_value.split(".")[0]
+    return orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))[SESSION_ID_KEY]
 
 
 def message_item(text: str, id: str = "msg_1") -> dict:

@@ -194,13 +194,18 @@ async def test_twins_the_client_cannot_tell_apart_are_flagged_never_mixed(
     assert extends(exact.prompt_token_ids, twin) and not extends(exact.prompt_token_ids, first)
 
 
+async def weather_call(client: GymTokenClient) -> tuple[ChatCompletion, Any]:
+    """The first turn of a rollout: the model calls the weather tool; the completion and its call."""
+    first = await client.chat.completions.create(messages=[QUESTION], tools=[WEATHER_TOOL])
+    return first, first.choices[0].message.tool_calls[0]
+
+
 async def test_a_generation_edited_on_its_way_back_is_flagged_not_continued_silently(
     tmp_path: Path, vllm_upstream: VllmUpstream
 ) -> None:
     model = fresh_model("vllm")
     async with token_client(tmp_path, vllm_upstream, model) as client:
-        first = await client.chat.completions.create(messages=[QUESTION], tools=[WEATHER_TOOL])
-        call = first.choices[0].message.tool_calls[0]
+        _, call = await weather_call(client)
         reserialised = {
             **call.model_dump(mode="json"),
             "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
@@ -222,8 +227,7 @@ async def test_a_turn_that_overflows_the_context_carries_no_token_data_and_costs
 ) -> None:
     model = fresh_model("vllm")
     async with token_client(tmp_path, vllm_upstream, model) as client:
-        first = await client.chat.completions.create(messages=[QUESTION], tools=[WEATHER_TOOL])
-        call = first.choices[0].message.tool_calls[0]
+        first, call = await weather_call(client)
         messages = [
             QUESTION,
             first.choices[0].message,

@@ -2,7 +2,6 @@
 client keeps no cookie jar), as an agent does during a rollout."""
 
 import asyncio
-import base64
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from nemo_gym.testing import (
     read_jsonl,
     run_instance,
     run_resources_server,
+    session_id_in_cookie,
 )
 
 FOLDER = Path(__file__).resolve().parents[1]
@@ -239,18 +239,12 @@ def test_config_declares_the_environment_its_agent_and_a_session_cap():
     assert resources.model_extra["max_sessions"] >= 1000
 
 
-def session_id_in(cookie: str) -> str:
-    """The session id inside the signed cookie (`<base64url JSON>.<issued>.<signature>`)."""
-    payload = cookie.split(".")[0]
-    return orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["session_id"]
-
-
 async def test_close_session_releases_the_counter_and_answers_alike_when_repeated(server):
     session = Session(server)
     await session.seed(3)
     await session.increment(2)
     assert session.cookie is not None
-    close = {"resources_session_id": session_id_in(session.cookie), "episode_id": {"rollout_id": "r1"}}
+    close = {"resources_session_id": session_id_in_cookie(session.cookie), "episode_id": {"rollout_id": "r1"}}
     for _ in range(2):
         assert await session.post("/close_session", close) == (
             200,

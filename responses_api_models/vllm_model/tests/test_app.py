@@ -7,7 +7,6 @@ request logs of one test are never seen by another.
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import os
 import subprocess
@@ -25,7 +24,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from nemo_gym.server_utils import CHECK_CONFIG_ONLY_ENV_VAR_NAME
-from nemo_gym.sessions import SESSION_ID_KEY
+from nemo_gym.testing import session_id_in_cookie
 from responses_api_models.vllm_model.app import VLLMModelConfig, replica_for
 from tests.helpers import REPO_ROOT, StartedServer, instance_config, run_instance, run_server
 from tests.upstream_script import ScriptedUpstream, chat_tool_call, fresh_model
@@ -216,10 +215,8 @@ async def test_multi_item_input_becomes_one_exact_chat_body_and_the_answer_parse
 
 
 def session_id_of(session: aiohttp.ClientSession) -> str:
-    """The session id inside the model server's signed cookie (`<base64url JSON>.<issued>.<signature>`)."""
     [cookie] = list(session.cookie_jar)
-    payload = cookie.value.split(".")[0]
-    return orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))[SESSION_ID_KEY]
+    return session_id_in_cookie(cookie.value)
 
 
 async def test_each_session_stays_on_the_replica_its_id_pins_it_to(
