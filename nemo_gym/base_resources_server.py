@@ -11,19 +11,20 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from pydantic import Field, PrivateAttr
 
 from nemo_gym.config_types import AggregateMetrics as AggregateMetrics
 from nemo_gym.config_types import AggregateMetricsRequest as AggregateMetricsRequest
 from nemo_gym.config_types import BaseRunServerInstanceConfig
+from nemo_gym.errors import GymError
 from nemo_gym.openai_utils import NeMoGymResponse as NeMoGymResponse
 from nemo_gym.openai_utils import (
     NeMoGymResponseCreateParamsNonStreaming as NeMoGymResponseCreateParamsNonStreaming,
 )
 from nemo_gym.reward_profile import AggregateMetricsMixin
 from nemo_gym.server_utils import SimpleServer, new_app
-from nemo_gym.sessions import SessionStore
+from nemo_gym.sessions import SESSION_ID_KEY, SessionStore
 
 # The row and session types live with the other wire types; they are importable from here, as in NeMo Gym.
 from nemo_gym.wire.rows import BaseRunRequest as BaseRunRequest
@@ -88,8 +89,29 @@ class SimpleResourcesServer(AggregateMetricsMixin, SimpleServer):
         app.get("/reverify_mode")(self.reverify_mode)
         return app
 
-    async def seed_session(self, body: BaseSeedSessionRequest) -> BaseSeedSessionResponse:
+    async def seed_session(
+        self, request: Request, body: ResourcesSeedSessionRequest | BaseSeedSessionRequest
+    ) -> ResourcesSeedSessionResponse | BaseSeedSessionResponse:
+        """Both of NeMo Gym's seed shapes: a row (0.4; an environment overrides this with its own row
+        model) or an environment server's typed seed (0.7), which `begin_resources_session` answers."""
+        if isinstance(body, ResourcesSeedSessionRequest):
+            return self.begin_resources_session(request, body)
         return BaseSeedSessionResponse()
+
+    def begin_resources_session(
+        self, request: Request, body: ResourcesSeedSessionRequest
+    ) -> ResourcesSeedSessionResponse:
+        """Make the environment server's id this rollout's session (`get_session_id(request)` and the
+        session cookie carry it from now on), unless that id was already closed: a seed arriving after
+        its close must not bring the session back (a 409). Seeding an open id again is harmless."""
+        if self._sessions is not None and self._sessions.is_closed(body.resources_session_id):
+            raise GymError(
+                409,
+                "session_closed",
+                f"resources_session_id {body.resources_session_id!r} was closed; seed a new session id",
+            )
+        request.session[SESSION_ID_KEY] = body.resources_session_id
+        return ResourcesSeedSessionResponse(resources_session_id=body.resources_session_id)
 
     async def close_resources_session(
         self, body: ResourcesCloseSessionRequest
@@ -97,8 +119,7 @@ class SimpleResourcesServer(AggregateMetricsMixin, SimpleServer):
         """NeMo Gym 0.7's `/close_session`: the session's state in `self.sessions` is released. Closing
         again, or closing an id never seeded, answers the same; the id stays closed. An environment
         holding more than `self.sessions` (a sandbox, a browser) releases it in its override."""
-        if self._sessions is not None:
-            self._sessions.close(body.resources_session_id)
+        self.sessions.close(body.resources_session_id)
         return ResourcesCloseSessionResponse(resources_session_id=body.resources_session_id)
 
     async def reverify_mode(self) -> ReverifyMode:
