@@ -57,6 +57,7 @@ from nemo_gym.http_client import (
 from nemo_gym.http_protocol import RequestLimits, gym_protocol
 from nemo_gym.in_process import LocalResponse, call_in_process, is_hosted_here
 from nemo_gym.request_bodies import OrjsonBodyRoute, validation_error_response
+from nemo_gym.rollout_paths import RolloutPrefixMiddleware
 
 # Process serving lives in nemo_gym.serving; the names below stay importable from here.
 from nemo_gym.serving import (
@@ -274,14 +275,15 @@ HEALTH_PATHS = ("/", "/health", "/healthz", "/livez", "/readyz")
 
 def finalize_app(app: FastAPI, server_label: str) -> FastAPI:
     """Add what every Gym server has: `GET /` liveness and the health routes (those the app does not
-    answer itself), the caller's deadline taken up, and the error format (innermost middleware, so error
-    responses still carry the session cookie)."""
+    answer itself), calls under a rollout's path prefix, the caller's deadline taken up, and the error
+    format (innermost middleware, so error responses still carry the session cookie)."""
     taken = {getattr(route, "path", None) for route in app.router.routes}
     for path in HEALTH_PATHS:
         if path not in taken:
             app.add_api_route(path, liveness, methods=["GET"])
     app.router.on_shutdown.append(close_global_aiohttp_client)
     app.router.on_shutdown.append(shutdown_pool)
+    app.user_middleware.append(Middleware(RolloutPrefixMiddleware))
     app.user_middleware.append(Middleware(CallerDeadlineMiddleware))
     app.user_middleware.append(Middleware(ErrorEnvelopeMiddleware, server_label=server_label))
     return app

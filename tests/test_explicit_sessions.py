@@ -90,3 +90,20 @@ async def test_a_row_seed_keeps_working_and_a_typed_seed_with_an_unknown_key_is_
         server, "/seed_session", {**typed_seed("resources-session-x"), "typo": 1}, None
     )
     assert (status, body) == (200, {})
+
+
+@pytest.mark.parametrize("capture", [False, True])
+async def test_a_call_under_a_rollout_prefix_is_the_call_of_its_path_and_keeps_the_key(
+    server: StartedServer, capture: bool
+) -> None:
+    prefix = "/ng-rollout/rollout-7-a1" + ("/training-token-capture" if capture else "")
+    status, body, cookie = await call(server, prefix + "/write_note", {"text": "rainy"}, None)
+    assert (status, body) == (200, {"text": "rainy"})
+    assert (await call(server, "/read_note", None, cookie))[1] == {"text": "rainy"}
+    assert (await call(server, prefix + "/rollout_key", None, None))[1] == {"rollout_key": "rollout-7-a1"}
+    assert (await call(server, "/rollout_key", None, None))[1] == {"rollout_key": None}
+
+
+async def test_a_rollout_prefix_with_an_invalid_key_is_not_taken_off(server: StartedServer) -> None:
+    status, _, _ = await call(server, "/ng-rollout/-bad/write_note", {"text": "x"}, None)
+    assert status == 404

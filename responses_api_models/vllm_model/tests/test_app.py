@@ -435,3 +435,21 @@ async def test_context_overflow_is_passed_on_as_vllms_400_when_the_config_says_s
         status, body = await vllm.post("/v1/responses", {"input": "a very long prompt"})
 
     assert (status, body["error"]["cause"]) == (400, CONTEXT_ERROR)
+
+
+async def test_a_model_call_under_a_rollout_prefix_is_served_as_the_plain_route(
+    tmp_path: Path, scripted_upstream: ScriptedUpstream
+) -> None:
+    """NeMo Gym 0.7's environment servers call `/ng-rollout/<key>[/training-token-capture]/v1/responses`."""
+    model = fresh_model()
+    scripted_upstream.script(model, [{"message": {"content": "first"}}, {"message": {"content": "second"}}])
+    async with served(tmp_path, scripted_upstream.base_url, model) as vllm:
+        plain = await vllm.post("/ng-rollout/rollout-1/v1/responses", {"input": "hi"})
+        capture = await vllm.post(
+            "/ng-rollout/rollout-1/training-token-capture/v1/responses", {"input": "hi"}
+        )
+
+    assert [(status, body["output"][-1]["content"][0]["text"]) for status, body in (plain, capture)] == [
+        (200, "first"),
+        (200, "second"),
+    ]

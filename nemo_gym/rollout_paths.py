@@ -1,0 +1,42 @@
+"""NeMo Gym 0.7 puts a rollout's identity in the URL: `/ng-rollout/<key>[/training-token-capture]/<path>`.
+
+Every Gym server takes such a call as a call of `<path>`: the middleware strips the prefix before routing
+and keeps the key (and whether training-token capture was asked) on the request, where
+`rollout_key_of(request)` reads it. A prefix whose key is not a valid rollout key is left alone (a 404).
+"""
+
+from __future__ import annotations
+
+import re
+
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from nemo_gym.config.server_refs import ROLLOUT_PATH_PREFIX, TOKEN_CAPTURE_PATH_SEGMENT
+from nemo_gym.wire.sessions import ROLLOUT_ID_PATTERN
+
+_PREFIX = f"/{ROLLOUT_PATH_PREFIX}/"
+_CAPTURE = f"{TOKEN_CAPTURE_PATH_SEGMENT}/"
+_KEY = re.compile(ROLLOUT_ID_PATTERN)
+ROLLOUT_KEY_STATE = "ng_rollout_key"
+TOKEN_CAPTURE_STATE = "ng_training_token_capture"
+
+
+class RolloutPrefixMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith(_PREFIX):
+            key, slash, rest = scope["path"][len(_PREFIX) :].partition("/")
+            if slash and _KEY.match(key):
+                capture = rest.startswith(_CAPTURE)
+                path = "/" + (rest[len(_CAPTURE) :] if capture else rest)
+                state = {**scope.get("state", {}), ROLLOUT_KEY_STATE: key, TOKEN_CAPTURE_STATE: capture}
+                scope = {**scope, "path": path, "raw_path": path.encode(), "state": state}
+        await self.app(scope, receive, send)
+
+
+def rollout_key_of(request: Request) -> str | None:
+    """The rollout key the call's URL carried, or None."""
+    return getattr(request.state, ROLLOUT_KEY_STATE, None)
