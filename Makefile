@@ -5,7 +5,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test test-pythons lint sandbox-tools browser-tools test-browser demo bench bench-liveness bench-viewer bench-training clean
+.PHONY: test test-folders test-pythons lint sandbox-tools browser-tools test-browser demo bench bench-liveness bench-viewer bench-training clean
 
 # The benchmark harness (load generator, fake upstream) runs in a venv of its own, apart from what it measures.
 BENCH_VENV := .venv-bench
@@ -47,10 +47,13 @@ sandbox-tools:
 		echo "sandbox-tools: installed bubblewrap ($$(command -v bwrap))"; \
 	else echo "sandbox-tools: bubblewrap (bwrap) is missing and apt-get could not install it; the sandbox falls back to unshare"; fi
 
-# The core's tests (one worker per CPU; a test file stays on one worker), then every server folder through
-# `gym test` (its tests plus its example-data checks, one folder per CPU at a time).
+# The core's tests (one worker per CPU; a test file stays on one worker).
 test: lint sandbox-tools
 	$(PYTHON) -m pytest -q -n auto --dist loadgroup tests --ignore=tests/browser
+
+# Every server folder through `gym test` (its tests plus its example-data checks, one folder per CPU at a
+# time): a tier of its own, so that `make test` stays short; CI runs both.
+test-folders: $(INSTALLED) sandbox-tools
 	$(VENV)/bin/gym test
 
 # `make test` under the other Python versions Gym supports (CI runs it under python3, 3.11), one after the
@@ -67,7 +70,7 @@ test-pythons:
 	failed=""; for pair in $$pythons; do \
 		version=$${pair%%=*}; python=$${pair#*=}; \
 		echo "== test-pythons: Python $$version ($$python) in .venv-$$version"; \
-		$(MAKE) --no-print-directory test VENV=.venv-$$version BOOTSTRAP_PYTHON=$$python || failed="$$failed $$version"; \
+		$(MAKE) --no-print-directory test test-folders VENV=.venv-$$version BOOTSTRAP_PYTHON=$$python || failed="$$failed $$version"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "test-pythons: failed on Python$$failed" >&2; exit 1; fi; \
 	echo "test-pythons: passed on Python $(TEST_PYTHONS)"
