@@ -66,6 +66,18 @@ class OutputReader:
         raise AssertionError(f"never printed {text!r}; the output was:\n" + "\n".join(self.lines))
 
 
+@contextmanager
+def run_resources_fixture(
+    fixture: Path, instance: str, implementation: str, workdir: Path
+) -> Iterator[StartedServer]:
+    """A resources server of `tests/fixtures/`, configured as instance `instance`, as the launcher starts one."""
+    config = {instance: instance_config("resources_servers", implementation, domain="other")}
+    (workdir / "config.json").write_bytes(orjson.dumps(config))  # JSON is YAML
+    env = {"NEMO_GYM_CONFIG_FILE": str(workdir / "config.json"), "NEMO_GYM_CONFIG_PATH": instance}
+    with run_server([str(fixture)], workdir, env) as started:
+        yield started
+
+
 @dataclass
 class RunningDeployment:
     """A `gym run` process started by a test, with the instances its head server reports."""

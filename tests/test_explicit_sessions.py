@@ -5,11 +5,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 from nemo_gym.http_client import get_response_json, request
-from nemo_gym.testing import StartedServer, instance_config, run_server, session_id_in_cookie
+from nemo_gym.testing import StartedServer, session_id_in_cookie
+from tests.helpers import run_resources_fixture
 
 FIXTURE = Path(__file__).parent / "fixtures" / "notes_resources_server.py"
 INSTANCE = "notes"
@@ -19,11 +19,7 @@ EPISODE = {"rollout_id": "rollout-1", "attempt": 0}
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartedServer]:
-    workdir = tmp_path_factory.mktemp(INSTANCE)
-    config = {INSTANCE: instance_config("resources_servers", "notes", domain="other")}
-    (workdir / "config.json").write_bytes(orjson.dumps(config))  # JSON is YAML
-    env = {"NEMO_GYM_CONFIG_FILE": str(workdir / "config.json"), "NEMO_GYM_CONFIG_PATH": INSTANCE}
-    with run_server([str(FIXTURE)], workdir, env) as started:
+    with run_resources_fixture(FIXTURE, INSTANCE, "notes", tmp_path_factory.mktemp(INSTANCE)) as started:
         yield started
 
 

@@ -4,7 +4,6 @@ served for real, its declared metrics, and the session store the base provides."
 from collections.abc import Iterator
 from pathlib import Path
 
-import orjson
 import pytest
 from omegaconf import OmegaConf
 
@@ -17,12 +16,11 @@ from nemo_gym.config_types import BaseServerConfig
 from nemo_gym.server_utils import ServerClient
 from nemo_gym.testing import (
     StartedServer,
-    instance_config,
     message_item,
     post_json,
     response_with,
-    run_server,
 )
+from tests.helpers import run_resources_fixture
 
 FIXTURE = Path(__file__).parent / "fixtures" / "nemo_gym_style_resources_server.py"
 INSTANCE = "exact_answer"
@@ -31,11 +29,9 @@ PARAMS = {"input": [{"role": "user", "content": "Capital of France?"}]}
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartedServer]:
-    workdir = tmp_path_factory.mktemp(INSTANCE)
-    config = {INSTANCE: instance_config("resources_servers", "exact_answer", domain="other")}
-    (workdir / "config.json").write_bytes(orjson.dumps(config))  # JSON is YAML
-    env = {"NEMO_GYM_CONFIG_FILE": str(workdir / "config.json"), "NEMO_GYM_CONFIG_PATH": INSTANCE}
-    with run_server([str(FIXTURE)], workdir, env) as started:
+    with run_resources_fixture(
+        FIXTURE, INSTANCE, "exact_answer", tmp_path_factory.mktemp(INSTANCE)
+    ) as started:
         yield started
 
 
