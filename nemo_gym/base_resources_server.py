@@ -8,11 +8,16 @@ route takes its parameters from the method's own signature. Per-rollout state go
 
 from __future__ import annotations
 
+import inspect
+import types
+import typing
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, ClassVar
 
 from fastapi import FastAPI, Request
-from pydantic import Field, PrivateAttr
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 
 from nemo_gym.config_types import AggregateMetrics as AggregateMetrics
 from nemo_gym.config_types import AggregateMetricsRequest as AggregateMetricsRequest
@@ -82,7 +87,7 @@ class SimpleResourcesServer(AggregateMetricsMixin, SimpleServer):
         """Register the base routes; FastAPI reads body and response models from the (overridden) methods."""
         app = new_app()
         self.setup_session_middleware(app)
-        app.post("/seed_session")(self.seed_session)
+        app.post("/seed_session")(self._seed_route())
         app.post("/close_session")(self.close_resources_session)
         app.post("/verify")(self.verify)
         app.post("/aggregate_metrics")(self.aggregate_metrics)
@@ -97,6 +102,41 @@ class SimpleResourcesServer(AggregateMetricsMixin, SimpleServer):
         if isinstance(body, ResourcesSeedSessionRequest):
             return self.begin_resources_session(request, body)
         return BaseSeedSessionResponse()
+
+    def _seed_route(self) -> Callable[..., Any]:
+        """`seed_session` as the route, taking NeMo Gym 0.7's typed seed too when an environment
+        overrides it with its own row model: the typed seed names the session, then the environment's
+        seed runs on the task's data (validated by that row model) as it would on a 0.4 row."""
+        row_model, takes_request = _seed_body_model(self.seed_session)
+        if row_model is None or _accepts(row_model, ResourcesSeedSessionRequest):
+            return self.seed_session
+
+        async def seed_either_shape(request: Request, body: Any) -> Any:
+            if not isinstance(body, ResourcesSeedSessionRequest):
+                return await self._call_seed(request, body, takes_request)
+            answer = self.begin_resources_session(request, body)
+            try:
+                row = row_model.model_validate(body.task_data)
+            except ValidationError as error:
+                raise RequestValidationError(
+                    [{**problem, "loc": ("body", "task_data", *problem["loc"])} for problem in error.errors()]
+                ) from None
+            await self._call_seed(request, row, takes_request)
+            return answer
+
+        parameters = [
+            inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
+            inspect.Parameter(
+                "body",
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                annotation=ResourcesSeedSessionRequest | row_model,
+            ),
+        ]
+        seed_either_shape.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        return seed_either_shape
+
+    async def _call_seed(self, request: Request, body: BaseModel, takes_request: bool) -> Any:
+        return await (self.seed_session(request, body) if takes_request else self.seed_session(body))
 
     def begin_resources_session(
         self, request: Request, body: ResourcesSeedSessionRequest
@@ -128,3 +168,19 @@ class SimpleResourcesServer(AggregateMetricsMixin, SimpleServer):
 
     async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
         raise NotImplementedError(f"{type(self).__name__} must implement verify()")
+
+
+def _seed_body_model(seed: Callable[..., Any]) -> tuple[Any, bool]:
+    """The body annotation of an environment's `seed_session` and whether it also takes the request."""
+    hints = typing.get_type_hints(seed)
+    hints.pop("return", None)
+    takes_request = any(hint is Request for hint in hints.values())
+    body = next((hint for hint in hints.values() if hint is not Request), None)
+    return body, takes_request
+
+
+def _accepts(annotation: Any, model: type[BaseModel]) -> bool:
+    """Whether `annotation` is `model` or a union with it."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return model in typing.get_args(annotation)
+    return annotation is model

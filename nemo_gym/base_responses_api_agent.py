@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import Body as Body
 from fastapi import FastAPI, Request, Response
 
+from nemo_gym.agent_sessions import AGENT_SESSION_COOKIE_KEY as AGENT_SESSION_COOKIE_KEY
 from nemo_gym.config_types import AggregateMetrics as AggregateMetrics
 from nemo_gym.config_types import AggregateMetricsRequest as AggregateMetricsRequest
 from nemo_gym.config_types import BaseRunServerInstanceConfig
@@ -17,9 +18,6 @@ from nemo_gym.wire.sessions import AgentCloseSessionRequest as AgentCloseSession
 from nemo_gym.wire.sessions import AgentCloseSessionResponse as AgentCloseSessionResponse
 from nemo_gym.wire.sessions import AgentSeedSessionRequest as AgentSeedSessionRequest
 from nemo_gym.wire.sessions import AgentSeedSessionResponse as AgentSeedSessionResponse
-
-# NeMo Gym's key of an agent session id in the agent's signed session.
-AGENT_SESSION_COOKIE_KEY = "agent_session_id"
 
 
 class BaseResponsesAPIAgentConfig(BaseRunServerInstanceConfig):
@@ -34,6 +32,8 @@ class SimpleResponsesAPIAgent(AggregateMetricsMixin, SimpleServer):
         self.setup_session_middleware(app)
         app.post("/v1/responses")(self.responses)
         app.post("/run")(self.run)
+        app.post("/v1/agent_sessions")(self.seed_agent_session)
+        app.post("/v1/agent_sessions/close")(self.close_agent_session)
         app.post("/aggregate_metrics")(self.aggregate_metrics)
         return app
 
@@ -44,3 +44,14 @@ class SimpleResponsesAPIAgent(AggregateMetricsMixin, SimpleServer):
 
     async def run(self, request: Request, body: BaseRunRequest) -> BaseVerifyResponse:
         raise NotImplementedError(f"{type(self).__name__} must implement run()")
+
+    async def seed_agent_session(
+        self, request: Request, body: AgentSeedSessionRequest
+    ) -> AgentSeedSessionResponse:
+        """NeMo Gym 0.7's agent session, opened by an environment server before the episode's turn."""
+        raise NotImplementedError(f"{type(self).__name__} does not support agent sessions")
+
+    async def close_agent_session(
+        self, request: Request, body: AgentCloseSessionRequest
+    ) -> AgentCloseSessionResponse:
+        raise NotImplementedError(f"{type(self).__name__} does not support agent sessions")

@@ -52,6 +52,10 @@ from nemo_gym.config.server_instances import BaseRunServerTypeConfig as BaseRunS
 from nemo_gym.config.server_instances import BaseServerConfig as BaseServerConfig
 from nemo_gym.config.server_instances import BaseServerInstanceConfig as BaseServerInstanceConfig
 from nemo_gym.config.server_instances import BaseServerTypeConfig as BaseServerTypeConfig
+from nemo_gym.config.server_instances import (
+    EnvironmentServerInstanceConfig as EnvironmentServerInstanceConfig,
+)
+from nemo_gym.config.server_instances import EnvironmentServerTypeConfig as EnvironmentServerTypeConfig
 from nemo_gym.config.server_instances import ResourcesServerInstanceConfig as ResourcesServerInstanceConfig
 from nemo_gym.config.server_instances import ResourcesServerTypeConfig as ResourcesServerTypeConfig
 from nemo_gym.config.server_instances import (
@@ -87,6 +91,8 @@ from nemo_gym.config.server_refs import SERVER_TYPES as SERVER_TYPES
 from nemo_gym.config.server_refs import TOKEN_CAPTURE_PATH_SEGMENT as TOKEN_CAPTURE_PATH_SEGMENT
 from nemo_gym.config.server_refs import AgentServerRef as AgentServerRef
 from nemo_gym.config.server_refs import AgentServerType as AgentServerType
+from nemo_gym.config.server_refs import EnvironmentServerRef as EnvironmentServerRef
+from nemo_gym.config.server_refs import EnvironmentServerType as EnvironmentServerType
 from nemo_gym.config.server_refs import ModelServerRef as ModelServerRef
 from nemo_gym.config.server_refs import ModelServerType as ModelServerType
 from nemo_gym.config.server_refs import ResourcesServerRef as ResourcesServerRef

@@ -40,7 +40,14 @@ def bounded(deadline_s: float) -> float:
 def budget(seconds: float) -> Iterator[float]:
     """Within the block, calls have at most `seconds` (and never more than an outer budget left them).
     Yields the budget in force, in seconds."""
-    seconds = bounded(seconds)
+    with detached_budget(bounded(seconds)) as seconds_in_force:
+        yield seconds_in_force
+
+
+@contextlib.contextmanager
+def detached_budget(seconds: float) -> Iterator[float]:
+    """Within the block, calls have `seconds` whatever an outer budget has left: for cleanup that must run
+    after the work it cleans up ran out of time."""
     token = _deadline.set(time.monotonic() + seconds)
     try:
         yield seconds

@@ -61,6 +61,7 @@ from nemo_gym.config.discovery import find_server_instances as find_server_insta
 from nemo_gym.config.discovery import get_first_server_config_dict as get_first_server_config_dict
 from nemo_gym.config.discovery import require_server_instances as require_server_instances
 from nemo_gym.config.discovery import resolve_instance_config as resolve_instance_config
+from nemo_gym.config.environment_servers import check_agents_have_environment_servers
 from nemo_gym.config.errors import ConfigError
 from nemo_gym.config.key_names import *  # noqa: F403  (NeMo Gym's key-name constants live here too)
 from nemo_gym.config.key_names import (
@@ -152,6 +153,7 @@ def parse_global_config_dict(
     cfg = OmegaConf.create(tree)
     settings = deployment_settings(cfg)
     instances = checked_server_instances(cfg, settings.knobs.error_on_almost_servers)
+    check_agents_have_environment_servers(cfg, instances)
     assign_addresses(cfg, instances, settings, port_reserver or can_bind)
     return cfg
 

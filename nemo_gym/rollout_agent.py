@@ -17,18 +17,34 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-from fastapi import FastAPI, Response
+from fastapi import FastAPI, Request, Response
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
+from nemo_gym.agent_sessions import DEFAULT_RECEIPT_WINDOW_S, AgentSessionTable
 from nemo_gym.base_responses_api_agent import BaseResponsesAPIAgentConfig, SimpleResponsesAPIAgent
 from nemo_gym.config_types import AggregateMetricsRequest, ModelServerRef, ResourcesServerRef
 from nemo_gym.deadlines import bounded, budget
 from nemo_gym.errors import GymError
-from nemo_gym.http_client import checked_json, default_retry_policy, raise_for_status, response_cookies
+from nemo_gym.http_client import (
+    checked_json,
+    default_retry_policy,
+    raise_for_status,
+    request,
+    response_cookies,
+)
 from nemo_gym.in_process import LocalResponse
 from nemo_gym.openai_utils import NeMoGymResponse
 from nemo_gym.validation_errors import first_problem
 from nemo_gym.wire.rows import BaseRunRequest
+from nemo_gym.wire.sessions import (
+    AgentCloseSessionRequest,
+    AgentCloseSessionResponse,
+    AgentSeedSessionRequest,
+    AgentSeedSessionResponse,
+    DirectHTTPToolAccess,
+    MCPToolAccess,
+    ToolAccess,
+)
 
 USAGE_COUNTS = (("input_tokens",), ("output_tokens",), ("total_tokens",))
 USAGE_DETAIL_COUNTS = (
@@ -49,6 +65,14 @@ class RolloutAgentConfig(BaseResponsesAPIAgentConfig):
         description="rollouts this process runs at once; more wait their turn within their deadline. "
         "null = no limit",
     )
+    tool_accesses: list[ToolAccess] = Field(
+        default=[], description="tool grants of every agent session; a seed's grant of the same name wins"
+    )
+    session_close_retry_window_seconds: float = Field(
+        default=DEFAULT_RECEIPT_WINDOW_S,
+        gt=0,
+        description="how long a closed agent session's receipt is kept",
+    )
 
 
 class RolloutRunRequest(BaseRunRequest):
@@ -64,6 +88,8 @@ class Rollout:
     response: dict[str, Any]
     resources_cookies: dict[str, str]
     model_cookies: dict[str, str] = field(default_factory=dict)
+    # In an agent session, tools are called where the session's grant says, not at `resources_server`.
+    tool_grant: DirectHTTPToolAccess | None = None
 
     @classmethod
     def starting(cls, cookies: dict[str, str]) -> Rollout:
@@ -77,6 +103,84 @@ class RolloutAgent(SimpleResponsesAPIAgent):
     _rollout_slots: asyncio.Semaphore | contextlib.nullcontext = PrivateAttr(
         default_factory=contextlib.nullcontext
     )
+    _agent_sessions: AgentSessionTable | None = PrivateAttr(default=None)
+
+    @property
+    def agent_sessions(self) -> AgentSessionTable:
+        if self._agent_sessions is None:
+            self._agent_sessions = AgentSessionTable(
+                self.config.tool_accesses, receipt_window_s=self.config.session_close_retry_window_seconds
+            )
+        return self._agent_sessions
+
+    async def seed_agent_session(
+        self, request: Request, body: AgentSeedSessionRequest
+    ) -> AgentSeedSessionResponse:
+        """Open an agent session; its state lives in this process, so the agent must run one worker."""
+        if (self.config.num_workers or 1) != 1:
+            raise GymError(500, "unsupported", "Agent sessions require num_workers=1")
+        self.check_session_grants(self.agent_sessions.effective_accesses(body.tool_accesses), body)
+        return self.agent_sessions.seed(body, request.session)
+
+    async def close_agent_session(
+        self, request: Request, body: AgentCloseSessionRequest
+    ) -> AgentCloseSessionResponse:
+        return self.agent_sessions.close(body, request.session)
+
+    def check_session_grants(self, accesses: list[ToolAccess], body: AgentSeedSessionRequest) -> None:
+        """Refuse (422) grants this agent's loop cannot use; by default the loop calls tools over one
+        direct HTTP grant and uses no sandbox."""
+        direct = [grant for grant in accesses if isinstance(grant, DirectHTTPToolAccess)]
+        problems = []
+        if len(direct) > 1:
+            problems.append(f"at most one direct_http tool grant, got {[grant.name for grant in direct]}")
+        problems += [
+            f"tool grant {grant.name!r} is a required mcp grant, which {type(self).__name__} cannot use"
+            for grant in accesses
+            if isinstance(grant, MCPToolAccess) and grant.required
+        ]
+        if body.sandbox_access is not None:
+            problems.append(f"{type(self).__name__} takes no sandbox_access")
+        if problems:
+            raise GymError(422, "unsupported_grant", "; ".join(problems))
+
+    def session_rollout(self, request: Request) -> Rollout:
+        """The rollout a `/v1/responses` call starts: inside the agent session its cookie names (tools
+        go to the session's grant), or with the caller's cookies."""
+        session = self.agent_sessions.active(request.session)
+        rollout = Rollout.starting(dict(request.cookies))
+        if session is not None:
+            rollout.tool_grant = session.direct_http_grant
+            rollout.resources_cookies = dict(session.resources_cookies)
+        return rollout
+
+    def end_session_rollout(self, request: Request, rollout: Rollout) -> None:
+        """Keep the resources cookies the session's tools answered with, for its close receipt."""
+        session = self.agent_sessions.active(request.session)
+        if session is not None:
+            session.resources_cookies = dict(rollout.resources_cookies)
+
+    async def call_tool(self, rollout: Rollout, name: str, arguments: dict[str, Any]) -> bytes:
+        """POST one tool call: to the session's grant, or to the configured resources server; the answer
+        body whatever its status (a refusal is the tool's output), the cookies it set kept."""
+        grant = rollout.tool_grant
+        if grant is None:
+            answer = await self.server_client.post(
+                self.config.resources_server.name,
+                f"/{name}",
+                json=arguments,
+                cookies=rollout.resources_cookies,
+            )
+        else:
+            answer = await request(
+                "POST",
+                f"{str(grant.base_url).rstrip('/')}/{name}",
+                json=arguments,
+                cookies=rollout.resources_cookies,
+                headers=grant.headers,
+            )
+        rollout.resources_cookies = cookies_after(answer, rollout.resources_cookies)
+        return await answer.read()
 
     def setup_webserver(self) -> FastAPI:
         """A burst of rollouts far beyond what the CPU can start at once (say 10,000 arriving together) would

@@ -22,12 +22,11 @@ import orjson
 from pydantic import Field
 
 from nemo_gym.cli.flags import switch, value
-from nemo_gym.config_types import BaseNeMoGymCLIConfig, ConfigError
+from nemo_gym.config_types import SERVER_TYPES, BaseNeMoGymCLIConfig, ConfigError
 from nemo_gym.global_config import command_settings, install_root, parse_global_config_dict
 from nemo_gym.testing import implementation_folder
 from nemo_gym.text_tables import format_table
 
-SERVER_TYPES = ("resources_servers", "responses_api_agents", "responses_api_models")
 EXAMPLE_ROWS = 5
 PYTEST_OUTCOMES = {0: "passed", 1: "failed", 2: "interrupted", 5: "no tests"}
 TEST_FLAGS = (

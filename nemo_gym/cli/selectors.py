@@ -20,6 +20,7 @@ CONFIGS_BELOW = {
     "resources_servers": "configs",
     "responses_api_models": "configs",
     "responses_api_agents": "configs",
+    "environment_servers": "configs",
     "environments": ".",
     "benchmarks": ".",
 }

@@ -67,7 +67,7 @@ class RolloutCollector:
                 self.paths.output.touch()
                 self.paths.failures.touch()
             for agent in sorted(agents):
-                self.helper.agent_url(agent)  # an unknown agent is a config error, before anything runs
+                self.helper.check_agent(agent)  # before anything runs
             progress = await self._run_missing(ledger, max_attempts)
             summary = CollectionSummary(
                 self.paths, progress.total, self._already_done, progress, ledger.unresolved_failures(), []
@@ -165,6 +165,7 @@ async def run_collection(
             head_server_config=head_server_config_from(cfg),
             max_in_flight=config.num_samples_in_parallel,
             rollout_timeout_s=config.rollout_timeout_s,
+            routing=config,
         )
     except ValueError as error:
         raise ConfigError(str(error)) from error

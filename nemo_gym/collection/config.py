@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -34,6 +34,15 @@ class RolloutCollectionConfig(BaseNeMoGymCLIConfig):
     prompt_config: str | None = Field(default=None, description="YAML {system?, user} prompt templates")
     rollout_timeout_s: float | None = Field(
         default=None, gt=0, description="deadline of one rollout (default: global_http_deadline_s + 30)"
+    )
+    environment_routing_mode: Literal["agent", "legacy", "taskset"] = Field(
+        default="agent",
+        description="rows go to their agent's environment server (agent), all to environment_server_name "
+        "(legacy), or by taskset through environment_server_routes (taskset)",
+    )
+    environment_server_name: str | None = Field(default=None, description="the server of legacy routing")
+    environment_server_routes: dict[str, str] | None = Field(
+        default=None, description="{taskset: environment server} for materialized rows"
     )
     disable_aggregation: bool = Field(default=False, description="skip /aggregate_metrics")
     upload_rollouts_to_wandb: bool = Field(default=True, description="with W&B configured: a rollouts table")

@@ -61,12 +61,19 @@ def _described_detail(detail: Any) -> str:
 
 
 def failure_record(
-    row: dict[str, Any], failure_class: str, message: str, attempt: int, status: int | None = None
+    row: dict[str, Any],
+    failure_class: str,
+    message: str,
+    attempt: int,
+    status: int | None = None,
+    terminal: bool | None = None,
 ) -> dict[str, Any]:
-    """The failures-file line of one failed attempt: which rollout, what went wrong, whether to retry."""
-    terminal = failure_class == "invalid_request" or (
-        status is not None and 400 <= status < 500 and status not in RETRYABLE_CLIENT_STATUSES
-    )
+    """The failures-file line of one failed attempt: which rollout, what went wrong, whether to retry
+    (`terminal`: as the failing server said, else judged from the class and status)."""
+    if terminal is None:
+        terminal = failure_class == "invalid_request" or (
+            status is not None and 400 <= status < 500 and status not in RETRYABLE_CLIENT_STATUSES
+        )
     record = {
         TASK_INDEX_KEY: row.get(TASK_INDEX_KEY),
         ROLLOUT_INDEX_KEY: row.get(ROLLOUT_INDEX_KEY),

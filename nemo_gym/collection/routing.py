@@ -18,6 +18,7 @@ from nemo_gym.config.server_instances import ServerInstanceConfig
 from nemo_gym.config_types import AGENT_REF_KEY, ConfigError
 from nemo_gym.global_config import TASK_SOURCE_KEY_NAME, find_server_instances
 from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
+from nemo_gym.wire.episodes import is_materialized_task_row
 
 AGENT_TYPE = "responses_api_agents"
 DEFAULT_ROUTE = "_default"
@@ -56,6 +57,8 @@ def resolve_agent_refs(rows: Sequence[dict[str, Any]], cfg: DictConfig) -> None:
     agents = agents_of(cfg)
     problems: list[str] = []
     for index, row in enumerate(rows):
+        if is_materialized_task_row(row):
+            continue  # routed by its taskset (nemo_gym.collection.environments)
         name = agent_name_of(row)
         source = row.get(TASK_SOURCE_KEY_NAME)
         if name is None and isinstance(source, str):

@@ -12,15 +12,19 @@ import aiohttp
 import orjson
 
 from nemo_gym.collection.config import DEFAULT_MAX_IN_FLIGHT
+from nemo_gym.collection.environments import (
+    ENVIRONMENT_SERVER_FAILURE_CLASS,
+    EnvironmentRouter,
+    EpisodeFailedError,
+)
 from nemo_gym.collection.pipeline import completed_in_any_order
 from nemo_gym.collection.records import (
     DEFAULT_MAX_ATTEMPTS,
-    agent_name_of,
     error_message,
     failure_record,
     status_failure_class,
 )
-from nemo_gym.config_types import AGENT_REF_KEY, BaseServerConfig, ServerRefNotFoundError
+from nemo_gym.config_types import AGENT_REF_KEY, BaseServerConfig, ConfigError, ServerRefNotFoundError
 from nemo_gym.http_client import (
     DeadlineExceededError,
     RequestFailedError,
@@ -50,23 +54,33 @@ class RolloutRunner:
         head_server_config: BaseServerConfig | None = None,
         max_in_flight: int | None = None,
         rollout_timeout_s: float | None = None,
+        routing: Any = None,
     ) -> None:
+        """`routing`: an object with the `environment_*` routing keys (a collection config), or None."""
         self.server_client = server_client or ServerClient.load_from_global_config(head_server_config)
+        self.router = EnvironmentRouter.for_deployment(self.server_client.global_config_dict, routing)
         self.max_in_flight = max_in_flight or DEFAULT_MAX_IN_FLIGHT
         self.rollout_timeout_s = rollout_timeout_s or (
             default_retry_policy().deadline_s + COLLECTOR_DEADLINE_MARGIN_S
         )
 
-    def agent_url(self, agent: str) -> str:
-        return self.server_client.server_base_url(agent)
+    def check_agent(self, agent: str) -> None:
+        """A config error unless rows of `agent` have an environment server (or are run by it directly)."""
+        try:
+            target = self.router.target({AGENT_REF_KEY: {"name": agent}})
+            self.server_client.server_base_url(target.server)
+        except ValueError as error:
+            raise ConfigError(f"agent_ref {agent!r}: {error}") from error
 
     async def run_one(self, row: dict[str, Any], attempt: int = 1) -> dict[str, Any]:
-        """One `/run`, classified: the stamped result, or a failure record."""
-        agent = agent_name_of(row)
+        """One `/run` of the row's environment server, classified: the stamped result, or a failure record."""
         try:
-            url = self.agent_url(agent or "") + "/run"
-        except ServerRefNotFoundError as error:
-            return failure_record(row, "invalid_request", f"agent_ref {agent!r}: {error}", attempt)
+            target = self.router.target(row)
+            url = self.server_client.server_base_url(target.server) + "/run"
+            body = self.router.request_body(row, target)
+        except (ServerRefNotFoundError, ValueError) as error:
+            return failure_record(row, "invalid_request", str(error), attempt)
+        agent = target.server
         policy = RetryPolicy(
             max_attempts=DEFAULT_MAX_ATTEMPTS,
             deadline_s=self.rollout_timeout_s,
@@ -74,7 +88,7 @@ class RolloutRunner:
         )
         try:
             async with asyncio.timeout(self.rollout_timeout_s):
-                response = await request("POST", url, json=row, retry_policy=policy, idempotent=False)
+                response = await request("POST", url, json=body, retry_policy=policy, idempotent=False)
                 body = await response.read()
         except (DeadlineExceededError, TimeoutError):
             return failure_record(
@@ -88,9 +102,15 @@ class RolloutRunner:
                 row, status_failure_class(response.status), message, attempt, response.status
             )
         try:
-            result = orjson.loads(body)
+            result = self.router.result_of(target, orjson.loads(body))
         except orjson.JSONDecodeError as error:
             return failure_record(row, "invalid_response", f"{agent} answered non-JSON ({error})", attempt)
+        except EpisodeFailedError as failure:
+            return failure_record(
+                row, ENVIRONMENT_SERVER_FAILURE_CLASS, failure.message, attempt, terminal=failure.terminal
+            )
+        except ValueError as error:
+            return failure_record(row, "invalid_response", f"{agent}: {error}", attempt)
         reward = result.get("reward") if isinstance(result, dict) else None
         if isinstance(reward, bool) or not isinstance(reward, int | float):
             return failure_record(

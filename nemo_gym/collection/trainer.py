@@ -29,7 +29,8 @@ from pydantic import BaseModel, Field
 
 from nemo_gym.collection.collector import run_collection
 from nemo_gym.collection.config import RolloutCollectionConfig
-from nemo_gym.collection.records import DEFAULT_MAX_ATTEMPTS, NO_PERSIST_KEY, agent_name_of
+from nemo_gym.collection.environments import EnvironmentRouter, EpisodeFailedError, RunTarget
+from nemo_gym.collection.records import DEFAULT_MAX_ATTEMPTS, NO_PERSIST_KEY
 from nemo_gym.collection.routing import preprocessed_rows, resolve_agent_refs
 from nemo_gym.collection.runner import COLLECTOR_DEADLINE_MARGIN_S
 from nemo_gym.config_types import BaseServerConfig
@@ -133,20 +134,26 @@ class RolloutCollectionHelper(BaseModel):
         the given order once the iterator is first advanced (inside the caller's event loop); at most
         `max_resident_tasks` run at once when set. With `dispatch_budget_s`, rows not started within the
         budget (less `drain_margin_s`) are not run: their awaitables give a `cancelled` failure row.
-        Every row is given its agent first (`resolve_task_sources`): one unroutable row fails the batch."""
-        if environment_server_name is not None:
-            raise ValueError(
-                "environment_server_name: environment servers (NeMo Gym 0.7) are not served by this Gym yet"
-            )
+        Every row is given its agent and environment server first (`resolve_task_sources`): one
+        unroutable row fails the batch. `environment_server_name` sends every row to that environment
+        server."""
         rows = list(examples)
         server_client = self.setup_server_client(head_server_config)
         self.resolve_task_sources(rows, server_client.global_config_dict)
+        router = EnvironmentRouter(
+            server_client.global_config_dict,
+            mode="legacy" if environment_server_name else "agent",
+            server_name=environment_server_name,
+        )
+        targets = {id(row): router.target(row) for row in rows}
         deadline_s = (
             self.rollout_deadline_s or default_retry_policy().deadline_s + COLLECTOR_DEADLINE_MARGIN_S
         )
         dispatcher = _Dispatcher(
             rows,
-            lambda row: _run_one(server_client, row, semaphore, deadline_s, route_failures_to_sidecar),
+            lambda row: _run_one(
+                server_client, router, targets[id(row)], row, semaphore, deadline_s, route_failures_to_sidecar
+            ),
             max_resident_tasks,
             None if dispatch_budget_s is None else max(0.0, dispatch_budget_s - (drain_margin_s or 0.0)),
         )
@@ -155,13 +162,15 @@ class RolloutCollectionHelper(BaseModel):
 
 async def _run_one(
     server_client: ServerClient,
+    router: EnvironmentRouter,
+    target: RunTarget,
     row: dict[str, Any],
     semaphore: AbstractAsyncContextManager[Any] | None,
     deadline_s: float,
     route_failures_to_sidecar: bool,
 ) -> Outcome:
-    agent = agent_name_of(row) or ""
-    url = server_client.server_base_url(agent) + "/run"
+    agent = target.server
+    url = server_client.server_base_url(target.server) + "/run"
     policy = RetryPolicy(
         max_attempts=DEFAULT_MAX_ATTEMPTS,
         deadline_s=deadline_s,
@@ -170,7 +179,9 @@ async def _run_one(
     try:
         async with semaphore or contextlib.nullcontext():
             try:
-                response = await request("POST", url, json=row, retry_policy=policy, idempotent=False)
+                response = await request(
+                    "POST", url, json=router.request_body(row, target), retry_policy=policy, idempotent=False
+                )
             except DeadlineExceededError as error:
                 raise RolloutTimeoutError(
                     "POST",
@@ -183,7 +194,15 @@ async def _run_one(
         body = await response.read()
         if not response.ok:
             raise HTTPStatusError(response, body)
-        return row, orjson.loads(body)
+        answer = orjson.loads(body)
+        if not target.typed:
+            return row, answer  # exactly the /run answer
+        try:
+            return row, router.result_of(target, answer, stamp=False)
+        except EpisodeFailedError as failure:
+            if not route_failures_to_sidecar:
+                raise
+            return row, {**row, **failure.sidecar_fields()}
     except (RequestFailedError, aiohttp.ClientError, orjson.JSONDecodeError) as error:
         if not route_failures_to_sidecar:
             raise

@@ -99,6 +99,12 @@ class ResponsesAPIAgentServerTypeConfig(BaseServerTypeConfig):
     responses_api_agents: dict[str, BaseRunServerTypeConfig]
 
 
+class EnvironmentServerTypeConfig(BaseServerTypeConfig):
+    SERVER_TYPE: ClassVar[str] = "environment_servers"
+
+    environment_servers: dict[str, BaseRunServerTypeConfig]
+
+
 def _server_type_tag(value: Any) -> str | None:
     """The one server type key of a block; None (a validation error) when there is none or several."""
     if isinstance(value, BaseServerTypeConfig):
@@ -118,7 +124,8 @@ _SERVER_TYPE_DISCRIMINATOR = Discriminator(
 ServerTypeConfig = Annotated[
     Annotated[ResponsesAPIModelServerTypeConfig, Tag("responses_api_models")]
     | Annotated[ResourcesServerTypeConfig, Tag("resources_servers")]
-    | Annotated[ResponsesAPIAgentServerTypeConfig, Tag("responses_api_agents")],
+    | Annotated[ResponsesAPIAgentServerTypeConfig, Tag("responses_api_agents")]
+    | Annotated[EnvironmentServerTypeConfig, Tag("environment_servers")],
     _SERVER_TYPE_DISCRIMINATOR,
 ]
 
@@ -169,10 +176,18 @@ class ResponsesAPIAgentServerInstanceConfig(ResponsesAPIAgentServerTypeConfig, B
         return self
 
 
+class EnvironmentServerInstanceConfig(EnvironmentServerTypeConfig, BaseServerInstanceConfig):
+    @model_validator(mode="after")
+    def _drop_domain(self) -> EnvironmentServerInstanceConfig:
+        self.get_inner_run_server_config().domain = None
+        return self
+
+
 ServerInstanceConfig = Annotated[
     Annotated[ResponsesAPIModelServerInstanceConfig, Tag("responses_api_models")]
     | Annotated[ResourcesServerInstanceConfig, Tag("resources_servers")]
-    | Annotated[ResponsesAPIAgentServerInstanceConfig, Tag("responses_api_agents")],
+    | Annotated[ResponsesAPIAgentServerInstanceConfig, Tag("responses_api_agents")]
+    | Annotated[EnvironmentServerInstanceConfig, Tag("environment_servers")],
     _SERVER_TYPE_DISCRIMINATOR,
 ]
 ServerInstanceConfigTypeAdapter: TypeAdapter[ServerInstanceConfig] = TypeAdapter(ServerInstanceConfig)

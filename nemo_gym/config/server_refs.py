@@ -10,7 +10,13 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 ModelServerType = Literal["responses_api_models"]
 ResourcesServerType = Literal["resources_servers"]
 AgentServerType = Literal["responses_api_agents"]
-SERVER_TYPES: tuple[str, ...] = ("responses_api_models", "resources_servers", "responses_api_agents")
+EnvironmentServerType = Literal["environment_servers"]
+SERVER_TYPES: tuple[str, ...] = (
+    "responses_api_models",
+    "resources_servers",
+    "responses_api_agents",
+    "environment_servers",
+)
 AGENT_REF_KEY = "agent_ref"
 # NeMo Gym 0.7 carries a rollout's identity in the URL: `/ng-rollout/<id>[/training-token-capture]/...`.
 ROLLOUT_PATH_PREFIX = "ng-rollout"
@@ -38,7 +44,16 @@ class AgentServerRef(BaseModel):
     name: str
 
 
-ServerRef = Annotated[ModelServerRef | ResourcesServerRef | AgentServerRef, Field(discriminator="type")]
+class EnvironmentServerRef(BaseModel):
+    """Points at an environment server instance by name (NeMo Gym 0.7)."""
+
+    type: EnvironmentServerType
+    name: str
+
+
+ServerRef = Annotated[
+    ModelServerRef | ResourcesServerRef | AgentServerRef | EnvironmentServerRef, Field(discriminator="type")
+]
 ServerRefTypeAdapter: TypeAdapter[ServerRef] = TypeAdapter(ServerRef)
 
 

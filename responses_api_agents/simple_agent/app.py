@@ -57,8 +57,9 @@ class SimpleAgent(RolloutAgent):
     ) -> NeMoGymResponse:
         """The loop without seeding or verifying; the caller's cookies reach both servers."""
         rollout = await self.as_rollout(
-            self._loop(body.model_dump(mode="json", exclude_unset=True), dict(request.cookies))
+            self._loop(body.model_dump(mode="json", exclude_unset=True), self.session_rollout(request))
         )
+        self.end_session_rollout(request, rollout)
         for name, value in {**rollout.resources_cookies, **rollout.model_cookies}.items():
             response.set_cookie(name, value)
         return NeMoGymResponse.model_validate(rollout.response)
@@ -75,7 +76,7 @@ class SimpleAgent(RolloutAgent):
         seeded = await self.server_client.post(resources, "/seed_session", json=row, cookies=request.cookies)
         await raise_for_status(seeded)
         rollout = await self._loop(
-            row["responses_create_params"], cookies_after(seeded, dict(request.cookies))
+            row["responses_create_params"], Rollout.starting(cookies_after(seeded, dict(request.cookies)))
         )
         verified = await self.server_client.post(
             resources,
@@ -86,7 +87,7 @@ class SimpleAgent(RolloutAgent):
         await raise_for_status(verified)
         return await verified.read()
 
-    async def _loop(self, params: dict[str, Any], cookies: dict[str, str]) -> Rollout:
+    async def _loop(self, params: dict[str, Any], rollout: Rollout) -> Rollout:
         """`params` is the caller's freshly dumped body; it is read, never changed."""
         original_input = params.get("input", [])
         if isinstance(original_input, str):
@@ -94,7 +95,6 @@ class SimpleAgent(RolloutAgent):
         declared_tools = {
             tool.get("name") for tool in params.get("tools") or [] if tool.get("type") == "function"
         }
-        rollout = Rollout.starting(cookies)
         new_items: list[dict[str, Any]] = []
         usage: dict[str, Any] | None = None
         idle_turns = 0
@@ -142,11 +142,7 @@ class SimpleAgent(RolloutAgent):
             return _function_call_output(
                 call, {"error": "Invalid tool call arguments: expected a JSON object"}
             )
-        answer = await self.server_client.post(
-            self.config.resources_server.name, f"/{name}", json=arguments, cookies=rollout.resources_cookies
-        )
-        rollout.resources_cookies = cookies_after(answer, rollout.resources_cookies)
-        body = await answer.read()
+        body = await self.call_tool(rollout, name, arguments)
         return {
             "type": "function_call_output",
             "call_id": call.get("call_id"),
