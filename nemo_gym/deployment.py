@@ -22,6 +22,10 @@ from omegaconf import DictConfig
 
 from nemo_gym.child_processes import KILL_WAIT_S, OUTPUT_DRAIN_S, ChildProcess, all_exit_within, start_child
 from nemo_gym.colocation import COLOCATED_SERVERS_ENV_VAR_NAME, COLOCATED_WORKERS_ENV_VAR_NAME
+from nemo_gym.config.environment_servers import (
+    agents_without_environment_server_deprecation,
+    generated_relays,
+)
 from nemo_gym.config_handoff import ConfigHandoff, child_environment
 from nemo_gym.config_types import BaseServerConfig
 from nemo_gym.global_config import (
@@ -117,6 +121,9 @@ class Deployment:
         finally:
             self._reserver.close_all()
         self.print_server_table()
+        relays = generated_relays(self.instances)
+        if relays:
+            print(agents_without_environment_server_deprecation(relays), file=self.output, flush=True)
 
     def _reserve_sockets(self) -> None:
         for instance in self.instances:

@@ -1,10 +1,9 @@
 """Which agents each environment server fronts, and NeMo Gym 0.7's rule for the agents none fronts: each
 gets a generated `legacy_agent` relay (named by `legacy_environment_server_name`) and the config one
-deprecation line, or, with `error_on_agent_without_environment_server: true`, is a config error."""
+deprecation line when the deployment starts, or, with `error_on_agent_without_environment_server: true`, is a config error."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
@@ -19,8 +18,6 @@ from nemo_gym.config.key_names import (
 )
 from nemo_gym.config.server_instances import ServerInstanceConfig
 from nemo_gym.config.settings import top_level_setting
-
-logger = logging.getLogger("nemo_gym.config")
 
 
 class AgentWithoutEnvironmentServerError(ConfigError):
@@ -77,17 +74,23 @@ def generated_relays(instances: Sequence[ServerInstanceConfig]) -> dict[str, str
 
 
 def check_agents_have_environment_servers(cfg: DictConfig, instances: Sequence[ServerInstanceConfig]) -> None:
+    """A config error, with `error_on_agent_without_environment_server: true`, for agents no environment
+    server fronts."""
     relays = generated_relays(instances)
-    if not relays:
-        return
-    listed = ", ".join(f"{agent} -> {name}" for agent, name in relays.items())
-    if top_level_setting(cfg, ERROR_ON_AGENT_WITHOUT_ENVIRONMENT_SERVER_KEY_NAME, False):
+    if relays and top_level_setting(cfg, ERROR_ON_AGENT_WITHOUT_ENVIRONMENT_SERVER_KEY_NAME, False):
         raise AgentWithoutEnvironmentServerError(
-            f"agents without an environment server: {listed}; declare a legacy_agent environment server "
-            f"for each, or set ++{ERROR_ON_AGENT_WITHOUT_ENVIRONMENT_SERVER_KEY_NAME}=false"
+            f"agents without an environment server: {_listed(relays)}; declare a legacy_agent environment "
+            f"server for each, or set ++{ERROR_ON_AGENT_WITHOUT_ENVIRONMENT_SERVER_KEY_NAME}=false"
         )
-    logger.warning(
-        "DEPRECATED: agents without an environment server run behind generated legacy_agent relays (%s); "
-        "declare environment servers for them",
-        listed,
+
+
+def agents_without_environment_server_deprecation(relays: Mapping[str, str]) -> str:
+    """The one line a deployment prints when it starts agents behind generated relays."""
+    return (
+        f"DEPRECATED: agents without an environment server run behind generated legacy_agent relays "
+        f"({_listed(relays)}); declare environment servers for them"
     )
+
+
+def _listed(relays: Mapping[str, str]) -> str:
+    return ", ".join(f"{agent} -> {name}" for agent, name in relays.items())
