@@ -42,8 +42,9 @@ class AgentSession:
     observations: dict[str, Any] | None = None
 
     @property
-    def direct_http_grant(self) -> DirectHTTPToolAccess | None:
-        return next((grant for grant in self.tool_accesses if isinstance(grant, DirectHTTPToolAccess)), None)
+    def tool_grant(self) -> ToolAccess | None:
+        """The grant tools are called through (an agent's loop takes one)."""
+        return self.tool_accesses[0] if self.tool_accesses else None
 
 
 @dataclass
@@ -138,7 +139,9 @@ class AgentSessionTable:
         answer = AgentCloseSessionResponse(
             agent_session_id=session_id,
             agent_observations=session.observations if session else None,
-            resources_cookies=session.resources_cookies if session and session.direct_http_grant else None,
+            resources_cookies=session.resources_cookies
+            if session and isinstance(session.tool_grant, DirectHTTPToolAccess)
+            else None,
         )
         self._receipts[session_id] = _Receipt(
             answer, body.episode_id, time.monotonic() + self.receipt_window_s

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import math
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
@@ -38,6 +37,7 @@ from nemo_gym.wire.sessions import EpisodeId
 logger = logging.getLogger("nemo_gym.environment_server")
 
 CleanupCallback = Callable[[], Awaitable[Any]]
+CALL_BUDGET_MARGIN_S = 1.0
 EPISODE_TIMED_OUT = EpisodeFailure(failure_reason="Episode timed out", terminal=False)
 
 
@@ -210,12 +210,10 @@ class BaseEnvironmentServer(SimpleServer):
         timer = asyncio.timeout(deadline_s)
         try:
             async with timer:
-                with budget(deadline_s):
+                # The calls get a little more than the episode, so that its own timer ends it first.
+                with budget(deadline_s + CALL_BUDGET_MARGIN_S):
                     return await self.run(request, cleanup)
         except HandledEpisodeError as handled:
-            # A call that ran out of the episode's budget fails just before the episode's own timer fires.
-            if asyncio.get_running_loop().time() >= (timer.when() or math.inf):
-                return self.failure_response(request, EPISODE_TIMED_OUT)
             return self.failure_response(request, handled.failure)
         except TimeoutError as error:
             if not timer.expired():

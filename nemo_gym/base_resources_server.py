@@ -29,7 +29,7 @@ from nemo_gym.openai_utils import (
 )
 from nemo_gym.reward_profile import AggregateMetricsMixin
 from nemo_gym.server_utils import SimpleServer, new_app
-from nemo_gym.sessions import SESSION_ID_KEY, SessionStore
+from nemo_gym.sessions import SESSION_ID_KEY, SessionStore, deployment_session_secret, get_session_id
 
 # The row and session types live with the other wire types; they are importable from here, as in NeMo Gym.
 from nemo_gym.wire.rows import BaseRunRequest as BaseRunRequest
@@ -68,11 +68,15 @@ class BaseResourcesServerConfig(BaseRunServerInstanceConfig):
     max_sessions: int = Field(
         default=DEFAULT_MAX_SESSIONS, ge=1, description="per-rollout states kept at once; the least recent go"
     )
+    expose_tools_over_mcp: bool = Field(
+        default=False, description="serve the tool routes as MCP tools at /mcp (NeMo Gym 0.7)"
+    )
 
 
 class SimpleResourcesServer(AggregateMetricsMixin, SimpleServer):
     config: BaseResourcesServerConfig
     _sessions: SessionStore[Any] | None = PrivateAttr(default=None)
+    _mcp: Any = PrivateAttr(default=None)
 
     @property
     def sessions(self) -> SessionStore[Any]:
@@ -104,36 +108,67 @@ class SimpleResourcesServer(AggregateMetricsMixin, SimpleServer):
         return BaseSeedSessionResponse()
 
     def _seed_route(self) -> Callable[..., Any]:
-        """`seed_session` as the route, taking NeMo Gym 0.7's typed seed too when an environment
-        overrides it with its own row model: the typed seed names the session, then the environment's
-        seed runs on the task's data (validated by that row model) as it would on a 0.4 row."""
+        """`seed_session` as the route. It takes NeMo Gym 0.7's typed seed too when an environment overrides
+        it with its own row model: the typed seed names the session, then the environment's seed runs on
+        the task's data (validated by that row model) as it would on a 0.4 row. With
+        `expose_tools_over_mcp`, every seed answer also says where the session's MCP tools are."""
         row_model, takes_request = _seed_body_model(self.seed_session)
-        if row_model is None or _accepts(row_model, ResourcesSeedSessionRequest):
+        takes_typed = _accepts(row_model, ResourcesSeedSessionRequest)
+        if takes_typed and not self.config.expose_tools_over_mcp:
             return self.seed_session
 
         async def seed_either_shape(request: Request, body: Any) -> Any:
-            if not isinstance(body, ResourcesSeedSessionRequest):
-                return await self._call_seed(request, body, takes_request)
-            answer = self.begin_resources_session(request, body)
-            try:
-                row = row_model.model_validate(body.task_data)
-            except ValidationError as error:
-                raise RequestValidationError(
-                    [{**problem, "loc": ("body", "task_data", *problem["loc"])} for problem in error.errors()]
-                ) from None
-            await self._call_seed(request, row, takes_request)
-            return answer
+            if takes_typed or not isinstance(body, ResourcesSeedSessionRequest):
+                answer = await self._call_seed(request, body, takes_request)
+            else:
+                answer = self.begin_resources_session(request, body)
+                try:
+                    row = row_model.model_validate(body.task_data)
+                except ValidationError as error:
+                    raise RequestValidationError(
+                        [
+                            {**problem, "loc": ("body", "task_data", *problem["loc"])}
+                            for problem in error.errors()
+                        ]
+                    ) from None
+                await self._call_seed(request, row, takes_request)
+            return self._with_mcp_metadata(request, body, answer)
 
+        annotation = row_model if takes_typed else ResourcesSeedSessionRequest | row_model
         parameters = [
             inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
-            inspect.Parameter(
-                "body",
-                inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                annotation=ResourcesSeedSessionRequest | row_model,
-            ),
+            inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation),
         ]
         seed_either_shape.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
         return seed_either_shape
+
+    def _with_mcp_metadata(self, request: Request, body: Any, answer: Any) -> Any:
+        """The seed's answer plus where this session's MCP tools are: `resources_tools` of a typed answer,
+        or key `mcp` of a row seed's answer."""
+        if self._mcp is None:
+            return answer
+        if isinstance(answer, ResourcesSeedSessionResponse):
+            if answer.resources_tools is None:
+                allowed = self.mcp_allowed_tools_for_session(body.task_data)
+                answer.resources_tools = self._mcp.metadata(answer.resources_session_id, allowed)
+            return answer
+        dumped = answer.model_dump(mode="json") if isinstance(answer, BaseModel) else dict(answer or {})
+        row = body.model_dump(mode="json") if isinstance(body, BaseModel) else body
+        metadata = self._mcp.metadata(get_session_id(request), self.mcp_allowed_tools_for_session(row))
+        return {**dumped, NEMO_GYM_MCP_METADATA_KEY: metadata.model_dump(mode="json")}
+
+    def mcp_allowed_tools_for_session(self, seed_body: Any) -> list[str] | None:
+        """The tools a session may call over MCP (None: all); `seed_body` is the row, or a typed seed's
+        `task_data`. Override to narrow a session's tools by its task."""
+        return None
+
+    def complete_app(self, app: FastAPI) -> FastAPI:
+        """Once every route is in place: publish the tool routes over MCP when the config asks."""
+        if self.config.expose_tools_over_mcp:
+            from nemo_gym.mcp_exposure import MCPExposure
+
+            self._mcp = MCPExposure(app, self.config.name, self.server_label, deployment_session_secret())
+        return app
 
     async def _call_seed(self, request: Request, body: BaseModel, takes_request: bool) -> Any:
         return await (self.seed_session(request, body) if takes_request else self.seed_session(body))

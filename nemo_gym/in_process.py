@@ -107,6 +107,29 @@ async def call_in_process(
 
     Nothing here is retried (no connection can fail), so `idempotent` is accepted and has no effect."""
     app, host, port = _hosted[instance_name]
+    return await call_app(
+        app, (host, port), instance_name, method, path,
+        json=json, data=data, headers=headers, cookies=cookies, params=params, retry_policy=retry_policy,
+    )  # fmt: skip
+
+
+async def call_app(
+    app: ASGIApp,
+    address: tuple[str, int],
+    label: str,
+    method: str,
+    path: str,
+    *,
+    json: Any = None,
+    data: bytes | str | None = None,
+    headers: Mapping[str, str] | None = None,
+    cookies: Mapping[str, str] | None = None,
+    params: Mapping[str, Any] | None = None,
+    retry_policy: RetryPolicy | None = None,
+) -> LocalResponse:
+    """One request through `app` (as if it arrived at `address`), within the call's deadline; `label`
+    names the app in the error of a request it could not answer."""
+    host, port = address
     body = (
         orjson.dumps(json) if json is not None else (data.encode() if isinstance(data, str) else data or b"")
     )
@@ -147,9 +170,9 @@ async def call_in_process(
     except TimeoutError as error:
         if deadline.expired():
             raise DeadlineExceededError(method, str(url), 1, loop.time() - started, error) from error
-        exchange.escaped(instance_name, error)
+        exchange.escaped(label, error)
     except Exception as error:
-        exchange.escaped(instance_name, error)
+        exchange.escaped(label, error)
     finally:
         exchange.finished.set()
     return LocalResponse(method.upper(), url, exchange.status, exchange.headers, b"".join(exchange.body))

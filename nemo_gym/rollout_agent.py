@@ -33,6 +33,7 @@ from nemo_gym.http_client import (
     response_cookies,
 )
 from nemo_gym.in_process import LocalResponse
+from nemo_gym.mcp_tool_calls import call_mcp_tool
 from nemo_gym.openai_utils import NeMoGymResponse
 from nemo_gym.validation_errors import first_problem
 from nemo_gym.wire.rows import BaseRunRequest
@@ -89,7 +90,7 @@ class Rollout:
     resources_cookies: dict[str, str]
     model_cookies: dict[str, str] = field(default_factory=dict)
     # In an agent session, tools are called where the session's grant says, not at `resources_server`.
-    tool_grant: DirectHTTPToolAccess | None = None
+    tool_grant: DirectHTTPToolAccess | MCPToolAccess | None = None
 
     @classmethod
     def starting(cls, cookies: dict[str, str]) -> Rollout:
@@ -128,17 +129,11 @@ class RolloutAgent(SimpleResponsesAPIAgent):
         return self.agent_sessions.close(body, request.session)
 
     def check_session_grants(self, accesses: list[ToolAccess], body: AgentSeedSessionRequest) -> None:
-        """Refuse (422) grants this agent's loop cannot use; by default the loop calls tools over one
-        direct HTTP grant and uses no sandbox."""
-        direct = [grant for grant in accesses if isinstance(grant, DirectHTTPToolAccess)]
+        """Refuse (422) grants this agent's loop cannot use; by default the loop calls its tools through one
+        grant (direct HTTP or MCP) and uses no sandbox."""
         problems = []
-        if len(direct) > 1:
-            problems.append(f"at most one direct_http tool grant, got {[grant.name for grant in direct]}")
-        problems += [
-            f"tool grant {grant.name!r} is a required mcp grant, which {type(self).__name__} cannot use"
-            for grant in accesses
-            if isinstance(grant, MCPToolAccess) and grant.required
-        ]
+        if len(accesses) > 1:
+            problems.append(f"at most one tool grant, got {[grant.name for grant in accesses]}")
         if body.sandbox_access is not None:
             problems.append(f"{type(self).__name__} takes no sandbox_access")
         if problems:
@@ -150,7 +145,7 @@ class RolloutAgent(SimpleResponsesAPIAgent):
         session = self.agent_sessions.active(request.session)
         rollout = Rollout.starting(dict(request.cookies))
         if session is not None:
-            rollout.tool_grant = session.direct_http_grant
+            rollout.tool_grant = session.tool_grant
             rollout.resources_cookies = dict(session.resources_cookies)
         return rollout
 
@@ -161,9 +156,11 @@ class RolloutAgent(SimpleResponsesAPIAgent):
             session.resources_cookies = dict(rollout.resources_cookies)
 
     async def call_tool(self, rollout: Rollout, name: str, arguments: dict[str, Any]) -> bytes:
-        """POST one tool call: to the session's grant, or to the configured resources server; the answer
-        body whatever its status (a refusal is the tool's output), the cookies it set kept."""
+        """One tool call: over the session's grant (direct HTTP or MCP), or to the configured resources
+        server; the answer whatever its status (a refusal is the tool's output), the cookies it set kept."""
         grant = rollout.tool_grant
+        if isinstance(grant, MCPToolAccess):
+            return (await call_mcp_tool(grant, name, arguments)).encode()
         if grant is None:
             answer = await self.server_client.post(
                 self.config.resources_server.name,

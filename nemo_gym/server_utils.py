@@ -297,6 +297,10 @@ class SimpleServer(BaseServer):
     def setup_webserver(self) -> FastAPI:
         raise NotImplementedError
 
+    def complete_app(self, app: FastAPI) -> FastAPI:
+        """A last look at the app once `setup_webserver()` (the server's own and its subclasses') is done."""
+        return app
+
     @property
     def server_label(self) -> str:
         """`<ServerClass>___<instance>`: the session cookie name and the `server` of error bodies."""
@@ -335,7 +339,7 @@ class SimpleServer(BaseServer):
                 ),
             )
             # A server checks its own settings (files it loads, values it parses) while setting up.
-            app = finalize_app(server.setup_webserver(), server.server_label)
+            app = finalize_app(server.complete_app(server.setup_webserver()), server.server_label)
         except ValidationError as error:
             problems = describe_validation_error(error)
             sys.exit(f"Error: invalid config for server instance '{instance_name}': {problems}")

@@ -68,10 +68,11 @@ class OutputReader:
 
 @contextmanager
 def run_resources_fixture(
-    fixture: Path, instance: str, implementation: str, workdir: Path
+    fixture: Path, instance: str, implementation: str, workdir: Path, **settings: Any
 ) -> Iterator[StartedServer]:
-    """A resources server of `tests/fixtures/`, configured as instance `instance`, as the launcher starts one."""
-    config = {instance: instance_config("resources_servers", implementation, domain="other")}
+    """A resources server of `tests/fixtures/`, configured as instance `instance` (with `settings`), as the
+    launcher starts one."""
+    config = {instance: instance_config("resources_servers", implementation, domain="other", **settings)}
     (workdir / "config.json").write_bytes(orjson.dumps(config))  # JSON is YAML
     env = {"NEMO_GYM_CONFIG_FILE": str(workdir / "config.json"), "NEMO_GYM_CONFIG_PATH": instance}
     with run_server([str(fixture)], workdir, env) as started:

@@ -53,14 +53,14 @@ def run_fixture(fixture: str, config: dict, instance: str, workdir: Path) -> Any
 
 
 def environment_server(implementation: str, **settings: Any) -> dict:
+    """An environment server over the tally server and its agent; `settings` override the defaults."""
+    defaults = {"resources_tool_transports": ["direct_http"], "cleanup_timeout_seconds": 30}
     return instance_config(
         "environment_servers",
         implementation,
         resources_server=RS,
         agent_server=AGENT,
-        resources_tool_transports=["direct_http"],
-        cleanup_timeout_seconds=30,
-        **settings,
+        **{**defaults, **settings},
     )
 
 
@@ -85,22 +85,24 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
         block["port"] = server.port
         urls[instance] = server.url
 
+    config["tally_mcp"] = instance_config(
+        "resources_servers", "tally", domain="other", expose_tools_over_mcp=True
+    )
     with ExitStack() as servers:
-        started(
-            servers.enter_context(run_fixture("tally_resources_server.py", config, "tally", workdir)), "tally"
-        )
+        for name in ("tally", "tally_mcp"):
+            started(
+                servers.enter_context(run_fixture("tally_resources_server.py", config, name, workdir)), name
+            )
         started(servers.enter_context(run_instance(config, "policy_model", workdir)), "policy_model")
-        config["tally_agent"] = instance_config(
-            "responses_api_agents",
-            "simple_agent",
-            resources_server=RS,
-            model_server={"type": "responses_api_models", "name": "policy_model"},
-            max_steps=6,
-        )
-        started(
-            servers.enter_context(run_fixture("recording_agent.py", config, "tally_agent", workdir)),
-            "tally_agent",
-        )
+        for agent, resources in (("tally_agent", "tally"), ("tally_mcp_agent", "tally_mcp")):
+            config[agent] = instance_config(
+                "responses_api_agents",
+                "simple_agent",
+                resources_server={**RS, "name": resources},
+                model_server={"type": "responses_api_models", "name": "policy_model"},
+                max_steps=6,
+            )
+            started(servers.enter_context(run_fixture("recording_agent.py", config, agent, workdir)), agent)
         config["episodes"] = environment_server("single_agent_turn", default_episode_timeout_seconds=60)
         config["short"] = environment_server("single_agent_turn", default_episode_timeout_seconds=2)
         config["one_at_a_time"] = environment_server(
@@ -110,7 +112,18 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
             default_episode_timeout_seconds=60,
         )
         config["flat"] = environment_server("single_agent_turn_legacy", default_episode_timeout_seconds=60)
-        for name in ("episodes", "short", "one_at_a_time", "flat"):
+        config["episodes_mcp"] = instance_config(
+            "environment_servers",
+            "single_agent_turn",
+            resources_server={**RS, "name": "tally_mcp"},
+            agent_server={**AGENT, "name": "tally_mcp_agent"},
+            resources_tool_transports=["mcp"],
+            cleanup_timeout_seconds=30,
+        )
+        config["mcp_without_endpoint"] = environment_server(
+            "single_agent_turn", resources_tool_transports=["mcp"]
+        )
+        for name in ("episodes", "short", "one_at_a_time", "flat", "episodes_mcp", "mcp_without_endpoint"):
             started(servers.enter_context(run_instance(config, name, workdir)), name)
         yield Stack(urls, model, scripted_upstream)
 
@@ -155,12 +168,14 @@ async def get(url: str) -> Any:
 class Sessions:
     """What the resources server and the agent report about sessions, before and after some episodes."""
 
-    def __init__(self, stack: Stack) -> None:
+    def __init__(self, stack: Stack, resources: str = "tally", agent: str = "tally_agent") -> None:
         self.stack = stack
+        self.resources = resources
+        self.agent = agent
 
     async def snapshot(self) -> tuple[dict, dict]:
-        return await get(self.stack.urls["tally"] + "/_sessions"), await get(
-            self.stack.urls["tally_agent"] + "/_agent_sessions"
+        return await get(self.stack.urls[self.resources] + "/_sessions"), await get(
+            self.stack.urls[self.agent] + "/_agent_sessions"
         )
 
     async def __aenter__(self) -> "Sessions":
@@ -197,6 +212,31 @@ async def test_an_episode_runs_one_turn_in_both_sessions_and_closes_them(stack: 
         ]
         assert outputs == ['{"total":1}', '{"total":3}']
         await sessions.assert_all_closed(episodes=1)
+
+
+async def test_tools_granted_over_mcp_earn_the_same_reward(stack: Stack) -> None:
+    stack.script(*adding_turns())
+    async with Sessions(stack, "tally_mcp", "tally_mcp_agent") as sessions:
+        status, answer = await post(stack.urls["episodes_mcp"] + "/run", episode("mcp-0"))
+        assert status == 200, answer
+        assert answer["failure"] is None and answer["result"]["reward"] == 1.0, answer
+        outputs = [
+            item["output"]
+            for item in answer["result"]["response"]["output"]
+            if item["type"] == "function_call_output"
+        ]
+        assert outputs == ['{"total":1}', '{"total":3}']
+        await sessions.assert_all_closed(episodes=1)
+
+
+async def test_mcp_without_an_mcp_endpoint_is_a_terminal_seed_failure(stack: Stack) -> None:
+    async with Sessions(stack) as sessions:
+        status, answer = await post(stack.urls["mcp_without_endpoint"] + "/run", episode("no-mcp"))
+        assert status == 200, answer
+        failure = answer["failure"]
+        assert (failure["stage"], failure["terminal"]) == ("seed", True)
+        assert "expose_tools_over_mcp" in failure["failure_reason"]
+        await sessions.assert_all_closed(episodes=1, agent_sessions=0)
 
 
 async def test_the_same_task_earns_the_same_reward_through_0_4_run_and_the_flat_server(stack: Stack) -> None:
