@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVER_KINDS = ("resources_servers", "responses_api_agents", "responses_api_models")
+SERVER_KINDS = ("resources_servers", "responses_api_agents", "responses_api_models", "environment_servers")
 # Re-exports core names under the path environments written for NeMo Gym import them from.
 SHARED_SHIM = "resources_servers.gymnasium"
 REPO_TESTS = "tests"

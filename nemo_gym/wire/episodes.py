@@ -7,7 +7,6 @@ but the collector's bookkeeping keys is the task's input.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import (
@@ -86,14 +85,12 @@ class BaseEpisodeResponse(BaseModel, Generic[ResultT]):
         return self
 
 
-def is_materialized_task_row(row: Mapping[str, Any]) -> bool:
+def is_materialized_task_row(row: dict[str, Any]) -> bool:
     """Whether a dataset row is already an episode's task (`task_id` mapping plus `task_input`)."""
-    return isinstance(row.get("task_id"), Mapping) and "task_input" in row
+    return isinstance(row.get("task_id"), dict) and "task_input" in row
 
 
-def materialize_task(
-    row: Mapping[str, Any], *, taskset: str, task_index: int | None = None
-) -> dict[str, Any]:
+def materialize_task(row: dict[str, Any], *, taskset: str, task_index: int | None = None) -> dict[str, Any]:
     """A flat task row as an episode's task: its id is the row's `task_id`, `problem_id` or `instance_id`
     (the first present), else its `_ng_task_index`, else `task_index`; its input is the row without the
     collector's bookkeeping keys."""
@@ -128,7 +125,7 @@ class SingleAgentTurnTaskInput(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _fold_flat_keys(cls, value: Any) -> Any:
-        if not isinstance(value, Mapping):
+        if not isinstance(value, dict):
             return value
         flat = {
             key: item for key, item in value.items() if key not in ("responses_create_params", "task_data")

@@ -28,6 +28,12 @@ HEAD = "head_server"
 # One agent of each kind is enough: environments ship the same agents, only their resources server differs.
 AGENT = "example_single_tool_call_simple_agent"
 GYMNASIUM_AGENT = "blackjack_gymnasium_agent"
+# One instance of each environment server, all in front of AGENT.
+ENVIRONMENT_SERVERS = {
+    "episodes_environment_server": "single_agent_turn",
+    "flat_episodes_environment_server": "single_agent_turn_legacy",
+    "relay_environment_server": "legacy_agent",
+}
 MODEL_CONFIGS = {
     "policy_model": "responses_api_models/openai_model/configs/openai_model.yaml",
     "vllm_policy_model": "responses_api_models/vllm_model/configs/vllm_model.yaml",
@@ -92,6 +98,11 @@ class Server:
                 "/step": {**self.data.row, "response": self.data.rollout["response"]},
                 "/aggregate_metrics": {"verify_responses": [self.data.rollout]},
             }
+            if (
+                route.template == "/run"
+                and "SingleAgentTurnRequest" in orjson.dumps(route.body_schema or {}).decode()
+            ):
+                return episode_of(self.data.row)
             if route.template in shipped:
                 return shipped[route.template]
         return {} if route.body_schema is None else self.example(route.body_schema)
@@ -130,6 +141,14 @@ class Server:
         return {"integer": 0, "number": 0.5, "boolean": False, "null": None}.get(kind, "x")
 
 
+def episode_of(row: dict[str, Any]) -> dict[str, Any]:
+    """A task row as an environment server's episode request."""
+    task_input = {"responses_create_params": row["responses_create_params"],
+                  "task_data": {key: value for key, value in row.items() if key != "responses_create_params"}}  # fmt: skip
+    return {"episode_id": {"rollout_id": "0-0"}, "task": {"task_id": {"taskset": "example", "task_id": "0"},
+                                                           "task_input": task_input}}  # fmt: skip
+
+
 def body_schema(operation: dict[str, Any]) -> dict[str, Any] | None:
     content = operation.get("requestBody", {}).get("content", {})
     return content.get("application/json", {}).get("schema")
@@ -144,6 +163,14 @@ def shipped_instances() -> dict[str, Any]:
                 config[name] = block
     for name, path in MODEL_CONFIGS.items():
         config[name] = yaml.safe_load((REPO_ROOT / path).read_text())["policy_model"]
+    agent = {"type": "responses_api_agents", "name": AGENT}
+    resources = config[AGENT]["responses_api_agents"]["simple_agent"]["resources_server"]
+    for name, implementation in ENVIRONMENT_SERVERS.items():
+        settings: dict[str, Any] = {"entrypoint": "app.py", "agent_server": agent}
+        if implementation != "legacy_agent":
+            settings |= {"resources_server": resources, "resources_tool_transports": ["direct_http"],
+                         "cleanup_timeout_seconds": HTTP_DEADLINE_S}  # fmt: skip
+        config[name] = {"environment_servers": {implementation: settings}}
     return config
 
 
@@ -158,6 +185,8 @@ def shipped_data(instance: str) -> ShippedData | None:
         # The replay model's shipped recordings are of this agent's environment; the other models take
         # the same requests.
         block = shipped_instances()[AGENT]
+    for environment_server in block.get("environment_servers", {}).values():
+        block = shipped_instances()[environment_server["agent_server"]["name"]]
     for agent in block.get("responses_api_agents", {}).values():
         block = shipped_instances()[agent["resources_server"]["name"]]
     implementations = block.get("resources_servers")

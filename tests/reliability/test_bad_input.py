@@ -230,7 +230,7 @@ def run_probes(server: Server, tally: Tally) -> list[Problem]:
 
 
 def shipped_implementations() -> set[tuple[str, str]]:
-    kinds = ("resources_servers", "responses_api_agents", "responses_api_models")
+    kinds = ("resources_servers", "responses_api_agents", "responses_api_models", "environment_servers")
     return {(kind, app.parent.name) for kind in kinds for app in (REPO_ROOT / kind).glob("*/app.py")}
 
 

@@ -1,5 +1,5 @@
 """single_agent_turn over HTTP, every server a real process: a tally resources server (this folder's
-tests), simple_agent (recording its agent sessions), openai_model in front of the scripted upstream, and
+tests/fixtures), simple_agent (recording its agent sessions, tests/fixtures), openai_model in front of the scripted upstream, and
 environment servers in front of them (typed, flat, and with an admission limit and a short deadline).
 
 Each test checks the outcome and that cleanup closed both sessions of every episode it ran.
@@ -20,7 +20,7 @@ from nemo_gym.http_client import get_response_json, request
 from nemo_gym.testing import StartedServer, instance_config, run_instance, run_server
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
 
-HERE = Path(__file__).resolve().parent
+FIXTURES = Path(__file__).resolve().parents[3] / "tests" / "fixtures"
 ADD_TOOL = {
     "type": "function",
     "name": "add",
@@ -49,7 +49,7 @@ def run_fixture(fixture: str, config: dict, instance: str, workdir: Path) -> Any
     config_file = workdir / f"{instance}.json"
     config_file.write_bytes(orjson.dumps(config))
     env = {"NEMO_GYM_CONFIG_FILE": str(config_file), "NEMO_GYM_CONFIG_PATH": instance}
-    return run_server([str(HERE / fixture)], workdir, env)
+    return run_server([str(FIXTURES / fixture)], workdir, env)
 
 
 def environment_server(implementation: str, **settings: Any) -> dict:

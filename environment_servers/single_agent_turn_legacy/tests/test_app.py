@@ -1,5 +1,5 @@
 """single_agent_turn_legacy over HTTP: flat rows in, flat results and failure rows out, over the tally
-resources server and recording simple_agent of single_agent_turn's tests and openai_model with the
+resources server and recording simple_agent of tests/fixtures and openai_model with the
 scripted upstream; every server a real process."""
 
 from collections.abc import Iterator
@@ -14,7 +14,7 @@ from nemo_gym.http_client import get_response_json, request
 from nemo_gym.testing import instance_config, run_instance, run_server
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
 
-EPISODE_TESTS = Path(__file__).resolve().parents[2] / "single_agent_turn" / "tests"
+FIXTURES = Path(__file__).resolve().parents[3] / "tests" / "fixtures"
 RS = {"type": "resources_servers", "name": "tally"}
 AGENT = {"type": "responses_api_agents", "name": "tally_agent"}
 ADD_TOOL = {
@@ -28,7 +28,7 @@ def run_fixture(fixture: str, config: dict, instance: str, workdir: Path) -> Any
     config_file = workdir / f"{instance}.json"
     config_file.write_bytes(orjson.dumps(config))
     env = {"NEMO_GYM_CONFIG_FILE": str(config_file), "NEMO_GYM_CONFIG_PATH": instance}
-    return run_server([str(EPISODE_TESTS / fixture)], workdir, env)
+    return run_server([str(FIXTURES / fixture)], workdir, env)
 
 
 @pytest.fixture(scope="module")
