@@ -35,6 +35,7 @@ from nemo_gym.http_client import (
 from nemo_gym.in_process import LocalResponse
 from nemo_gym.mcp_tool_calls import call_mcp_tool
 from nemo_gym.openai_utils import NeMoGymResponse
+from nemo_gym.rollout_paths import with_current_rollout_prefix
 from nemo_gym.validation_errors import first_problem
 from nemo_gym.wire.rows import BaseRunRequest
 from nemo_gym.wire.sessions import (
@@ -200,7 +201,8 @@ class RolloutAgent(SimpleResponsesAPIAgent):
     ) -> tuple[dict[str, Any], dict[str, str]]:
         """One `/v1/responses` call of model server `server`: its answer (refused with a 502 unless it is a
         Response) and the cookies to send that server next."""
-        answer = await self.server_client.post(server, "/v1/responses", json=params, cookies=cookies)
+        path = with_current_rollout_prefix("/v1/responses")  # the rollout's identity travels on
+        answer = await self.server_client.post(server, path, json=params, cookies=cookies)
         cookies = cookies_after(answer, cookies)
         turn = await checked_json(answer)
         try:

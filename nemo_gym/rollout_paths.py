@@ -2,12 +2,15 @@
 
 Every Gym server takes such a call as a call of `<path>`: the middleware strips the prefix before routing
 and keeps the key (and whether training-token capture was asked) on the request, where
-`rollout_key_of(request)` reads it. A prefix whose key is not a valid rollout key is left alone (a 404).
+`rollout_key_of(request)` reads it, and in the context of the call's handling, so that calls made while
+handling it can carry it on (`with_current_rollout_prefix`: an agent's model calls). A prefix whose key is not a valid
+rollout key is left alone (a 404).
 """
 
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -20,6 +23,8 @@ _CAPTURE = f"{TOKEN_CAPTURE_PATH_SEGMENT}/"
 _KEY = re.compile(ROLLOUT_ID_PATTERN)
 ROLLOUT_KEY_STATE = "ng_rollout_key"
 TOKEN_CAPTURE_STATE = "ng_training_token_capture"
+# (rollout key, training-token capture asked) of the call being handled; None outside a prefixed call.
+_current: ContextVar[tuple[str, bool] | None] = ContextVar("gym_rollout_key", default=None)
 
 
 class RolloutPrefixMiddleware:
@@ -33,10 +38,35 @@ class RolloutPrefixMiddleware:
                 capture = rest.startswith(_CAPTURE)
                 path = "/" + (rest[len(_CAPTURE) :] if capture else rest)
                 state = {**scope.get("state", {}), ROLLOUT_KEY_STATE: key, TOKEN_CAPTURE_STATE: capture}
-                scope = {**scope, "path": path, "raw_path": path.encode(), "state": state}
+                token = _current.set((key, capture))
+                try:
+                    await self.app(
+                        {**scope, "path": path, "raw_path": path.encode(), "state": state}, receive, send
+                    )
+                finally:
+                    _current.reset(token)
+                return
         await self.app(scope, receive, send)
 
 
 def rollout_key_of(request: Request) -> str | None:
     """The rollout key the call's URL carried, or None."""
     return getattr(request.state, ROLLOUT_KEY_STATE, None)
+
+
+def rollout_path_prefix(rollout_id: str | None, *, token_capture: bool = False) -> str:
+    """`/ng-rollout/<id>` (+ `/training-token-capture`): the path prefix NeMo Gym 0.7 puts a rollout's
+    identity in; empty without an id."""
+    if not rollout_id:
+        return ""
+    prefix = f"/{ROLLOUT_PATH_PREFIX}/{rollout_id}"
+    return f"{prefix}/{TOKEN_CAPTURE_PATH_SEGMENT}" if token_capture else prefix
+
+
+def with_current_rollout_prefix(path: str) -> str:
+    """`path` under the prefix the call being handled came with (unchanged outside a prefixed call)."""
+    current = _current.get()
+    if current is None:
+        return path
+    key, capture = current
+    return rollout_path_prefix(key, token_capture=capture) + path

@@ -28,9 +28,9 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from starlette.middleware import Middleware
 
 from nemo_gym.config.deployment import deployment_settings
-from nemo_gym.config_types import ROLLOUT_PATH_PREFIX, TOKEN_CAPTURE_PATH_SEGMENT, ConfigError
 from nemo_gym.config_types import BaseRunServerInstanceConfig as BaseRunServerInstanceConfig
 from nemo_gym.config_types import BaseServerConfig as BaseServerConfig
+from nemo_gym.config_types import ConfigError
 from nemo_gym.cpu_pool import shutdown_pool
 from nemo_gym.deadlines import CallerDeadlineMiddleware
 from nemo_gym.defaults import DEFAULT_HEAD_SERVER_PORT as DEFAULT_HEAD_SERVER_PORT
@@ -58,6 +58,7 @@ from nemo_gym.http_protocol import RequestLimits, gym_protocol
 from nemo_gym.in_process import LocalResponse, call_in_process, is_hosted_here
 from nemo_gym.request_bodies import OrjsonBodyRoute, validation_error_response
 from nemo_gym.rollout_paths import RolloutPrefixMiddleware
+from nemo_gym.rollout_paths import rollout_path_prefix as rollout_path_prefix
 
 # Process serving lives in nemo_gym.serving; the names below stay importable from here.
 from nemo_gym.serving import (
@@ -136,15 +137,6 @@ def get_server_url(server_name: str) -> str:
     """`http://host:port` of a server instance of this process's config."""
     inner = get_first_server_config_dict(get_global_config_dict(), server_name)
     return f"http://{inner['host']}:{inner['port']}"
-
-
-def rollout_path_prefix(rollout_id: str | None, *, token_capture: bool = False) -> str:
-    """`/ng-rollout/<id>` (+ `/training-token-capture`): the path prefix NeMo Gym 0.7 puts a rollout's
-    identity in; empty without an id."""
-    if not rollout_id:
-        return ""
-    prefix = f"/{ROLLOUT_PATH_PREFIX}/{rollout_id}"
-    return f"{prefix}/{TOKEN_CAPTURE_PATH_SEGMENT}" if token_capture else prefix
 
 
 def apply_rollout_prefix(base_url: str, rollout_id: str | None, *, token_capture: bool = False) -> str:

@@ -27,7 +27,7 @@ from nemo_gym.config_types import AgentServerRef, AggregateMetricsRequest, Resou
 from nemo_gym.errors import GymError
 from nemo_gym.http_client import HTTPStatusError, RequestFailedError, checked_json, raise_for_status
 from nemo_gym.rollout_agent import cookies_after
-from nemo_gym.server_utils import rollout_path_prefix
+from nemo_gym.rollout_paths import rollout_path_prefix
 from nemo_gym.wire.episodes import (
     FailureStage,
     SingleAgentTurnFailure,

@@ -54,14 +54,13 @@ def run_fixture(fixture: str, config: dict, instance: str, workdir: Path) -> Any
 
 def environment_server(implementation: str, **settings: Any) -> dict:
     """An environment server over the tally server and its agent; `settings` override the defaults."""
-    defaults = {"resources_tool_transports": ["direct_http"], "cleanup_timeout_seconds": 30}
-    return instance_config(
-        "environment_servers",
-        implementation,
-        resources_server=RS,
-        agent_server=AGENT,
-        **{**defaults, **settings},
-    )
+    defaults = {
+        "resources_server": RS,
+        "agent_server": AGENT,
+        "resources_tool_transports": ["direct_http"],
+        "cleanup_timeout_seconds": 30,
+    }
+    return instance_config("environment_servers", implementation, **{**defaults, **settings})
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +102,19 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
                 max_steps=6,
             )
             started(servers.enter_context(run_fixture("recording_agent.py", config, agent, workdir)), agent)
+        config["key_model"] = instance_config("responses_api_models", "key_model")
+        started(
+            servers.enter_context(run_fixture("rollout_key_model_server.py", config, "key_model", workdir)),
+            "key_model",
+        )
+        config["key_agent"] = instance_config(
+            "responses_api_agents",
+            "simple_agent",
+            resources_server=RS,
+            model_server={"type": "responses_api_models", "name": "key_model"},
+        )
+        started(servers.enter_context(run_instance(config, "key_agent", workdir)), "key_agent")
+        config["keyed"] = environment_server("single_agent_turn", agent_server={**AGENT, "name": "key_agent"})
         config["episodes"] = environment_server("single_agent_turn", default_episode_timeout_seconds=60)
         config["short"] = environment_server("single_agent_turn", default_episode_timeout_seconds=2)
         config["one_at_a_time"] = environment_server(
@@ -123,7 +135,16 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
         config["mcp_without_endpoint"] = environment_server(
             "single_agent_turn", resources_tool_transports=["mcp"]
         )
-        for name in ("episodes", "short", "one_at_a_time", "flat", "episodes_mcp", "mcp_without_endpoint"):
+        names = (
+            "episodes",
+            "short",
+            "one_at_a_time",
+            "flat",
+            "episodes_mcp",
+            "mcp_without_endpoint",
+            "keyed",
+        )
+        for name in names:
             started(servers.enter_context(run_instance(config, name, workdir)), name)
         yield Stack(urls, model, scripted_upstream)
 
@@ -212,6 +233,15 @@ async def test_an_episode_runs_one_turn_in_both_sessions_and_closes_them(stack: 
         ]
         assert outputs == ['{"total":1}', '{"total":3}']
         await sessions.assert_all_closed(episodes=1)
+
+
+async def test_the_agents_model_calls_carry_the_episodes_rollout_key(stack: Stack) -> None:
+    body = episode("keyed-3")
+    body["episode_id"]["attempt"] = 2
+    status, answer = await post(stack.urls["keyed"] + "/run", body)
+    assert status == 200 and answer["failure"] is None, answer
+    [message] = answer["result"]["response"]["output"]
+    assert message["content"][0]["text"] == "keyed-3-a2"  # the capture key of attempt 2
 
 
 async def test_tools_granted_over_mcp_earn_the_same_reward(stack: Stack) -> None:
