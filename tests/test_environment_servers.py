@@ -203,3 +203,33 @@ def test_error_on_agent_without_environment_server_refuses_the_config(deployment
         f"{LEGACY_AGENT} -> {GENERATED_RELAY}" in message
         and "error_on_agent_without_environment_server" in message
     )
+
+
+def test_a_retried_rollout_carries_its_attempt_index(deployment, scripted_upstream, tmp_path) -> None:
+    running, model, _ = deployment
+    prompt = ROWS[0]["responses_create_params"]["input"][0]["content"]
+    scripted_upstream.clear(model)
+    scripted_upstream.script(model, [{"status": 503, "match": prompt}])
+    source = tmp_path / "one.jsonl"
+    source.write_bytes(orjson.dumps(ROWS[0]) + b"\n")
+    output = tmp_path / "retried.jsonl"
+    command = gym_command(
+        "collect", f"++head_server.port={head_port(running)}", "-a", EPISODE_AGENT, "-i", str(source),
+        "-o", str(output),
+    )  # fmt: skip
+    first = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    assert first.returncode == 1, first.stdout + first.stderr
+    [failure] = [
+        orjson.loads(line) for line in (tmp_path / "retried_failures.jsonl").read_bytes().splitlines()
+    ]
+    assert (
+        failure["_ng_failure_class"] == "environment_server_failed" and "_ng_failure_terminal" not in failure
+    )
+
+    script_rows(scripted_upstream, model)
+    second = subprocess.run(
+        [*command, "--resume"], capture_output=True, text=True, timeout=300, cwd=REPO_ROOT
+    )
+    assert second.returncode == 0, second.stdout + second.stderr
+    [result] = [orjson.loads(line) for line in output.read_bytes().splitlines()]
+    assert (result["_ng_attempt_index"], result["reward"]) == (1, 1.0)

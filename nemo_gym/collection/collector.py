@@ -22,6 +22,7 @@ from nemo_gym.collection.records import (
     max_rollout_attempts,
 )
 from nemo_gym.collection.runner import RolloutRunner
+from nemo_gym.config.key_names import ATTEMPT_INDEX_KEY_NAME
 from nemo_gym.config_types import ConfigError
 from nemo_gym.global_config import command_settings, locate_data_file, parse_global_config_dict
 from nemo_gym.http_client import RequestFailedError
@@ -112,7 +113,8 @@ class RolloutCollector:
             attempts, terminal = ledger.failed_attempts(key)
             if terminal or attempts >= max_attempts:
                 continue
-            yield row
+            # NeMo Gym 0.7 numbers a re-dispatched rollout's attempt (a retry gets its own capture key).
+            yield {**row, ATTEMPT_INDEX_KEY_NAME: attempts} if attempts else row
 
     async def _run_missing(self, ledger: CollectionLedger, max_attempts: int) -> CollectionProgress:
         total = sum(1 for _ in self._runnable(ledger, max_attempts))

@@ -14,7 +14,7 @@ turned into the one and the other back into a flat result here, so every caller 
 
 from __future__ import annotations
 
-import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -34,8 +34,7 @@ from nemo_gym.config.key_names import (
 from nemo_gym.config_types import ConfigError
 from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 from nemo_gym.wire.episodes import is_materialized_task_row, materialize_task
-
-logger = logging.getLogger("nemo_gym.collection")
+from nemo_gym.wire.sessions import ROLLOUT_ID_PATTERN
 
 RoutingMode = Literal["agent", "legacy", "taskset"]
 RESULT_TYPE_KEY = "_ng_result_type"
@@ -46,6 +45,7 @@ LEGACY_AGENT = "legacy_agent"
 TYPED_IMPLEMENTATIONS = frozenset({"single_agent_turn"})
 # Keys a typed result may not carry: the collector's own.
 RESERVED_RESULT_KEYS = ("ng_trajectory", "ng_model_call_capture", "ng_perf")
+ROLLOUT_ID = re.compile(ROLLOUT_ID_PATTERN)
 
 
 class AmbiguousEnvironmentServerError(ValueError):
@@ -153,6 +153,9 @@ class EnvironmentRouter:
 
     def target(self, row: Mapping[str, Any]) -> RunTarget:
         """The environment server of one row (ValueError saying why there is none)."""
+        rollout_id = row.get(ROLLOUT_ID_KEY_NAME)
+        if rollout_id is not None and not (isinstance(rollout_id, str) and ROLLOUT_ID.match(rollout_id)):
+            raise ValueError(f"{ROLLOUT_ID_KEY_NAME} {rollout_id!r} must match {ROLLOUT_ID_PATTERN}")
         if is_materialized_task_row(row):
             taskset = row["task_id"].get("taskset")
             if taskset not in self.routes:

@@ -24,6 +24,7 @@ from nemo_gym.collection.records import (
     failure_record,
     status_failure_class,
 )
+from nemo_gym.config.key_names import ATTEMPT_INDEX_KEY_NAME, ROLLOUT_ID_KEY_NAME
 from nemo_gym.config_types import AGENT_REF_KEY, BaseServerConfig, ConfigError, ServerRefNotFoundError
 from nemo_gym.http_client import (
     DeadlineExceededError,
@@ -119,6 +120,9 @@ class RolloutRunner:
         result[TASK_INDEX_KEY] = row.get(TASK_INDEX_KEY)
         result[ROLLOUT_INDEX_KEY] = row.get(ROLLOUT_INDEX_KEY)
         result[AGENT_REF_KEY] = row.get(AGENT_REF_KEY)
+        for key in (ATTEMPT_INDEX_KEY_NAME, ROLLOUT_ID_KEY_NAME):
+            if key in row:
+                result[key] = row[key]
         return result
 
     async def run_rows(
