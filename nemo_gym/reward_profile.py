@@ -8,7 +8,8 @@ Each group carries `sample`, a small stub of its task's row as NeMo Gym's groups
 
 A rollout carrying a truthy `_ng_failure_class` (`http_500`, `timeout`, ...) never enters a statistic or
 `compute_metrics`: it is only counted (`num_failed_rollouts`, `num_failed_rollouts/<class>`), so a crash is
-not mistaken for a reward of 0. Every other element of the request must carry a numeric `reward`: the body
+not mistaken for a reward of 0. Nor does a rollout its resources server masked (`mask_sample: true`, NeMo
+Gym 0.7: its reward could not be measured); when any are masked, the `coverage/*` counts say how many. Every other element of the request must carry a numeric `reward`: the body
 is validated (`AggregateMetricsBody`) so a malformed one is a 422 naming the field, never a crash.
 """
 
@@ -39,6 +40,7 @@ ROLLOUT_ID_KEY = "rollout_id"
 SAMPLE_KEY = "sample"
 GYM_KEY_PREFIX = "_ng_"
 NUM_FAILED_KEY = "num_failed_rollouts"
+MASK_SAMPLE_FIELD = "mask_sample"
 # Keys of a rollout info that locate the rollout rather than measure it.
 LOCATION_KEYS = (ROLLOUT_ID_KEY, *INDEX_KEYS)
 
@@ -64,6 +66,7 @@ def numeric_record(verify_response: Rollout) -> dict[str, Number]:
     text and nested objects are not metrics. A top-level field wins over a usage field of that name.
     """
     top_level = _numbers_of(verify_response)
+    top_level.pop(MASK_SAMPLE_FIELD, None)  # a flag about the rollout, not a measure of it
     record = {key: top_level[key] for key in ("reward",) if key in top_level}
     record.update(_numbers_of(_usage_of(verify_response)))
     record.update(top_level)
@@ -244,6 +247,30 @@ class AggregateMetricsBody(BaseModel):
         return [element.model_dump(exclude_unset=True) for element in self.verify_responses]
 
 
+MEASURED_ROLLOUTS_KEY = "coverage/measured_rollouts"
+
+
+def coverage_metrics(results_by_task: Mapping[int, Sequence[Rollout]]) -> dict[str, int]:
+    """NeMo Gym 0.7's `coverage/*` counts of the rollouts with a result: how many were measured and how
+    many masked, and the tasks with a measured rollout and those with only masked ones; empty when none
+    is masked."""
+    masked = {
+        task: sum(bool(r.get(MASK_SAMPLE_FIELD)) for r in rollouts)
+        for task, rollouts in results_by_task.items()
+    }
+    if not any(masked.values()):
+        return {}
+    measured = {task: len(rollouts) - masked[task] for task, rollouts in results_by_task.items()}
+    return {
+        MEASURED_ROLLOUTS_KEY: sum(measured.values()),
+        "coverage/masked_rollouts": sum(masked.values()),
+        "coverage/measured_tasks": sum(1 for count in measured.values() if count),
+        "coverage/fully_masked_tasks": sum(
+            1 for task, count in measured.items() if not count and masked[task]
+        ),
+    }
+
+
 def group_by_task(verify_responses: Iterable[Rollout]) -> dict[int, list[Rollout]]:
     """Rollouts, failed ones included, keyed by task index; tasks and rollouts sorted by index.
 
@@ -316,6 +343,13 @@ class AggregateMetricsMixin:
             task_index: [rollout for rollout in rollouts if failure_class(rollout) is None]
             for task_index, rollouts in tasks.items()
         }
+        coverage = coverage_metrics(successes)
+        successes = {
+            task_index: [rollout for rollout in rollouts if not rollout.get(MASK_SAMPLE_FIELD)]
+            for task_index, rollouts in successes.items()
+        }
+        if coverage and not coverage[MEASURED_ROLLOUTS_KEY]:
+            return AggregateMetrics(agent_metrics=coverage, key_metrics=coverage)
         infos = {
             task_index: [rollout_info(rollout, *_index_pair(rollout)) for rollout in rollouts]
             for task_index, rollouts in successes.items()
@@ -341,10 +375,11 @@ class AggregateMetricsMixin:
         for per_task in extra.pop("per_task_metrics", []):
             groups_by_task.get(per_task.get(TASK_INDEX_KEY), {}).update(per_task)
         agent_metrics.update(extra)
+        agent_metrics.update(coverage)
         return AggregateMetrics(
             group_level_metrics=group_level_metrics,
             agent_metrics=agent_metrics,
-            key_metrics=self.get_key_metrics(agent_metrics),
+            key_metrics={**self.get_key_metrics(agent_metrics), **coverage},
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:

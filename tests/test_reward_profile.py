@@ -140,6 +140,53 @@ async def test_failed_rollouts_are_counted_not_profiled(counter_server):
     assert not any(key.startswith("mean/") for key in groups[2])
 
 
+def masked(task: int, index: int, reward: float) -> dict:
+    """A result its resources server masked: its reward could not be measured."""
+    return {**rollout(task, index, reward), "mask_sample": True, "failure_kind": "verifier_error"}
+
+
+async def test_masked_rollouts_are_left_out_and_coverage_says_how_many(counter_server):
+    request_body = [
+        rollout(0, 0, 1.0),
+        masked(0, 1, 0.0),
+        masked(1, 0, 0.0),
+        masked(1, 1, 0.0),
+        rollout(2, 0, 0.5),
+    ]
+    status, metrics = await aggregate(counter_server, request_body)
+    assert status == 200
+    agent = metrics["agent_metrics"]
+    assert (agent["mean/reward"], agent["min/reward"]) == (0.75, 0.5)  # the masked zeros are not in it
+    coverage = {
+        "coverage/measured_rollouts": 2,
+        "coverage/masked_rollouts": 3,
+        "coverage/measured_tasks": 2,
+        "coverage/fully_masked_tasks": 1,
+    }
+    assert {key: value for key, value in agent.items() if key.startswith("coverage/")} == coverage
+    assert {
+        key: value for key, value in metrics["key_metrics"].items() if key.startswith("coverage/")
+    } == coverage
+    assert "mean/mask_sample" not in agent
+
+
+async def test_when_every_rollout_is_masked_only_coverage_is_reported(counter_server):
+    status, metrics = await aggregate(counter_server, [masked(0, 0, 0.0), masked(1, 0, 1.0)])
+    assert status == 200
+    coverage = {
+        "coverage/measured_rollouts": 0,
+        "coverage/masked_rollouts": 2,
+        "coverage/measured_tasks": 0,
+        "coverage/fully_masked_tasks": 2,
+    }
+    assert metrics["agent_metrics"] == metrics["key_metrics"] == coverage
+
+
+async def test_without_masked_rollouts_there_is_no_coverage(counter_server):
+    status, metrics = await aggregate(counter_server, [{**rollout(0, 0, 1.0), "mask_sample": False}])
+    assert status == 200 and not any(key.startswith("coverage/") for key in metrics["agent_metrics"])
+
+
 async def test_each_group_samples_its_task_row_without_heavy_or_per_rollout_fields(counter_server):
     row = {
         "agent_ref": {"type": "responses_api_agents", "name": "math_agent"},

@@ -92,7 +92,15 @@ def test_an_unknown_name_is_still_an_attribute_error() -> None:
 def test_the_row_types_keep_their_fields_and_validate_a_verify_row() -> None:
     assert list(BaseRunRequest.model_fields) == ["responses_create_params"]
     assert list(BaseVerifyRequest.model_fields) == ["responses_create_params", "response"]
-    assert list(BaseVerifyResponse.model_fields) == ["responses_create_params", "response", "reward"]
+    assert list(BaseVerifyResponse.model_fields) == [
+        "responses_create_params",
+        "response",
+        "reward",
+        "mask_sample",
+        "failure_kind",
+        "failure_reason",
+    ]  # the last three since NeMo Gym 0.7
+    assert BaseVerifyResponse.model_fields["mask_sample"].default is False
     assert BaseSeedSessionRequest.model_fields == BaseSeedSessionResponse.model_fields == {}
 
     row = json.loads(ROLLOUT_FILE.read_text().splitlines()[0])

@@ -17,7 +17,13 @@ class BaseVerifyRequest(BaseRunRequest):
 
 
 class BaseVerifyResponse(BaseVerifyRequest):
+    """The reward, and (NeMo Gym 0.7) whether the rollout should be left out of training and metrics
+    (`mask_sample`, e.g. when the reward could not be computed) and why (`failure_kind`, `failure_reason`)."""
+
     reward: float
+    mask_sample: bool = False
+    failure_kind: str | None = None
+    failure_reason: str | None = None
 
 
 class BaseSeedSessionRequest(BaseModel):
