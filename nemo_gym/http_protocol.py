@@ -8,6 +8,10 @@ connection must start a request within the keep-alive time (else it is closed), 
 `max_body_bytes` is refused with 413 as soon as its `Content-Length`, or the bytes received, show it.
 Both answers use the Gym error format and close the connection.
 
+Disconnects. A request whose client goes away before its answer is complete is cancelled (as NeMo Gym 0.7
+does): a collector that gave up on a rollout stops the agent's work, and the agent's model calls with it.
+Each such request is counted and logged as a 499 (the first, then every hundredth).
+
 Liveness. Under a burst of thousands of `/run`, each event-loop pass runs one step of every ready
 request, and a `GET /` waiting its turn took over a second. `GET /` is answered by the protocol itself,
 as soon as it is read; and `StartGate` lets only so many new requests begin per pass, so a burst is
@@ -17,6 +21,7 @@ spread over passes instead of making one pass that lasts seconds.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +35,13 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from nemo_gym.config.deployment import deployment_settings
 from nemo_gym.errors import error_body
 
+logger = logging.getLogger("nemo_gym.http_protocol")
+
 BYTES_PER_MB = 1024 * 1024
+# Scope keys: the task running a request's handler, and whether its client went away.
+HANDLER_TASK_KEY = "gym.handler_task"
+DISCONNECTED_KEY = "gym.client_disconnected"
+DISCONNECTS_LOGGED_EVERY = 100
 LIVENESS_BODY = b'{"status":"ok"}'
 STARTS_PER_LOOP_PASS = 4
 SLOW_LOOP_PASS_S = 0.010
@@ -62,6 +73,7 @@ class _GymHttpToolsProtocol(HttpToolsProtocol):
     limits: RequestLimits
     server_label: str
     answers_liveness: bool
+    disconnects = 0  # requests of this process cancelled because their client went away
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -80,7 +92,24 @@ class _GymHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_read_deadline()
+        if self.cycle is not None and not self.cycle.response_complete:
+            self._cancel_handler(self.cycle.scope)
         super().connection_lost(exc)
+
+    def _cancel_handler(self, scope: dict[str, Any]) -> None:
+        task = scope.get(HANDLER_TASK_KEY)
+        if task is None or task.done():
+            return
+        scope[DISCONNECTED_KEY] = True
+        task.cancel()
+        _GymHttpToolsProtocol.disconnects += 1
+        count = _GymHttpToolsProtocol.disconnects
+        if count == 1 or count % DISCONNECTS_LOGGED_EVERY == 0:
+            host, port = scope.get("client") or ("-", 0)
+            logger.info(
+                '%s - "%s %s" 499 CLIENT DISCONNECTED (%d total, the handler was cancelled)',
+                f"{host}:{port}", scope.get("method"), scope.get("path"), count,
+            )  # fmt: skip
 
     def data_received(self, data: bytes) -> None:
         if not self._refused:
@@ -213,7 +242,11 @@ class StartGate:
         self._pass_end_scheduled_at: float | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        scope[HANDLER_TASK_KEY] = asyncio.current_task()  # what the protocol cancels on a disconnect
+        try:
             if self._allowance > 0 and not self._waiting:
                 self._allowance -= 1
             else:
@@ -221,7 +254,11 @@ class StartGate:
                 self._waiting.append(turn)
                 await turn
             self._schedule_pass_end()
-        await self.app(scope, receive, send)
+            await self.app(scope, receive, send)
+        except asyncio.CancelledError:
+            if not scope.get(DISCONNECTED_KEY):
+                raise  # a shutdown, not a client that went away: let it end the task
+            # Nobody is left to answer: the request simply ends.
 
     def _schedule_pass_end(self) -> None:
         if self._pass_end_scheduled_at is None:
