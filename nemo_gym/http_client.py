@@ -16,7 +16,7 @@ import random
 import re
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from http.cookies import SimpleCookie
 from typing import Any
@@ -51,7 +51,8 @@ class RetryPolicy:
     `deadline_s` bounds the whole call, every attempt and backoff sleep included. Failures to connect
     (refused, connect timeout) are always retried; a connection dropped after the request was sent is
     retried only for idempotent calls, since the handler may already have run. Statuses in
-    `retry_statuses` are retried honouring `Retry-After`. Anything else is returned or raised at once.
+    `retry_statuses` are retried honouring `Retry-After`, unless `is_final(status, body)` says that
+    answer cannot change (a spent quota). Anything else is returned or raised at once.
     """
 
     max_attempts: int = MAX_NUM_TRIES
@@ -60,6 +61,7 @@ class RetryPolicy:
     backoff_base_s: float = 0.5
     backoff_max_s: float = 8.0
     retry_statuses: frozenset[int] = field(default_factory=frozenset)
+    is_final: Callable[[int, bytes], bool] | None = None
 
     def with_overrides(self, **changes: Any) -> RetryPolicy:
         if "retry_statuses" in changes:
@@ -189,13 +191,19 @@ class HTTPStatusError(aiohttp.ClientResponseError):
         # copy keeps what a caller reads (status, message, URL, method, body) and drops the headers.
         sent = self.request_info
         fields = (self.status, self.message, str(sent.url), sent.method, self.response_content, self.url)
-        return _unpickled_status_error, fields
+        return _unpickled_status_error, (*fields, type(self))
 
 
 def _unpickled_status_error(
-    status: int, message: str, sent_url: str, method: str, body: bytes, shown_url: str
+    status: int,
+    message: str,
+    sent_url: str,
+    method: str,
+    body: bytes,
+    shown_url: str,
+    error_class: type[HTTPStatusError] = HTTPStatusError,
 ) -> HTTPStatusError:
-    error = HTTPStatusError.__new__(HTTPStatusError)
+    error = error_class.__new__(error_class)
     url = yarl.URL(sent_url)
     sent = aiohttp.RequestInfo(url, method, CIMultiDictProxy(CIMultiDict()), url)
     aiohttp.ClientResponseError.__init__(error, sent, (), status=status, message=message)
@@ -381,6 +389,8 @@ async def request(
             continue
 
         if response.status not in policy.retry_statuses or attempt >= policy.max_attempts:
+            return response
+        if policy.is_final is not None and policy.is_final(response.status, await response.read()):
             return response
         delay = policy.backoff_delay(attempt)
         retry_after = parse_retry_after(response.headers.get("Retry-After"))

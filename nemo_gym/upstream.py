@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import functools
+import logging
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError
+import orjson
+from pydantic import BaseModel, Field, PrivateAttr, SecretStr, ValidationError
 from yarl import URL
 
 from nemo_gym.errors import GymError
@@ -25,6 +28,8 @@ from nemo_gym.http_client import (
 )
 from nemo_gym.validation_errors import describe_validation_error
 
+logger = logging.getLogger("nemo_gym.upstream")
+
 RATE_LIMIT_ERROR_CODES = [429, 502, 503, 504, 520]
 RETRY_ERROR_CODES = RATE_LIMIT_ERROR_CODES + [500]
 
@@ -37,10 +42,41 @@ Client = TypeVar("Client", bound="NeMoGymAsyncOpenAI")
 Answer = TypeVar("Answer", bound=BaseModel)
 
 
+# How an OpenAI-compatible API says the key is wrong, or its budget spent: no retry can help.
+INVALID_KEY_CODES = frozenset({"invalid_api_key", "invalid_api_token", "authentication_error"})
+INVALID_KEY_TEXTS = ("invalid api key", "incorrect api key")
+SPENT_QUOTA_CODES = frozenset({"budget_exceeded", "insufficient_quota"})
+
+
+class PermanentEndpointError(HTTPStatusError):
+    """The upstream refused the key (invalid, or its quota spent). The client that got this answer fails
+    every later call with it at once, without calling the upstream again: retrying for hours cannot help."""
+
+
+def is_permanent_refusal(status: int, body: bytes) -> bool:
+    """A 401/403 saying the key is invalid, or a 429 saying the budget is spent."""
+    if status not in (401, 403, 429):
+        return False
+    try:
+        error = orjson.loads(body).get("error")
+    except (orjson.JSONDecodeError, AttributeError):
+        error = None
+    labels = {str(error.get(key)) for key in ("code", "type")} if isinstance(error, dict) else set()
+    if status == 429:
+        return bool(labels & SPENT_QUOTA_CODES)
+    text = body.decode("utf-8", errors="replace").lower()
+    return bool(labels & INVALID_KEY_CODES) or any(phrase in text for phrase in INVALID_KEY_TEXTS)
+
+
 @functools.lru_cache(maxsize=256)
 def _client_retry_policy(base: RetryPolicy, max_retries: int, timeout: float) -> RetryPolicy:
     """A client's policy over the deployment's default (made once per combination: every call asks)."""
-    return base.with_overrides(max_attempts=max_retries, deadline_s=timeout, retry_statuses=RETRY_ERROR_CODES)
+    return base.with_overrides(
+        max_attempts=max_retries,
+        deadline_s=timeout,
+        retry_statuses=RETRY_ERROR_CODES,
+        is_final=is_permanent_refusal,
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -59,7 +95,8 @@ class NeMoGymAsyncOpenAI(BaseModel):
     `Retry-After`, for at most `max_retries` attempts within `timeout` seconds in all; any other non-2xx
     status raises `HTTPStatusError` at once, carrying the upstream's body. A reply that breaks off, is
     not HTTP or not JSON, or is not whole by `timeout` raises the `RequestFailedError` saying so (a 502
-    or 504 in a Gym server's answer).
+    or 504 in a Gym server's answer). An invalid key or a spent quota raises `PermanentEndpointError`,
+    now and on every later call of this client, which then makes no request at all (NeMo Gym 0.7).
     """
 
     base_url: str
@@ -69,6 +106,8 @@ class NeMoGymAsyncOpenAI(BaseModel):
     max_retries: int = Field(default=MAX_NUM_TRIES + 2, ge=1)
     timeout: float = Field(default=DEFAULT_DEADLINE_S, gt=0)
 
+    _refused: PermanentEndpointError | None = PrivateAttr(default=None)
+
     def _retry_policy(self) -> RetryPolicy:
         return _client_retry_policy(default_retry_policy(), self.max_retries, self.timeout)
 
@@ -76,6 +115,8 @@ class NeMoGymAsyncOpenAI(BaseModel):
         return {**self.default_headers, **_authorization(self.base_url, self.api_key)}
 
     async def _call(self, method: str, url: str, body: dict[str, Any] | None = None) -> Any:
+        if self._refused is not None:
+            raise copy.copy(self._refused)
         response = await request(
             method,
             url,
@@ -84,6 +125,16 @@ class NeMoGymAsyncOpenAI(BaseModel):
             retry_policy=self._retry_policy(),
             _internal=self.internal,
         )
+        answer = await response.read()
+        if is_permanent_refusal(response.status, answer):
+            self._refused = PermanentEndpointError(response, answer)
+            logger.error(
+                "[model_retry_stop url=%s status=%d] the upstream refused the key; every later call of this "
+                "client fails at once",
+                self._refused.url,
+                response.status,
+            )
+            raise copy.copy(self._refused)
         return await checked_json(response)
 
     async def create_response(self, **body: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from nemo_gym.http_client import HTTPStatusError, default_retry_policy
 from nemo_gym.openai_utils import NeMoGymChatCompletion
 from nemo_gym.upstream import (
     NeMoGymAsyncOpenAI,
+    PermanentEndpointError,
     Upstream,
     UpstreamCallConfig,
     bad_upstream_answer,
@@ -89,3 +90,35 @@ async def test_an_upstream_error_leaves_a_call_with_the_key_masked(
     body = raised.value.response_content.decode()
     assert raised.value.status == 401
     assert (api_key not in body, "Incorrect API key provided: ****" in body) == (masked, masked)
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        (401, {"message": "Incorrect API key provided: sk-...", "code": "invalid_api_key"}),
+        (403, {"message": "forbidden", "type": "authentication_error"}),
+        (429, {"message": "You exceeded your current quota", "code": "insufficient_quota"}),
+    ],
+)
+async def test_a_refused_key_fails_at_once_and_then_without_calling_the_upstream(
+    scripted_upstream: ScriptedUpstream, status: int, error: dict
+) -> None:
+    model = fresh_model()
+    scripted_upstream.script(model, [{"status": status, "body": {"error": error}, "repeat": 10}])
+    client = NeMoGymAsyncOpenAI(base_url=scripted_upstream.base_url, api_key=API_KEY, max_retries=5)
+    for _ in range(3):
+        with pytest.raises(PermanentEndpointError) as raised:
+            await client.create_chat_completion(model=model, messages=[])
+        assert raised.value.status == status
+    assert len(scripted_upstream.requests(model)) == 1  # no retry, and nothing sent after the refusal
+
+
+async def test_a_rate_limit_that_is_not_a_spent_quota_is_retried(scripted_upstream: ScriptedUpstream) -> None:
+    model = fresh_model()
+    scripted_upstream.script(
+        model, [{"status": 429, "body": {"error": {"code": "rate_limit_exceeded"}}, "retry_after": 0}]
+    )
+    scripted_upstream.script(model, [{"response": COMPLETION}])
+    client = NeMoGymAsyncOpenAI(base_url=scripted_upstream.base_url, api_key=API_KEY, max_retries=3)
+    assert (await client.create_chat_completion(model=model, messages=[]))["id"] == "chatcmpl-1"
+    assert len(scripted_upstream.requests(model)) == 2
