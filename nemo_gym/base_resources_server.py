@@ -8,6 +8,7 @@ route takes its parameters from the method's own signature. Per-rollout state go
 
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 import typing
@@ -22,7 +23,9 @@ from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 from nemo_gym.config_types import AggregateMetrics as AggregateMetrics
 from nemo_gym.config_types import AggregateMetricsRequest as AggregateMetricsRequest
 from nemo_gym.config_types import BaseRunServerInstanceConfig
+from nemo_gym.cpu_pool import fallbacks_noted
 from nemo_gym.errors import GymError
+from nemo_gym.failure_kinds import VERIFIER_ERROR
 from nemo_gym.openai_utils import NeMoGymResponse as NeMoGymResponse
 from nemo_gym.openai_utils import (
     NeMoGymResponseCreateParamsNonStreaming as NeMoGymResponseCreateParamsNonStreaming,
@@ -93,7 +96,7 @@ class SimpleResourcesServer(AggregateMetricsMixin, SimpleServer):
         self.setup_session_middleware(app)
         app.post("/seed_session")(self._seed_route())
         app.post("/close_session")(self.close_resources_session)
-        app.post("/verify")(self.verify)
+        app.post("/verify")(self._verify_route())
         app.post("/aggregate_metrics")(self.aggregate_metrics)
         app.get("/reverify_mode")(self.reverify_mode)
         return app
@@ -169,6 +172,24 @@ class SimpleResourcesServer(AggregateMetricsMixin, SimpleServer):
 
             self._mcp = MCPExposure(app, self.config.name, self.server_label, deployment_session_secret())
         return app
+
+    def _verify_route(self) -> Callable[..., Any]:
+        """`verify` as the route, marking an answer that graded with a deadline fallback (`run_cpu_bound`'s
+        `on_timeout`) as not measured: `mask_sample` true, with the failure's kind and reason. Such a
+        reward says nothing about the answer; a trainer or a metric must not read it as a wrong one."""
+        verify = self.verify
+
+        @functools.wraps(verify)
+        async def verify_marking_fallbacks(*args: Any, **kwargs: Any) -> Any:
+            with fallbacks_noted() as fallbacks:
+                answer = await verify(*args, **kwargs)
+            if fallbacks and isinstance(answer, BaseVerifyResponse):
+                answer.mask_sample = True
+                answer.failure_kind = answer.failure_kind or VERIFIER_ERROR
+                answer.failure_reason = answer.failure_reason or "grading fell back: " + "; ".join(fallbacks)
+            return answer
+
+        return verify_marking_fallbacks
 
     async def _call_seed(self, request: Request, body: BaseModel, takes_request: bool) -> Any:
         return await (self.seed_session(request, body) if takes_request else self.seed_session(body))

@@ -6,7 +6,9 @@ included. `run_cpu_bound(fn, *args, timeout_s=...)` runs `fn` in a bounded pool 
 busy; calls beyond the pool's size queue. Each call has a deadline: inside the worker an interval timer
 interrupts pure-Python work that runs too long, and the caller stops waiting shortly after the deadline
 in any case, so a verifier never hangs. A verifier that scores a runaway answer with a fixed fallback
-passes it as `on_timeout=` instead of catching CPUCallTimeoutError.
+passes it as `on_timeout=` instead of catching CPUCallTimeoutError. Such a fallback is not the answer's
+score: within `fallbacks_noted()` (every `/verify` runs within it), each one is noted, and the resources
+server marks the verify answer as not measured (`mask_sample`, NeMo Gym 0.7).
 
 `fn` and its arguments cross a process boundary: `fn` must be a module-level function and the arguments
 picklable. Workers are spawned (fresh interpreters), not forked: forking a process that runs an event
@@ -19,14 +21,16 @@ wait for busy workers), and a worker also dies when its server dies without shut
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import multiprocessing
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from nemo_gym.parent_death import die_with_parent
@@ -43,6 +47,21 @@ WORKER_EXIT_WAIT_S = 5.0
 _pool: ProcessPoolExecutor | None = None
 _RAISE: Any = object()
 """`on_timeout` left out: a call past its deadline raises."""
+
+
+# The fallbacks answered within the current `fallbacks_noted()` block (None outside one).
+_noted_fallbacks: ContextVar[list[str] | None] = ContextVar("gym_cpu_fallbacks", default=None)
+
+
+@contextlib.contextmanager
+def fallbacks_noted() -> Iterator[list[str]]:
+    """Within the block, each `on_timeout` fallback `run_cpu_bound` answers adds a line to the yielded list."""
+    noted: list[str] = []
+    token = _noted_fallbacks.set(noted)
+    try:
+        yield noted
+    finally:
+        _noted_fallbacks.reset(token)
 
 
 class CPUCallTimeoutError(TimeoutError):
@@ -133,12 +152,11 @@ async def run_cpu_bound(
     except CPUCallTimeoutError:
         if on_timeout is _RAISE:
             raise
-        logger.warning(
-            "%s.%s exceeded its %s s deadline; answering its on_timeout fallback",
-            fn.__module__,
-            fn.__qualname__,
-            timeout_s,
-        )
+        what = f"{fn.__module__}.{fn.__qualname__} exceeded its {timeout_s} s deadline"
+        logger.warning("%s; answering its on_timeout fallback", what)
+        noted = _noted_fallbacks.get()
+        if noted is not None:
+            noted.append(what)
         return on_timeout
 
 
