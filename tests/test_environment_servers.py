@@ -233,3 +233,28 @@ def test_a_retried_rollout_carries_its_attempt_index(deployment, scripted_upstre
     assert second.returncode == 0, second.stdout + second.stderr
     [result] = [orjson.loads(line) for line in output.read_bytes().splitlines()]
     assert (result["_ng_attempt_index"], result["reward"]) == (1, 1.0)
+
+
+def test_a_refused_verify_keeps_its_field_and_is_not_advised_for_resume(
+    deployment, scripted_upstream, tmp_path
+) -> None:
+    running, model, _ = deployment
+    script_rows(scripted_upstream, model)
+    row = {key: value for key, value in ROWS[0].items() if key != "expected_count"}  # /verify needs it
+    source = tmp_path / "incomplete.jsonl"
+    source.write_bytes(orjson.dumps(row) + b"\n")
+    output = tmp_path / "incomplete_out.jsonl"
+    result = subprocess.run(
+        gym_command(
+            "collect", f"++head_server.port={head_port(running)}", "-a", LEGACY_AGENT, "-i", str(source),
+            "-o", str(output),
+        ),
+        capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    [failure] = [
+        orjson.loads(line) for line in (tmp_path / "incomplete_out_failures.jsonl").read_bytes().splitlines()
+    ]
+    assert (failure["_ng_failure_class"], failure["_ng_failure_terminal"]) == ("http_422", True)
+    assert "expected_count" in failure["_ng_failure_message"], failure
+    assert "resume_from_cache" not in result.stdout and "none would succeed on a retry" in result.stdout

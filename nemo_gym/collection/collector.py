@@ -71,7 +71,13 @@ class RolloutCollector:
                 self.helper.check_agent(agent)  # before anything runs
             progress = await self._run_missing(ledger, max_attempts)
             summary = CollectionSummary(
-                self.paths, progress.total, self._already_done, progress, ledger.unresolved_failures(), []
+                self.paths,
+                progress.total,
+                self._already_done,
+                progress,
+                ledger.unresolved_failures(),
+                [],
+                retryable=ledger.retryable_unresolved(max_attempts),
             )
             if not self.config.disable_aggregation:
                 try:

@@ -124,6 +124,16 @@ class CollectionLedger:
                 FAILURE_CLASS_KEY: failure_class,
             }
 
+    def retryable_unresolved(self, max_attempts: int) -> int:
+        """Pairs without a result that a resume would run again: no terminal failure, attempts left."""
+        (count,) = self._db.execute(
+            """SELECT COUNT(*) FROM failed
+               WHERE NOT terminal AND attempts < ?
+               AND NOT EXISTS (SELECT 1 FROM done WHERE done.task = failed.task AND done.rollout = failed.rollout)""",
+            (max_attempts,),
+        ).fetchone()
+        return count
+
     def unresolved_failures(self) -> dict[str, Counter[str]]:
         """Per agent, the latest failure class of every pair that still has no result."""
         counts: dict[str, Counter[str]] = {}

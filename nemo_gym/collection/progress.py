@@ -86,6 +86,8 @@ class CollectionSummary:
     unresolved_failures: dict[str, Counter[str]]
     aggregates: list[dict[str, Any]]
     aggregation_error: str | None = None
+    # Of the unresolved failures, how many a resume would run again (the others failed for good).
+    retryable: int = 0
 
     @property
     def exit_code(self) -> int:
@@ -109,10 +111,13 @@ class CollectionSummary:
             lines.append(f"Aggregation failed: {self.aggregation_error}")
         unresolved = sum(sum(classes.values()) for classes in self.unresolved_failures.values())
         if unresolved:
-            lines.append(
-                f"{unresolved} rollout(s) have no result; rerun with +resume_from_cache=true to retry them "
+            advice = (
+                f"; rerun with +resume_from_cache=true to retry the {self.retryable} that may succeed "
                 f"(up to {MAX_ATTEMPTS_ENV_VAR_NAME} attempts each)"
+                if self.retryable
+                else "; none would succeed on a retry (see the failures file)"
             )
+            lines.append(f"{unresolved} rollout(s) have no result{advice}")
         lines.append(f"Results: {self.paths.output}")
         lines.append(f"Failures: {self.paths.failures}")
         lines.append(f"Materialized inputs: {self.paths.materialized}")

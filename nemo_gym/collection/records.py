@@ -39,12 +39,24 @@ def error_message(body: bytes) -> str:
         return body.decode("utf-8", errors="replace")
     error = parsed.get("error") if isinstance(parsed, dict) else None
     if isinstance(error, dict) and error.get("message"):
-        cause = error.get("cause")
-        inner = cause.get("message") if isinstance(cause, dict) else cause if isinstance(cause, str) else None
+        inner = _cause_text(error.get("cause"))
         return f"{error['message']}: {inner}" if inner else str(error["message"])
     if isinstance(parsed, dict) and "detail" in parsed:
         return f"invalid request: {_described_detail(parsed['detail'])}"
     return body.decode("utf-8", errors="replace")
+
+
+def _cause_text(cause: Any) -> str | None:
+    """What an inner server said: its error's message, the fields of its 422, or its text."""
+    if isinstance(cause, str):
+        return cause
+    if not isinstance(cause, dict):
+        return None
+    if cause.get("message"):
+        return str(cause["message"])
+    if "detail" in cause:
+        return f"invalid request: {_described_detail(cause['detail'])}"
+    return None
 
 
 def _described_detail(detail: Any) -> str:
