@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from starlette.middleware import Middleware
 
 from nemo_gym.config.deployment import deployment_settings
+from nemo_gym.config.server_instances import unknown_setting
 from nemo_gym.config_types import BaseRunServerInstanceConfig as BaseRunServerInstanceConfig
 from nemo_gym.config_types import BaseServerConfig as BaseServerConfig
 from nemo_gym.config_types import ConfigError
@@ -304,7 +305,13 @@ class SimpleServer(BaseServer):
     @classmethod
     def load_config(cls, global_config_dict: DictConfig, instance_name: str) -> BaseRunServerInstanceConfig:
         config_class = cls.model_fields["config"].annotation
-        return config_class.model_validate(resolve_instance_config(global_config_dict, instance_name))
+        inner = resolve_instance_config(global_config_dict, instance_name)
+        problem = unknown_setting(config_class, inner)
+        if (
+            problem is not None
+        ):  # before validating: a misspelled required key is the unknown one, not the missing one
+            raise ConfigError(problem)
+        return config_class.model_validate(inner)
 
     @classmethod
     def run_webserver(cls) -> None:

@@ -74,6 +74,16 @@ def test_command_help_is_shown_not_parsed_as_an_override(tmp_path):
         ("+config_paths=[configs/quickstart_live.yaml]", "Interpolation key 'policy_base_url' not found"),
         ("+config_paths=[no_folder.yaml]", "implementation folder resources_servers/nowhere not found"),
         ("+config_paths=[no_entrypoint.yaml]", "entrypoint main.py not found"),
+        (
+            "+config_paths=[configs/quickstart.yaml] "
+            "++example_single_tool_call.resources_servers.example_single_tool_call.max_sesions=5",
+            "server instance 'example_single_tool_call': unknown key 'max_sesions' "
+            "(SingleToolCallConfig does not read it); did you mean 'max_sessions'?",
+        ),
+        (  # a misspelled required key is named as the unknown one, not reported missing
+            "+config_paths=[agent_typo.yaml]",
+            "unknown key 'resources_sever' (SimpleAgentConfig does not read it); did you mean 'resources_server'?",
+        ),
     ],
 )
 def test_validate_checks_what_run_would_trip_on_without_starting_anything(config, expected, tmp_path):
@@ -83,6 +93,13 @@ def test_validate_checks_what_run_would_trip_on_without_starting_anything(config
     )
     (tmp_path / "no_entrypoint.yaml").write_text(
         "x:\n  resources_servers:\n    example_single_tool_call: {entrypoint: main.py, domain: other}\n"
+    )
+    (tmp_path / "agent_typo.yaml").write_text(
+        "rs:\n  resources_servers:\n    example_single_tool_call: {entrypoint: app.py, domain: other}\n"
+        "m:\n  responses_api_models:\n    openai_model: {entrypoint: app.py, openai_base_url: http://127.0.0.1:9/v1,"
+        " openai_api_key: x, openai_model: m}\n"
+        "a:\n  responses_api_agents:\n    simple_agent: {entrypoint: app.py,"
+        " resources_sever: {type: resources_servers, name: rs}, model_server: {type: responses_api_models, name: m}}\n"
     )
     result = run_command("gym", "validate", *config.split(), cwd=tmp_path)
     output = result.stdout + result.stderr

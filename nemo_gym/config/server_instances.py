@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar
 
@@ -191,6 +192,35 @@ ServerInstanceConfig = Annotated[
     _SERVER_TYPE_DISCRIMINATOR,
 ]
 ServerInstanceConfigTypeAdapter: TypeAdapter[ServerInstanceConfig] = TypeAdapter(ServerInstanceConfig)
+
+
+# Keys of a server's inner config that its own config model need not declare: read by the launcher and the
+# collector (`datasets`), or informational in NeMo Gym's shipped configs.
+SHARED_SERVER_KEYS = frozenset(
+    {"entrypoint", "host", "port", "num_workers", "domain", "name", "datasets", "verified", "description",
+     "value", "allowed_agents", "allowed_model_types"}
+)  # fmt: skip
+
+
+def unknown_setting(config_class: type[BaseModel], inner: Mapping[str, Any]) -> str | None:
+    """One line naming the first key of `inner` that `config_class` does not read (with the nearest key it
+    does read), or None. A model that keeps extra keys (`extra="allow"`) reads them all."""
+    if config_class.model_config.get("extra") == "allow":
+        return None
+    known = set(SHARED_SERVER_KEYS)
+    for name, field in config_class.model_fields.items():
+        known |= {name, *(alias for alias in (field.alias, field.validation_alias) if isinstance(alias, str))}
+    unknown = [key for key in inner if isinstance(key, str) and key not in known]
+    if not unknown:
+        return None
+    key = unknown[0]
+    close = difflib.get_close_matches(key, sorted(known - SHARED_SERVER_KEYS), n=1, cutoff=0.7)
+    hint = (
+        f"; did you mean '{close[0]}'?"
+        if close
+        else f"; it reads: {', '.join(sorted(known - SHARED_SERVER_KEYS)) or 'none'}"
+    )
+    return f"unknown key '{key}' ({config_class.__name__} does not read it){hint}"
 
 
 # ---------------------------------------------------------------------------------------------------------
