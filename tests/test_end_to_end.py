@@ -116,7 +116,7 @@ async def test_a_hanging_upstream_fails_the_run_at_the_deadline(deployment, scri
     started = time.monotonic()
     status, result = await post_run(running, ROW_1)
     assert status == 504, result
-    assert DEADLINE_S <= time.monotonic() - started < DEADLINE_S + 5
+    assert time.monotonic() - started >= DEADLINE_S  # the deadline's 504, not an earlier failure
 
 
 async def test_colocated_servers_talk_without_sockets(deployment, scripted_upstream):
