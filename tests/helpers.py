@@ -20,6 +20,7 @@ import orjson
 import requests
 import yaml
 
+from nemo_gym.preflight import DEFAULT_READINESS_DEADLINE_S
 from nemo_gym.testing import (  # noqa: F401  (re-exported: the tests import them from here)
     STARTUP_DEADLINE_S,
     StartedServer,
@@ -79,6 +80,12 @@ def run_resources_fixture(
         yield started
 
 
+# Above any readiness deadline a test deployment sets (the launcher's default, or the big deployment's
+# BIG_DEPLOYMENT_READINESS_S), plus time to parse the config and spawn the servers.
+BIG_DEPLOYMENT_READINESS_S = 600.0
+LAUNCHER_VERDICT_S = max(DEFAULT_READINESS_DEADLINE_S, BIG_DEPLOYMENT_READINESS_S) + STARTUP_DEADLINE_S
+
+
 @dataclass
 class RunningDeployment:
     """A `gym run` process started by a test, with the instances its head server reports."""
@@ -128,8 +135,10 @@ def running_deployment(
     )
     try:
         output = OutputReader(process)
-        head_url = output.wait_for("head_server ", STARTUP_DEADLINE_S * 2).split()[3]
-        output.wait_for("server(s) are up", STARTUP_DEADLINE_S * 2)
+        # `gym run` itself gives up on a server that does not come up, naming it: wait for its verdict
+        # rather than for a clock of our own, which a busy machine would outrun.
+        head_url = output.wait_for("head_server ", LAUNCHER_VERDICT_S).split()[3]
+        output.wait_for("server(s) are up", LAUNCHER_VERDICT_S)
         with urllib.request.urlopen(f"{head_url}/server_instances", timeout=10) as answer:
             instances = {entry["process_name"]: entry for entry in orjson.loads(answer.read())}
         yield RunningDeployment(process, head_url, instances, output)

@@ -21,7 +21,7 @@ import requests
 import yaml
 
 from nemo_gym.testing import read_jsonl
-from tests.helpers import REPO_ROOT, running_deployment
+from tests.helpers import BIG_DEPLOYMENT_READINESS_S, REPO_ROOT, running_deployment
 from tests.upstream_script import ScriptedUpstream, fresh_model
 
 HEAD = "head_server"
@@ -213,6 +213,8 @@ def every_shipped_server(upstream: ScriptedUpstream, workdir: Path) -> Iterator[
         "policy_api_key": "sk-reliability",
         "policy_model_name": fresh_model("reliability"),
         "global_http_deadline_s": HTTP_DEADLINE_S,
+        # Forty servers start slowly on a busy machine; the launcher names any that never comes up.
+        "readiness_deadline_s": BIG_DEPLOYMENT_READINESS_S,
     }
     config_file = workdir / "every_shipped_server.yaml"
     config_file.write_text(yaml.safe_dump(config))

@@ -23,7 +23,7 @@ from nemo_gym.testing import (
 FOLDER = Path(__file__).resolve().parents[1]
 INSTANCE = "math_advanced_calculations"
 ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
-ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
+ROLLOUTS = read_jsonl(FOLDER / "data" / "real_model_rollouts.jsonl")
 PARAMS = ROWS[0]["responses_create_params"]
 
 
