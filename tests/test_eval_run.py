@@ -136,6 +136,24 @@ def test_eval_run_refuses_to_replace_results_before_starting_any_server(workdir)
     assert (workdir / "out/r.jsonl").read_text() == '{"reward": 1.0}\n'
 
 
+def test_a_task_without_a_recording_is_refused_before_any_server_starts(workdir):
+    unrecorded = {**MCQA_ROWS[0], "responses_create_params": {"input": "a question nobody recorded"}}
+    (workdir / "tasks.jsonl").write_text(json.dumps(MCQA_ROWS[1]) + "\n" + json.dumps(unrecorded) + "\n")
+    result = gym("eval", "run", *SELECTORS, "-i", "tasks.jsonl", "+agent_name=mcqa_simple_agent", cwd=workdir)
+    line = one_line_error(result)
+    assert "tasks.jsonl: 1 row(s) have no recording to replay: line 2: 'a question nobody recorded'" in line
+    assert "INSTANCE" not in result.stdout, "no server should have been started"
+
+
+def test_a_row_that_cannot_run_is_refused_before_any_server_starts(workdir):
+    broken = {**MCQA_ROWS[0], "responses_create_params": {"input": "hi", "temprature": 0.5}}
+    (workdir / "tasks.jsonl").write_text(json.dumps(MCQA_ROWS[0]) + "\n" + json.dumps(broken) + "\n")
+    result = gym("eval", "run", *SELECTORS, "-i", "tasks.jsonl", "+agent_name=mcqa_simple_agent", cwd=workdir)
+    line = one_line_error(result)
+    assert "tasks.jsonl: 1 row(s) cannot run: line 2: responses_create_params" in line and "temprature" in line
+    assert "INSTANCE" not in result.stdout, "no server should have been started"
+
+
 def test_eval_run_without_a_model_says_how_to_choose_one(workdir):
     line = one_line_error(gym("eval", "run", "--resources-server", "mcqa", cwd=workdir))
     assert "policy_model" in line and "--model-type openai_model" in line and "--replay" in line

@@ -14,6 +14,7 @@ import orjson
 import pytest
 import yaml
 
+from nemo_gym.collection.row_checks import prompt_key
 from tests.helpers import REPO_ROOT, gym_command, running_deployment
 
 REPLAY_CONFIG = "responses_api_models/replay_model/configs/replay_model.yaml"
@@ -57,27 +58,12 @@ def ends(rollout: dict) -> bool:
     )
 
 
-def prompt_key(row: dict) -> str:
-    """The task's messages as (role, text) pairs: recorded rollouts carry the parsed request, with defaults
-    filled in, so the raw JSON of a task and of its recording differ."""
-    messages = row["responses_create_params"]["input"]
-    if isinstance(messages, str):
-        return repr([("user", messages)])
-    return repr([(message.get("role"), _text(message.get("content"))) for message in messages])
-
-
-def _text(content: object) -> str:
-    if isinstance(content, list):
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return str(content)
-
-
 @pytest.mark.parametrize("folder", environments(), ids=lambda folder: folder.name)
 def test_replayed_rollouts_earn_their_recorded_rewards(folder: Path, tmp_path: Path):
     rollouts_path = folder / "data" / "example_rollouts.jsonl"
     recorded = [orjson.loads(line) for line in rollouts_path.read_bytes().splitlines() if line.strip()]
     expected = {
-        prompt_key(rollout): rollout["reward"]
+        prompt_key(rollout["responses_create_params"]): rollout["reward"]
         for rollout in recorded
         if "reward" in rollout and ends(rollout)
     }
@@ -88,7 +74,7 @@ def test_replayed_rollouts_earn_their_recorded_rewards(folder: Path, tmp_path: P
         pytest.skip("graded by a judge model; its own tests replay the recorded verdicts")
     agent, dataset = example_agent(config)
     tasks = [orjson.loads(line) for line in (REPO_ROOT / dataset).read_bytes().splitlines() if line.strip()]
-    replayable = [task for task in tasks if prompt_key(task) in expected]
+    replayable = [task for task in tasks if prompt_key(task["responses_create_params"]) in expected]
     if not replayable:
         pytest.skip("the recorded rollouts are of other tasks than the example dataset's")
     dataset_copy = tmp_path / "tasks.jsonl"
@@ -118,6 +104,7 @@ def test_replayed_rollouts_earn_their_recorded_rewards(folder: Path, tmp_path: P
         )
     assert result.returncode == 0, result.stdout + result.stderr
     results = [orjson.loads(line) for line in output.read_bytes().splitlines() if line.strip()]
-    assert {prompt_key(row): row["reward"] for row in results} == {
-        prompt_key(task): expected[prompt_key(task)] for task in replayable
+    assert {prompt_key(row["responses_create_params"]): row["reward"] for row in results} == {
+        prompt_key(task["responses_create_params"]): expected[prompt_key(task["responses_create_params"])]
+        for task in replayable
     }

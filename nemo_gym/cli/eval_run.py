@@ -17,13 +17,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from nemo_gym.cli.flags import Invocation, UsageError, override_value, with_config_paths
 from nemo_gym.cli.selectors import selected_config
+from nemo_gym.collection.row_checks import check_recordings, check_rows
 from nemo_gym.config_types import ConfigError, ServerRefNotFoundError
 from nemo_gym.dataset_collation import agent_datasets, collate_split
-from nemo_gym.global_config import parse_global_config_dict
+from nemo_gym.global_config import locate_data_file, parse_global_config_dict
 from nemo_gym.launcher import Deployment, DeploymentError, run_until_stopped
 from nemo_gym.rollout_collection import CollectionPaths, collect_rollouts, refuse_to_replace
 from nemo_gym.server_utils import ServerClient, head_server_config_from
@@ -79,7 +80,9 @@ async def run_eval(invocation: Invocation) -> int:
     output = cfg.get("output_jsonl_fpath")
     if output is not None and not cfg.get("resume_from_cache"):  # before minutes of starting servers
         refuse_to_replace(CollectionPaths.for_output(str(output)), bool(cfg.get("overwrite")))
-    overrides += collection_overrides(cfg, cfg, invocation.options)
+    added, input_path = collection_overrides(cfg, cfg, invocation.options)
+    overrides += added
+    check_rows_before_serving(cfg, input_path)
 
     async def collect() -> int:
         client = ServerClient(head_server_config=deployment.head_server_config, global_config_dict=cfg)
@@ -104,7 +107,8 @@ async def run_without_serving(invocation: Invocation) -> int:
             ).global_config_dict
         except ValueError as error:
             raise ConfigError(f"{error} (or give the tasks with --input FILE)") from None
-    return await collect_rollouts(overrides + collection_overrides(cfg, datasets_from, invocation.options))
+    added, _ = collection_overrides(cfg, datasets_from, invocation.options)
+    return await collect_rollouts(overrides + added)
 
 
 def deployment_overrides(invocation: Invocation) -> list[str]:
@@ -143,8 +147,10 @@ def _recorded_rollouts(servers: list[str], search_dirs: list[str]) -> list[str]:
     return paths
 
 
-def collection_overrides(cfg: DictConfig, datasets_from: DictConfig, options: dict[str, Any]) -> list[str]:
-    """A default output folder, and the dataset when `--input` names none."""
+def collection_overrides(
+    cfg: DictConfig, datasets_from: DictConfig, options: dict[str, Any]
+) -> tuple[list[str], Path]:
+    """A default output folder, and the dataset when `--input` names none; and the input file."""
     added = []
     output = cfg.get("output_jsonl_fpath")
     if output is None:
@@ -153,7 +159,18 @@ def collection_overrides(cfg: DictConfig, datasets_from: DictConfig, options: di
     if cfg.get("input_jsonl_fpath") is None:
         path = chosen_dataset(datasets_from, options, cfg.get("agent_name"), Path(output).parent)
         added.append(f"++input_jsonl_fpath={override_value(str(path))}")
-    return added
+        return added, path
+    return added, locate_data_file(str(cfg.get("input_jsonl_fpath")), "input_jsonl_fpath")
+
+
+def check_rows_before_serving(cfg: DictConfig, input_path: Path) -> None:
+    """Refuse, before any server starts, rows that could not run, and tasks a replay has no recording of."""
+    limit = cfg.get("limit") or None
+    check_rows(input_path, cfg, limit, cfg.get("agent_name"))
+    recordings = OmegaConf.select(cfg, REPLAY_FILES_KEY)
+    if recordings is not None:
+        paths = [recordings] if isinstance(recordings, str) else list(recordings)
+        check_recordings(input_path, [locate_data_file(str(path), REPLAY_FILES_KEY) for path in paths], limit)
 
 
 def chosen_dataset(cfg: DictConfig, options: dict[str, Any], agent: str | None, output_dir: Path) -> Path:
