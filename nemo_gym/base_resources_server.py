@@ -16,7 +16,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from fastapi import FastAPI, Request
+from fastapi import Body, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 
@@ -55,6 +55,8 @@ DEFAULT_MAX_SESSIONS = 100_000
 # NeMo Gym's names for the MCP metadata a seed answer may carry and the header of an MCP session token.
 NEMO_GYM_MCP_METADATA_KEY = "mcp"
 NEMO_GYM_MCP_SESSION_TOKEN_HEADER = "X-NeMo-Gym-Session-Token"
+# The key by which a seed body is read as NeMo Gym 0.7's typed seed rather than a task row.
+TYPED_SEED_KEY = "resources_session_id"
 
 
 class ReverifyMode(StrEnum):
@@ -121,26 +123,26 @@ class SimpleResourcesServer(AggregateMetricsMixin, SimpleServer):
             return self.seed_session
 
         async def seed_either_shape(request: Request, body: Any) -> Any:
-            if takes_typed or not isinstance(body, ResourcesSeedSessionRequest):
+            if takes_typed:
                 answer = await self._call_seed(request, body, takes_request)
+            elif TYPED_SEED_KEY not in body:
+                answer = await self._call_seed(request, _validated(row_model, body, ("body",)), takes_request)
             else:
-                answer = self.begin_resources_session(request, body)
-                try:
-                    row = row_model.model_validate(body.task_data)
-                except ValidationError as error:
-                    raise RequestValidationError(
-                        [
-                            {**problem, "loc": ("body", "task_data", *problem["loc"])}
-                            for problem in error.errors()
-                        ]
-                    ) from None
+                typed = _validated(ResourcesSeedSessionRequest, body, ("body",))
+                answer = self.begin_resources_session(request, typed)
+                row = _validated(row_model, typed.task_data, ("body", "task_data"))
                 await self._call_seed(request, row, takes_request)
+                body = typed
             return self._with_mcp_metadata(request, body, answer)
 
-        annotation = row_model if takes_typed else ResourcesSeedSessionRequest | row_model
+        # A row seed is validated by hand, so that a bad one is a 422 naming its field (a union annotation
+        # would report every member's problems under the member's name).
+        annotation = row_model if takes_typed else dict[str, Any]
         parameters = [
             inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
-            inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation),
+            inspect.Parameter(
+                "body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation, default=Body()
+            ),
         ]
         seed_either_shape.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
         return seed_either_shape
@@ -224,6 +226,16 @@ class SimpleResourcesServer(AggregateMetricsMixin, SimpleServer):
 
     async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
         raise NotImplementedError(f"{type(self).__name__} must implement verify()")
+
+
+def _validated(model: type[BaseModel], data: Any, location: tuple[str, ...]) -> Any:
+    """`data` as `model`, or the standard 422 with each problem located under `location`."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise RequestValidationError(
+            [{**problem, "loc": (*location, *problem["loc"])} for problem in error.errors()]
+        ) from None
 
 
 def _seed_body_model(seed: Callable[..., Any]) -> tuple[Any, bool]:

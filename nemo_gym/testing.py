@@ -233,6 +233,17 @@ def session_id_in_cookie(cookie_value: str) -> str:
     return orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))[SESSION_ID_KEY]
 
 
+# What every verify answer carries since NeMo Gym 0.7, as it reads when the rollout was measured normally.
+VERIFY_FLAGS = {"mask_sample": False, "failure_kind": None, "failure_reason": None}
+
+
+def without_verify_flags(answer: dict) -> dict:
+    """A verify answer as 0.4 gave it, after checking that it flags nothing (for comparing with a recording
+    made before 0.7's fields existed)."""
+    assert {key: answer.get(key) for key in VERIFY_FLAGS} == VERIFY_FLAGS, answer
+    return {key: value for key, value in answer.items() if key not in VERIFY_FLAGS}
+
+
 def message_item(text: str, id: str = "msg_1") -> dict:
     """An assistant output message saying `text`: what a model's final answer looks like to /verify."""
     content = [{"type": "output_text", "text": text, "annotations": []}]

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from nemo_gym.config_types import ConfigError
 from nemo_gym.testing import (
     JUDGE_MODEL_REF,
+    VERIFY_FLAGS,
     ScriptedJudge,
     StartedServer,
     check_environment_config,
@@ -110,6 +111,7 @@ async def test_an_equal_verdict_earns_1_with_the_declared_fields(judged):
     judged.judge.script(f"Both name Shakespeare. {EQUAL} they are equivalent")
     result = await verify(judged.shipped, body("Shakespeare", assistant_message("William Shakespeare")))
     assert set(result) == {
+        *VERIFY_FLAGS,
         "responses_create_params",
         "response",
         "reward",

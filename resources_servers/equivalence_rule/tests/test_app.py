@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from nemo_gym.testing import (
+    VERIFY_FLAGS,
     StartedServer,
     check_environment_config,
     post_json,
@@ -164,7 +165,14 @@ async def test_weighted_and_plain_similarity_differ_only_by_the_prefix_term(seq,
 async def test_verify_echoes_the_row_fields_and_adds_equivalence_score(exact):
     body = await verify(exact, "6", message("6"))
     row_fields = {key for key in ROW if key != "responses_create_params"}
-    assert set(body) == {"responses_create_params", "response", "reward", "equivalence_score", *row_fields}
+    assert set(body) == {
+        *VERIFY_FLAGS,
+        "responses_create_params",
+        "response",
+        "reward",
+        "equivalence_score",
+        *row_fields,
+    }
     assert {key: body[key] for key in row_fields} == {
         **{key: ROW[key] for key in row_fields},
         "expected_answer": "6",

@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from nemo_gym.testing import (
+    VERIFY_FLAGS,
     StartedServer,
     check_environment_config,
     function_call_item,
@@ -98,6 +99,7 @@ async def test_the_expected_values_in_order_earn_1_and_every_diagnostic_is_clean
 async def test_verify_answers_its_fields_but_not_the_task_fields(server):
     body = await verify(server, submit([711, 407]))
     assert set(body) == {
+        *VERIFY_FLAGS,
         "responses_create_params",
         "response",
         "reward",

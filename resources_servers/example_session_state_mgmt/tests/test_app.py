@@ -12,6 +12,7 @@ import pytest
 
 from nemo_gym.http_client import get_response_json, request
 from nemo_gym.testing import (
+    VERIFY_FLAGS,
     StartedServer,
     check_environment_config,
     instance_config,
@@ -105,7 +106,7 @@ async def test_verify_answers_params_response_and_reward_without_expected_count(
     await session.seed(0)
     status, body = await session.post("/verify", {**ROWS[0], "expected_count": 0, "response": A_RESPONSE})
     assert status == 200
-    assert set(body) == {"responses_create_params", "response", "reward"}
+    assert set(body) == {*VERIFY_FLAGS, "responses_create_params", "response", "reward"}
     assert body["reward"] == 1.0 and body["response"]["id"] == A_RESPONSE["id"]
 
 

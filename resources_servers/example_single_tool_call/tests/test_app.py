@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from nemo_gym.testing import (
+    VERIFY_FLAGS,
     StartedServer,
     check_environment_config,
     post_json,
@@ -54,7 +55,7 @@ async def test_get_weather_without_a_string_city_is_a_422_naming_city(server, ba
 async def test_verify_always_rewards_1_and_echoes_only_params_and_response(server):
     status, body = await post(server, "/verify", {**ROWS[0], "response": A_RESPONSE})
     assert status == 200
-    assert set(body) == {"responses_create_params", "response", "reward"}
+    assert set(body) == {*VERIFY_FLAGS, "responses_create_params", "response", "reward"}
     assert body["reward"] == 1.0
     assert body["response"]["id"] == A_RESPONSE["id"]
     assert body["responses_create_params"]["tools"][0]["name"] == "get_weather"

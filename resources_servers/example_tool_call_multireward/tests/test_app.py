@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from nemo_gym.testing import (
+    VERIFY_FLAGS,
     StartedServer,
     check_environment_config,
     function_call_item,
@@ -188,6 +189,7 @@ async def test_predicted_calls_list_every_call_with_parsed_arguments(server):
 async def test_verify_answers_its_fields_but_not_expected_call(server):
     body = await verify(server, function_call_item("get_weather", SF))
     assert set(body) == {
+        *VERIFY_FLAGS,
         "responses_create_params",
         "response",
         "reward",

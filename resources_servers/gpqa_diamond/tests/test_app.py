@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from nemo_gym.testing import (
+    VERIFY_FLAGS,
     StartedServer,
     check_environment_config,
     function_call_item,
@@ -26,7 +27,15 @@ ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
 ROW = ROWS[0]  # gold B
 A_RESPONSE = ROLLOUTS[0]["response"]
 FOUR = (("A", "0.50"), ("B", "0.36"), ("C", "0.72"), ("D", "0.25"))
-VERIFY_FIELDS = {"responses_create_params", "response", "reward", "expected_answer", "extracted_answer"}
+VERIFY_FIELDS = {
+    *VERIFY_FLAGS,
+    *VERIFY_FLAGS,
+    "responses_create_params",
+    "response",
+    "reward",
+    "expected_answer",
+    "extracted_answer",
+}
 DEADLINE_S = 2.0
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from nemo_gym.testing import (
+    VERIFY_FLAGS,
     StartedServer,
     check_environment_config,
     function_call_item,
@@ -122,6 +123,7 @@ async def test_the_reward_is_f1_by_default_and_the_row_is_echoed(server):
     row_fields = {key for key in ROW if key != "responses_create_params"}
     assert {key: answer[key] for key in row_fields} == {key: ROW[key] for key in row_fields}
     assert set(answer) == {
+        *VERIFY_FLAGS,
         *ROW,
         "response",
         "reward",

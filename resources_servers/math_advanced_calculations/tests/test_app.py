@@ -10,6 +10,7 @@ import pytest
 
 from nemo_gym.http_client import get_response_json, request
 from nemo_gym.testing import (
+    VERIFY_FLAGS,
     StartedServer,
     check_environment_config,
     function_call_item,
@@ -145,7 +146,7 @@ async def test_all_values_among_the_tool_outputs_earn_1_and_only_params_response
         server, "[2.0, 1.0]", response_with_solutions(1.0, 7.0, 2.0), id=3, depth=1, breadth=2
     )
     assert answer["reward"] == 1.0
-    assert set(answer) == {"responses_create_params", "response", "reward"}
+    assert set(answer) == {*VERIFY_FLAGS, "responses_create_params", "response", "reward"}
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ import pytest
 
 from nemo_gym.testing import (
     JUDGE_MODEL_REF,
+    VERIFY_FLAGS,
     ScriptedJudge,
     StartedServer,
     check_environment_config,
@@ -37,6 +38,7 @@ ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
 ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
 A_RESPONSE = ROLLOUTS[0]["response"]
 VERIFY_FIELDS = {
+    *VERIFY_FLAGS,
     "responses_create_params",
     "response",
     "reward",

@@ -13,7 +13,14 @@ import yaml
 
 from nemo_gym.config_types import validate_server_instance_config
 from nemo_gym.global_config import install_root
-from nemo_gym.testing import StartedServer, instance_config, post_json, run_instance, run_resources_server
+from nemo_gym.testing import (
+    VERIFY_FLAGS,
+    StartedServer,
+    instance_config,
+    post_json,
+    run_instance,
+    run_resources_server,
+)
 
 FOLDER = Path(__file__).resolve().parents[1]
 IMPLEMENTATION = "mcqa"
@@ -34,7 +41,15 @@ OPTIONS = [
     {"C": "Southern blotting"},
     {"D": None},
 ]
-VERIFY_FIELDS = {"responses_create_params", "response", "reward", "expected_answer", "extracted_answer"}
+VERIFY_FIELDS = {
+    *VERIFY_FLAGS,
+    *VERIFY_FLAGS,
+    "responses_create_params",
+    "response",
+    "reward",
+    "expected_answer",
+    "extracted_answer",
+}
 
 
 # ---- servers --------------------------------------------------------------------------------------------

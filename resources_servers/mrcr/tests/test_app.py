@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from nemo_gym.testing import (
+    VERIFY_FLAGS,
     StartedServer,
     check_environment_config,
     function_call_item,
@@ -17,6 +18,7 @@ from nemo_gym.testing import (
     read_jsonl,
     response_with,
     run_resources_server,
+    without_verify_flags,
 )
 from resources_servers.mrcr.app import MrcrConfig
 
@@ -58,6 +60,7 @@ async def test_the_exact_needle_with_its_prefix_earns_1_and_the_answer_echoes_th
     row_fields = ("expected_answer", "random_string_to_prepend", "n_needles", "n_tokens")
     assert {key: body[key] for key in row_fields} == {key: ROW[key] for key in row_fields}
     assert set(body) == {
+        *VERIFY_FLAGS,
         "responses_create_params",
         "response",
         "reward",
@@ -164,7 +167,7 @@ async def test_aggregate_metrics_give_pass_at_k_overall_and_per_needle_count(ser
 async def test_recorded_rollouts_verify_to_their_recorded_answer(server, rollout):
     status, body = await post_json(server.url + "/verify", rollout)
     assert status == 200, body
-    assert body == rollout
+    assert without_verify_flags(body) == rollout
 
 
 def test_config_declares_the_environment_and_its_agent():

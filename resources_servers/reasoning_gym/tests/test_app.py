@@ -12,6 +12,7 @@ import pytest
 
 from nemo_gym.http_client import get_response_json, request
 from nemo_gym.testing import (
+    VERIFY_FLAGS,
     StartedServer,
     check_environment_config,
     instance_config,
@@ -83,6 +84,7 @@ async def test_the_right_answer_in_answer_tags_earns_1_and_the_response_names_ta
     assert body["task_name"] == "knights_knaves"
     assert body["extracted_answer"] == row["answer"]
     assert set(body) == {
+        *VERIFY_FLAGS,
         "responses_create_params",
         "response",
         "reward",

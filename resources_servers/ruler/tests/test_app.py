@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from nemo_gym.testing import (
+    VERIFY_FLAGS,
     StartedServer,
     check_environment_config,
     function_call_item,
@@ -16,6 +17,7 @@ from nemo_gym.testing import (
     read_jsonl,
     response_with,
     run_resources_server,
+    without_verify_flags,
 )
 from resources_servers.ruler.app import KNOWN_SUBSETS, RulerConfig
 from resources_servers.ruler.grading import string_match
@@ -75,7 +77,7 @@ def test_qa_subsets_need_any_reference_and_the_others_score_the_share_found(
 async def test_the_reward_is_also_reported_under_the_subset_name(server):
     body = await verify(server, VT_ROW, message_item("They are: KTR, QPD and MWZ."))
     assert body["reward"] == 0.75 and body["vt"] == 0.75 and body["subset"] == "vt"
-    assert set(body) == {"responses_create_params", "response", "reward", "subset", "vt"}
+    assert set(body) == {*VERIFY_FLAGS, "responses_create_params", "response", "reward", "subset", "vt"}
 
 
 async def test_a_qa_answer_with_any_reference_earns_1(server):
@@ -86,7 +88,7 @@ async def test_a_qa_answer_with_any_reference_earns_1(server):
 async def test_an_unknown_subset_is_graded_by_share_and_gets_no_subset_field(server):
     body = await verify(server, {**VT_ROW, "subset": "reward"}, message_item("KTR"))
     assert body["reward"] == 0.25
-    assert set(body) == {"responses_create_params", "response", "reward", "subset"}
+    assert set(body) == {*VERIFY_FLAGS, "responses_create_params", "response", "reward", "subset"}
 
 
 async def test_the_answer_is_the_output_text_of_every_message_joined(server):
@@ -148,7 +150,7 @@ async def test_recorded_rollouts_verify_to_their_recorded_answer(server, rollout
     row = next(row for row in ROWS if row["subset"] == rollout["subset"])
     status, body = await post_json(server.url + "/verify", {**row, "response": rollout["response"]})
     assert status == 200, body
-    assert body == rollout
+    assert without_verify_flags(body) == rollout
 
 
 def test_config_declares_the_environment_and_its_agent():

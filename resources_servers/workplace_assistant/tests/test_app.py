@@ -10,6 +10,7 @@ import pytest
 
 from nemo_gym.http_client import get_response_json, request
 from nemo_gym.testing import (
+    VERIFY_FLAGS,
     StartedServer,
     check_environment_config,
     function_call_item,
@@ -487,6 +488,7 @@ async def test_verify_echoes_the_task_fields(server):
     status, body = await Session(server).post("/verify", {**ROWS[0], "response": A_RESPONSE})
     assert status == 200
     assert set(body) == {
+        *VERIFY_FLAGS,
         "responses_create_params",
         "response",
         "reward",

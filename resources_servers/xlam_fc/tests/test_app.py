@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from nemo_gym.testing import (
+    VERIFY_FLAGS,
     StartedServer,
     check_environment_config,
     function_call_item,
@@ -58,6 +59,7 @@ async def test_all_expected_calls_made_earn_1_with_counts_and_parsed_calls(serve
     assert (answer["num_expected"], answer["num_predicted"], answer["num_correct"]) == (2, 2, 2)
     assert answer["predicted_calls"] == [BETA, GAME]
     assert set(answer) == {
+        *VERIFY_FLAGS,
         "responses_create_params",
         "response",
         "reward",
