@@ -104,7 +104,11 @@ def test_replayed_rollouts_earn_their_recorded_rewards(folder: Path, tmp_path: P
         )
     assert result.returncode == 0, result.stdout + result.stderr
     results = [orjson.loads(line) for line in output.read_bytes().splitlines() if line.strip()]
-    assert {prompt_key(row["responses_create_params"]): row["reward"] for row in results} == {
-        prompt_key(task["responses_create_params"]): expected[prompt_key(task["responses_create_params"])]
-        for task in replayable
+    assert len(results) == len(replayable)
+    # A verify that ran out of its grading deadline (a busy machine) is masked, not a wrong reward: it
+    # measures nothing, so it is not compared; every measured one must earn its recorded reward.
+    measured = {
+        prompt_key(row["responses_create_params"]): row["reward"] for row in results if not row["mask_sample"]
     }
+    assert all(row["failure_kind"] for row in results if row["mask_sample"])
+    assert measured == {key: expected[key] for key in measured}
