@@ -143,6 +143,12 @@ def test_0_4_and_0_7_paths_give_the_same_rewards_from_gym_collect(
     }
     [metrics] = orjson.loads((tmp_path / f"{EPISODE_AGENT}_aggregate_metrics.json").read_bytes())
     assert metrics["agent_metrics"]["mean/reward"] == pytest.approx(len(COUNTED_RIGHT) / len(ROWS))
+    assert (metrics["agent_ref"], metrics["_ng_environment_server"]) == (
+        {"name": EPISODE_AGENT},
+        EPISODE_SERVER,
+    )
+    [legacy_metrics] = orjson.loads((tmp_path / f"{LEGACY_AGENT}_aggregate_metrics.json").read_bytes())
+    assert legacy_metrics["_ng_environment_server"] == GENERATED_RELAY
 
 
 async def test_the_trainer_api_runs_rows_through_the_environment_server(

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from nemo_gym.collection.records import agent_name_of
+from nemo_gym.config.key_names import ENVIRONMENT_SERVER_STAMP_KEY_NAME
 from nemo_gym.config_types import AGENT_REF_KEY, AggregateMetrics
 from nemo_gym.http_client import raise_for_status
 from nemo_gym.jsonl import FAILURE_CLASS_KEY, write_atomically
@@ -39,14 +40,18 @@ async def aggregate_results(
     destination: Path,
 ) -> list[dict[str, Any]]:
     """One `/aggregate_metrics` per agent over its results and its unresolved failures (which the servers
-    count but keep out of the statistics), written to `destination`. The request bodies are assembled on
+    count but keep out of the statistics), written to `destination`; each entry also names the environment
+    server the agent's results came through (`_ng_environment_server`, as NeMo Gym 0.7's file does). The request bodies are assembled on
     disk, never as a list of parsed results."""
     failure_classes: dict[str, Counter[str]] = {}
+    environment_servers: dict[str, str] = {}  # agent -> the environment server its results came through
     with tempfile.TemporaryDirectory(prefix="gym-aggregate-") as scratch:
         bodies: dict[str, Any] = {}
         try:
             for record in itertools.chain(results, failures):
                 agent = agent_name_of(record) or ""
+                if isinstance(server := record.get(ENVIRONMENT_SERVER_STAMP_KEY_NAME), str):
+                    environment_servers.setdefault(agent, server)
                 if agent not in bodies:
                     bodies[agent] = (Path(scratch) / f"{len(bodies)}.json").open("wb")
                     bodies[agent].write(b'{"verify_responses":[')
@@ -72,6 +77,11 @@ async def aggregate_results(
                 metrics.agent_metrics.setdefault(key, value)
             if counts["num_failed_rollouts"]:
                 metrics.key_metrics.update(counts)
-            entries.append({AGENT_REF_KEY: {"name": agent}, **metrics.model_dump()})
+            stamp = (
+                {ENVIRONMENT_SERVER_STAMP_KEY_NAME: environment_servers[agent]}
+                if agent in environment_servers
+                else {}
+            )
+            entries.append({AGENT_REF_KEY: {"name": agent}, **stamp, **metrics.model_dump()})
     write_atomically(destination, [json.dumps(entries, indent=2).encode()])
     return entries
