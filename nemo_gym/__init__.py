@@ -7,15 +7,10 @@ The package root carries NeMo Gym's path constants and hands out its most used c
 from __future__ import annotations
 
 import importlib
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 __package_name__ = "nemo-gym"
-try:
-    __version__ = metadata.version(__package_name__)
-except metadata.PackageNotFoundError:  # running from a checkout that was never installed
-    __version__ = "0.0.0"
 
 ROOT_DIR = Path(__file__).resolve().parent
 # The repository root for a checkout or editable install, site-packages for a wheel: where the server
@@ -73,6 +68,13 @@ _LAZY_NAMES = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # read from the installed metadata on first use: a scan `import nemo_gym` skips
+        from importlib import metadata
+
+        try:
+            return metadata.version(__package_name__)
+        except metadata.PackageNotFoundError:  # running from a checkout that was never installed
+            return "0.0.0"
     module = _LAZY_NAMES.get(name)
     if module is None:
         raise AttributeError(f"module 'nemo_gym' has no attribute {name!r}")
@@ -80,4 +82,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY_NAMES])
+    return sorted([*globals(), *_LAZY_NAMES, "__version__"])

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import REPO_ROOT
+
 BIN = Path(sys.executable).parent
 WEATHER_CONFIG = "resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml"
 
@@ -176,3 +178,33 @@ def test_status_of_a_server_that_is_not_a_head_server_is_one_line(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "not a Gym head server" in lines[0] and "404" in lines[0], result.stderr
     assert "<" not in lines[0]
+
+
+HEAVY_PACKAGES = (
+    "pydantic",
+    "omegaconf",
+    "hydra",
+    "aiohttp",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "yaml",
+    "asyncio",
+)
+
+
+@pytest.mark.parametrize("args", [["--version"], ["-h"], ["list", "environments"], ["eval", "-h"]])
+def test_quick_commands_import_none_of_the_heavy_libraries(args):
+    """What keeps `gym --version`, `-h` and `list` instant: they load no config, HTTP or model code."""
+    probe = (
+        "import contextlib, io, sys\n"
+        "from nemo_gym.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main({args!r})\n"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY_PACKAGES!r})))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=REPO_ROOT
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

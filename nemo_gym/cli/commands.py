@@ -3,7 +3,6 @@ starts only when called, so that `gym -h` and a typo stay instant."""
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import json
 import sys
@@ -18,6 +17,8 @@ INTERRUPTED_EXIT_CODE = 130
 
 def _run_async(work: Coroutine[Any, Any, int]) -> int:
     """Run a command's coroutine, closing the pooled HTTP client before the loop ends."""
+    import asyncio
+
     from nemo_gym.http_client import close_global_aiohttp_client
 
     async def run_then_close() -> int:
@@ -126,6 +127,8 @@ def resolve(invocation: Invocation) -> int:
 
 def validate(invocation: Invocation) -> int:
     """Everything `gym env start` checks before and while its servers start, without serving anything."""
+    import asyncio
+
     from nemo_gym.global_config import parse_global_config_dict, require_server_instances
     from nemo_gym.launcher import check_server_configs, check_startable, readiness_deadline_from
 

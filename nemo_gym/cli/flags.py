@@ -16,11 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import HydraException
-
-from nemo_gym.config_types import ConfigError
-from nemo_gym.global_config import displayed_override
+from nemo_gym.config.errors import ConfigError
 
 PLAIN_VALUE = re.compile(r"[\w./:@+-]*")
 CONFIG_PATHS_OVERRIDE = re.compile(r"^\+{1,2}config_paths=")
@@ -143,6 +139,12 @@ class Command:
     flags: tuple[Flag, ...] = ()
     details: Callable[[Sequence[str]], str] | None = None
     positional: tuple[str, str] | None = None  # (name, help) of one optional positional argument
+    # Flags defined beside the command's work, imported only when this command runs (`gym -h` stays quick).
+    more_flags: Callable[[], tuple[Flag, ...]] | None = None
+
+    @property
+    def all_flags(self) -> tuple[Flag, ...]:
+        return (*self.flags, *(self.more_flags() if self.more_flags else ()))
 
     def parser(self, args: Sequence[str] = (), detailed: bool = False) -> argparse.ArgumentParser:
         """`detailed`: with the settings table of the command in the epilog (imports its settings model)."""
@@ -157,7 +159,7 @@ class Command:
         )
         if self.positional is not None:
             parser.add_argument(self.positional[0], nargs="?", help=self.positional[1])
-        for flag in (*self.flags, VERBOSE):
+        for flag in (*self.all_flags, VERBOSE):
             flag.add_to(parser)
         return parser
 
@@ -173,7 +175,7 @@ class Command:
         if self.positional is not None and str(parsed.get(self.positional[0]) or "").startswith("+"):
             user_overrides.insert(0, parsed.pop(self.positional[0]))  # an override, not the argument
         overrides: list[str] = []
-        for flag in (*self.flags, VERBOSE):
+        for flag in (*self.all_flags, VERBOSE):
             given = parsed.get(flag.dest)
             if not flag.keys:
                 continue
@@ -181,7 +183,7 @@ class Command:
                 overrides += [f"++{key}=true" for key in flag.keys] if given else []
             elif given is not None:
                 overrides += [f"++{key}={_as_override_value(given)}" for key in flag.keys]
-        selectors = [flag for flag in self.flags if flag in SELECTOR_KINDS]
+        selectors = [flag for flag in self.all_flags if flag in SELECTOR_KINDS]
         config_paths = [*(parsed.get("config") or []), *_selected_configs(selectors, parsed)]
         return Invocation(with_config_paths(user_overrides, config_paths, before=overrides), parsed)
 
@@ -195,6 +197,8 @@ class Command:
             hint = f"; did you mean {close[0]}?" if close else f"; see gym {self.name} -h"
             raise UsageError(f"gym {self.name}: unknown option {flag}{hint}")
         if "=" in arg:
+            from nemo_gym.global_config import displayed_override
+
             shown = displayed_override(arg)  # a secret value is never echoed
             raise UsageError(
                 f"gym {self.name}: '{shown}' is not an override; write +{shown} (add) or ++{shown} (add or replace)"
@@ -229,11 +233,15 @@ def with_config_paths(overrides: list[str], paths: list[str], before: Sequence[s
 
 
 def _user_config_paths(overrides: list[str]) -> list[str]:
+    tokens = [token for token in overrides if CONFIG_PATHS_OVERRIDE.match(token)]
+    if not tokens:
+        return []
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
     paths: list[str] = []
     parser = OverridesParser.create()
-    for token in overrides:
-        if not CONFIG_PATHS_OVERRIDE.match(token):
-            continue
+    for token in tokens:
         try:
             given = parser.parse_override(token).value()
         except HydraException as error:

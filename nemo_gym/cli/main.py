@@ -9,17 +9,16 @@ is one line on stderr and exit code 2; a config mistake is one line and exit cod
 from __future__ import annotations
 
 import difflib
+import importlib
 import json
 import platform
 import sys
 from collections.abc import Callable, Sequence
-from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from nemo_gym.cli import commands
 from nemo_gym.cli.collect import COLLECT_FLAGS, DATASET_FLAGS, collection_help
-from nemo_gym.cli.dataset import FLAGS as DATASET_COMMAND_FLAGS
-from nemo_gym.cli.env_test import TEST_FLAGS
 from nemo_gym.cli.flags import (
     DEPLOYMENT_FLAGS,
     SEARCH_DIR,
@@ -30,12 +29,20 @@ from nemo_gym.cli.flags import (
     switch,
     value,
 )
-from nemo_gym.cli.view import POSITIONAL as VIEW_POSITIONAL
-from nemo_gym.cli.view import SHOW_FLAGS, VIEW_FLAGS, show_help, view_help
-from nemo_gym.config_types import ConfigError
+from nemo_gym.config.errors import ConfigError
 
 USAGE_EXIT_CODE = 2
 JSON_FLAG = switch("--json", help="machine-readable output")
+VIEW_POSITIONAL = (
+    "jsonl_fpath",
+    "the results file (what gym collect / gym eval run wrote as output_jsonl_fpath)",
+)
+
+
+def _from(module: str, name: str) -> Any:
+    """A name of a CLI module imported only when used: the commands' own modules load what their work
+    needs, and `gym -h`, `gym --version` and `gym list` must not pay for that."""
+    return getattr(importlib.import_module(f"nemo_gym.cli.{module}"), name)
 
 
 # ---- the command tree ------------------------------------------------------------------------------------
@@ -82,8 +89,8 @@ TEST = Command(
     "env test",
     "Run a server folder's tests and check its example data; every folder without a selection.",
     commands.env_test,
-    TEST_FLAGS,
-    commands.env_test_help,
+    details=commands.env_test_help,
+    more_flags=lambda: _from("env_test", "TEST_FLAGS"),
 )
 EVAL_RUN = Command(
     "eval run",
@@ -157,17 +164,17 @@ VIEW = Command(
     "view",
     "Look at a results file's rollouts in the browser (a local page), or write one HTML file with --static.",
     commands.view,
-    VIEW_FLAGS,
-    view_help,
+    details=lambda args: _from("view", "view_help")(args),
     positional=VIEW_POSITIONAL,
+    more_flags=lambda: _from("view", "VIEW_FLAGS"),
 )
 SHOW = Command(
     "show",
     "Print a results file's rollouts readably: conversation, tool calls, verify fields.",
     commands.show,
-    SHOW_FLAGS,
-    show_help,
+    details=lambda args: _from("view", "show_help")(args),
     positional=VIEW_POSITIONAL,
+    more_flags=lambda: _from("view", "SHOW_FLAGS"),
 )
 
 
@@ -181,13 +188,12 @@ def _listing(what: str) -> Command:
 
 
 def _dataset_command(subcommand: str, summary: str) -> Command:
-    flags = DATASET_COMMAND_FLAGS[subcommand]
     return Command(
         f"dataset {subcommand}",
         summary,
         commands.dataset(subcommand),
-        flags,
-        commands.dataset_help(subcommand),
+        details=commands.dataset_help(subcommand),
+        more_flags=lambda: _from("dataset", "FLAGS")[subcommand],
     )
 
 
@@ -231,6 +237,8 @@ SHORT_FORMS = ("run", "status", "resolve", "validate", "init", "test", "collect"
 
 
 def version_info() -> dict[str, str]:
+    from importlib import metadata
+
     try:
         version = metadata.version("nemo-gym")
     except metadata.PackageNotFoundError:

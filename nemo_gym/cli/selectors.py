@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nemo_gym.config_types import ConfigError
-from nemo_gym.global_config import install_root
+from nemo_gym import PARENT_DIR
+from nemo_gym.config.errors import ConfigError
 
 # Where a kind's configs live inside its folder, and which file a name without flavor means.
 CONFIGS_BELOW = {
@@ -34,7 +34,7 @@ LISTED_KINDS = {
 
 def search_roots(search_dirs: Sequence[str | Path] = ()) -> list[Path]:
     """The folders names are looked up in, first match first, each once."""
-    roots = [Path.cwd(), install_root(), *(Path(folder).expanduser() for folder in search_dirs)]
+    roots = [Path.cwd(), PARENT_DIR, *(Path(folder).expanduser() for folder in search_dirs)]
     return list({root.resolve(): root for root in roots}.values())
 
 

@@ -15,7 +15,6 @@ from nemo_gym.global_config import command_settings, locate_data_file, parse_glo
 from nemo_gym.rollout_viewer.index import RolloutIndex, RolloutQuery
 
 RESULTS_HELP = "the results file (what gym collect / gym eval run wrote as output_jsonl_fpath)"
-POSITIONAL = ("jsonl_fpath", RESULTS_HELP)
 
 
 class ViewSettings(BaseNeMoGymCLIConfig):
