@@ -39,3 +39,19 @@ def collection_help(_: Sequence[str]) -> str:
     from nemo_gym.rollout_collection import RolloutCollectionConfig
 
     return RolloutCollectionConfig.help_text()
+
+
+def eval_run_help(_: Sequence[str]) -> str:
+    """The collection settings as `gym eval run` fills them: it starts its own deployment, and finds the
+    tasks and the results file itself when not told."""
+    from nemo_gym.rollout_collection import RolloutCollectionConfig
+
+    return RolloutCollectionConfig.help_text(
+        summary="Start the deployment of the selected configs, run the tasks through its agents, write the "
+        "results, the failures and the aggregate metrics next to `output_jsonl_fpath`, and stop every "
+        "server (with --no-serve: use the deployment `gym env start` runs).",
+        defaults={
+            "input_jsonl_fpath": "the config's datasets of --split (see --dataset)",
+            "output_jsonl_fpath": "results/eval_<date>_<time>/rollouts.jsonl",
+        },
+    )

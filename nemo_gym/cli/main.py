@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nemo_gym.cli import commands
-from nemo_gym.cli.collect import COLLECT_FLAGS, DATASET_FLAGS, collection_help
+from nemo_gym.cli.collect import COLLECT_FLAGS, DATASET_FLAGS, collection_help, eval_run_help
 from nemo_gym.cli.flags import (
     DEPLOYMENT_FLAGS,
     SEARCH_DIR,
@@ -98,7 +98,7 @@ EVAL_RUN = Command(
     "print the summary and stop everything. --no-serve uses a running deployment.",
     commands.eval_run,
     EVAL_RUN_FLAGS,
-    collection_help,
+    eval_run_help,
 )
 COLLECT = Command(
     "collect",

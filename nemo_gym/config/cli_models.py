@@ -39,12 +39,15 @@ class BaseNeMoGymCLIConfig(BaseModel):
         return data
 
     @classmethod
-    def help_text(cls) -> str:
-        """The docstring followed by one line per field: name, type, default (or required), description."""
-        lines = [inspect.cleandoc(cls.__doc__ or cls.__name__), "", "Fields:"]
+    def help_text(cls, summary: str | None = None, defaults: dict[str, str] | None = None) -> str:
+        """The docstring (or `summary`) followed by one line per field: name, type, default (or required;
+        `defaults` says what a command puts in place of a required field it fills itself), description."""
+        lines = [inspect.cleandoc(summary or cls.__doc__ or cls.__name__), "", "Fields:"]
         for field_name, field in cls.model_fields.items():
             default = (
-                "required"
+                f"default: {(defaults or {})[field_name]}"
+                if field_name in (defaults or {})
+                else "required"
                 if field.is_required()
                 else f"default: {field.get_default(call_default_factory=True)!r}"
             )
