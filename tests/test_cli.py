@@ -76,6 +76,8 @@ def test_command_help_is_shown_not_parsed_as_an_override(tmp_path):
         ("+config_paths=[configs/quickstart_live.yaml]", "Interpolation key 'policy_base_url' not found"),
         ("+config_paths=[no_folder.yaml]", "implementation folder resources_servers/nowhere not found"),
         ("+config_paths=[no_entrypoint.yaml]", "entrypoint main.py not found"),
+        ("+config_paths=[configs/quickstrat.yaml]", "not found; tried "),
+        ("+config_paths=[configs/quickstrat.yaml]", "; did you mean 'configs/quickstart.yaml'?"),
         (
             "+config_paths=[configs/quickstart.yaml] "
             "++example_single_tool_call.resources_servers.example_single_tool_call.max_sesions=5",

@@ -12,8 +12,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
 
-from nemo_gym.config.errors import ConfigError, ConfigPathNotFoundError, first_line
-from nemo_gym.config.sources import install_root
+from nemo_gym.config.errors import ConfigError, first_line
+from nemo_gym.config.sources import install_root, located_file
 from nemo_gym.validation_errors import describe_problem, dotted_location
 
 SettingsT = TypeVar("SettingsT", bound=BaseModel)
@@ -72,10 +72,4 @@ def secret_setting(cfg: DictConfig, key: str, env_var: str) -> str | None:
 def locate_data_file(path: str, key: str, cwd: Path | None = None) -> Path:
     """A data file named by config key `key`: relative paths are tried in the current directory, then in
     the install root (where the shipped example data lives)."""
-    given = Path(path).expanduser()
-    candidates = [given] if given.is_absolute() else [(cwd or Path.cwd()) / given, install_root() / given]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    tried = " and ".join(str(candidate) for candidate in candidates)
-    raise ConfigPathNotFoundError(f"{key}: file '{path}' not found; tried {tried}")
+    return located_file(path, cwd or Path.cwd(), install_root(), f"{key}: file '{path}'")

@@ -6,6 +6,7 @@ the `nemo_gym` package), where the shipped configs live.
 
 from __future__ import annotations
 
+import difflib
 import logging
 from pathlib import Path
 
@@ -120,14 +121,34 @@ def load_config_files(
 
 def _locate_config_file(entry: str, cwd: Path, root: Path, listed_in: Path | None) -> Path:
     """A relative path is tried in the current directory, then in the install root."""
+    listed = f" (listed in config_paths of {listed_in})" if listed_in else ""
+    return located_file(entry, cwd, root, f"Config file '{entry}'{listed}").resolve()
+
+
+def located_file(entry: str, cwd: Path, root: Path, what: str) -> Path:
+    """`entry` itself if absolute, else the first of `cwd/entry` and `root/entry` that is a file; else a
+    ConfigPathNotFoundError saying `what` was not found, where it looked, and the nearest file there."""
     path = Path(entry).expanduser()
-    candidates = [path] if path.is_absolute() else [cwd / path, root / path]
+    candidates = (
+        [path]
+        if path.is_absolute()
+        else list({str(p.resolve()): p for p in (cwd / path, root / path)}.values())
+    )
     for candidate in candidates:
         if candidate.is_file():
-            return candidate.resolve()
-    listed = f" (listed in config_paths of {listed_in})" if listed_in else ""
+            return candidate
     tried = " and ".join(str(candidate) for candidate in candidates)
-    raise ConfigPathNotFoundError(f"Config file '{entry}'{listed} not found; tried {tried}")
+    raise ConfigPathNotFoundError(f"{what} not found; tried {tried}{_nearest_file_hint(entry, candidates)}")
+
+
+def _nearest_file_hint(entry: str, candidates: list[Path]) -> str:
+    for candidate in candidates:
+        if candidate.parent.is_dir():
+            names = [child.name for child in candidate.parent.iterdir() if child.is_file()]
+            close = difflib.get_close_matches(candidate.name, names, n=1, cutoff=0.6)
+            if close:
+                return f"; did you mean '{str(Path(entry).with_name(close[0]))}'?"
+    return ""
 
 
 def merged(labelled_configs: list[tuple[str, DictConfig]]) -> DictConfig:
