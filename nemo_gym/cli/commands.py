@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+import textwrap
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
@@ -190,7 +191,14 @@ def lister(what: str) -> Callable[[Invocation], int]:
             print(f"No {what} found.")
         else:
             rows = [("NAME", "CONFIGS", "DESCRIPTION")]
-            rows += [(asset.name, ",".join(asset.configs), asset.description[:80]) for asset in assets]
+            rows += [
+                (
+                    asset.name,
+                    ",".join(asset.configs),
+                    textwrap.shorten(asset.description, 80, placeholder=" ..."),
+                )
+                for asset in assets
+            ]
             print(format_table(rows))
         return 0
 

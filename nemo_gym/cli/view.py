@@ -34,7 +34,14 @@ class ShowSettings(BaseNeMoGymCLIConfig):
 
     jsonl_fpath: str = Field(description=RESULTS_HELP)
     task: int | None = Field(default=None, ge=0, description="only this task index")
-    failed: bool = Field(default=False, description="only rollouts that failed")
+    failed: bool = Field(
+        default=False, description="only rollouts that failed (no result: an error, a timeout)"
+    )
+    max_reward: float | None = Field(
+        default=None,
+        allow_inf_nan=False,
+        description="only rollouts with a reward at most this (0: the wrong ones)",
+    )
     offset: int = Field(default=0, ge=0, description="rollouts to skip")
     limit: int = Field(default=10, ge=0, description="rollouts to print (0: all)")
     full: bool = Field(default=False, description="print long texts whole")
@@ -50,7 +57,13 @@ VIEW_FLAGS = (
 )
 SHOW_FLAGS = (
     value("--task", key="task", metavar="N", help="only this task index"),
-    switch("--failed", key="failed", help="only rollouts that failed"),
+    switch("--failed", key="failed", help="only rollouts that failed: no result (an error, a timeout)"),
+    value(
+        "--max-reward",
+        key="max_reward",
+        metavar="R",
+        help="only rollouts rewarded at most R (0: the wrong ones)",
+    ),
     value("--offset", key="offset", metavar="N", help="rollouts to skip"),
     value("--limit", key="limit", metavar="N", help="rollouts to print (default 10; 0: all)"),
     switch("--full", key="full", help="print long texts whole"),
@@ -103,7 +116,12 @@ def run_show(invocation: Invocation) -> int:
     from nemo_gym.rollout_viewer.terminal import print_rollouts
 
     settings = _settings(ShowSettings, invocation)
-    query = RolloutQuery(task=settings.task, failed=True if settings.failed else None, offset=settings.offset)
+    query = RolloutQuery(
+        task=settings.task,
+        failed=True if settings.failed else None,
+        reward_max=settings.max_reward,
+        offset=settings.offset,
+    )
     print_rollouts(
         _index(settings.jsonl_fpath),
         query,
