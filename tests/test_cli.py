@@ -210,3 +210,16 @@ def test_quick_commands_import_none_of_the_heavy_libraries(args):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_list_cuts_a_long_description_at_a_word(tmp_path):
+    result = run_command("gym", "list", "environments", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    descriptions = [
+        line.split(None, 2)[2] for line in result.stdout.splitlines()[1:] if len(line.split(None, 2)) == 3
+    ]
+    cut = [text for text in descriptions if text.endswith(" ...")]
+    assert cut and all(
+        text.removesuffix(" ...")[-1].isalnum() or text.removesuffix(" ...")[-1] in ".,;:)" for text in cut
+    )
+    assert all(len(text) <= 80 for text in descriptions)

@@ -150,7 +150,9 @@ def test_a_row_that_cannot_run_is_refused_before_any_server_starts(workdir):
     (workdir / "tasks.jsonl").write_text(json.dumps(MCQA_ROWS[0]) + "\n" + json.dumps(broken) + "\n")
     result = gym("eval", "run", *SELECTORS, "-i", "tasks.jsonl", "+agent_name=mcqa_simple_agent", cwd=workdir)
     line = one_line_error(result)
-    assert "tasks.jsonl: 1 row(s) cannot run: line 2: responses_create_params" in line and "temprature" in line
+    assert (
+        "tasks.jsonl: 1 row(s) cannot run: line 2: responses_create_params" in line and "temprature" in line
+    )
     assert "INSTANCE" not in result.stdout, "no server should have been started"
 
 

@@ -119,6 +119,12 @@ def test_failed_shows_only_the_failure_and_what_was_asked(collected: Path) -> No
     assert "[final answer]" not in lines and "[verify]" not in lines
 
 
+def test_max_reward_shows_the_wrongly_answered_rollouts(collected: Path) -> None:
+    wrong = sorted(task for task, row in results_by_task(collected).items() if row["reward"] == 0.0)
+    shown = headers(printed(show(str(collected), "--max-reward", "0", cwd=collected.parent)))
+    assert wrong and sorted(int(header["task"]) for header in shown) == wrong
+
+
 def test_limit_then_a_hint_for_the_next_ones(collected: Path) -> None:
     lines = printed(show(str(collected), "--limit", "2", cwd=collected.parent))
     first = headers(lines)
