@@ -1,4 +1,5 @@
 import http.server
+import json
 import os
 import subprocess
 import sys
@@ -223,3 +224,23 @@ def test_list_cuts_a_long_description_at_a_word(tmp_path):
         text.removesuffix(" ...")[-1].isalnum() or text.removesuffix(" ...")[-1] in ".,;:)" for text in cut
     )
     assert all(len(text) <= 80 for text in descriptions)
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["list", "resources-servers", "mcqa"], ["mcqa"]),
+        (["list", "environment-servers"], ["legacy_agent", "single_agent_turn", "single_agent_turn_legacy"]),
+        (["search", "agents", "simple"], ["simple_agent"]),
+        (["search", "mcq"], ["mcqa"]),
+    ],
+)
+def test_list_by_name_and_search(args, names, tmp_path):
+    result = run_command("gym", *args, "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert [asset["name"] for asset in json.loads(result.stdout)] == names
+
+
+def test_search_without_a_query_is_a_usage_error(tmp_path):
+    result = run_command("gym", "search", cwd=tmp_path)
+    assert result.returncode == 2 and "gym search [environments|" in result.stderr

@@ -180,29 +180,49 @@ def env_init(invocation: Invocation) -> int:
 
 
 def lister(what: str) -> Callable[[Invocation], int]:
+    """`gym list <what> [NAME]`: every asset of that kind, or the one named."""
+
     def run(invocation: Invocation) -> int:
         from nemo_gym.cli.selectors import listed
-        from nemo_gym.text_tables import format_table
 
         assets = listed(what, invocation.options.get("search_dir") or [])
-        if invocation.options.get("json"):
-            print(json.dumps([asset.as_json() for asset in assets], indent=2))
-        elif not assets:
-            print(f"No {what} found.")
-        else:
-            rows = [("NAME", "CONFIGS", "DESCRIPTION")]
-            rows += [
-                (
-                    asset.name,
-                    ",".join(asset.configs),
-                    textwrap.shorten(asset.description, 80, placeholder=" ..."),
-                )
-                for asset in assets
-            ]
-            print(format_table(rows))
-        return 0
+        name = invocation.options.get("name")
+        return _print_assets(
+            what, [asset for asset in assets if asset.name == name] if name else assets, invocation
+        )
 
     return run
+
+
+def search(invocation: Invocation) -> int:
+    """`gym search [TYPE] QUERY`: the assets of a kind (default environments) whose name or description
+    matches."""
+    from nemo_gym.cli.flags import UsageError
+    from nemo_gym.cli.selectors import LISTED_KINDS, listed, matching
+
+    words = invocation.options.get("words") or []
+    if len(words) not in (1, 2) or (len(words) == 2 and words[0] not in LISTED_KINDS):
+        raise UsageError(f"gym search [{'|'.join(LISTED_KINDS)}] QUERY")
+    what, query = (words[0], words[1]) if len(words) == 2 else ("environments", words[0])
+    assets = matching(listed(what, invocation.options.get("search_dir") or []), query)
+    return _print_assets(what, assets, invocation)
+
+
+def _print_assets(what: str, assets: list[Any], invocation: Invocation) -> int:
+    from nemo_gym.text_tables import format_table
+
+    if invocation.options.get("json"):
+        print(json.dumps([asset.as_json() for asset in assets], indent=2))
+    elif not assets:
+        print(f"No {what} found.")
+    else:
+        rows = [("NAME", "CONFIGS", "DESCRIPTION")]
+        rows += [
+            (asset.name, ",".join(asset.configs), textwrap.shorten(asset.description, 80, placeholder=" ..."))
+            for asset in assets
+        ]
+        print(format_table(rows))
+    return 0
 
 
 def settings_help(model_path: str) -> Callable[[Sequence[str]], str]:

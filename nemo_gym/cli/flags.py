@@ -138,7 +138,8 @@ class Command:
     run: Callable[[Invocation], int]
     flags: tuple[Flag, ...] = ()
     details: Callable[[Sequence[str]], str] | None = None
-    positional: tuple[str, str] | None = None  # (name, help) of one optional positional argument
+    # (name, help) of one optional positional argument, or (name, help, "*") for any number of them
+    positional: tuple[str, str] | tuple[str, str, str] | None = None
     # Flags defined beside the command's work, imported only when this command runs (`gym -h` stays quick).
     more_flags: Callable[[], tuple[Flag, ...]] | None = None
 
@@ -158,7 +159,8 @@ class Command:
             allow_abbrev=False,
         )
         if self.positional is not None:
-            parser.add_argument(self.positional[0], nargs="?", help=self.positional[1])
+            nargs = self.positional[2] if len(self.positional) > 2 else "?"
+            parser.add_argument(self.positional[0], nargs=nargs, help=self.positional[1])
         for flag in (*self.all_flags, VERBOSE):
             flag.add_to(parser)
         return parser

@@ -181,10 +181,20 @@ SHOW = Command(
 def _listing(what: str) -> Command:
     return Command(
         f"list {what}",
-        f"The {what} this installation offers.",
+        f"The {what.replace('-', ' ')} this installation offers.",
         commands.lister(what),
         (JSON_FLAG, SEARCH_DIR),
+        positional=("name", "only the one of that name"),
     )
+
+
+SEARCH = Command(
+    "search",
+    "Environments (or benchmarks, agents, models, resources-servers) whose name or description matches.",
+    commands.search,
+    (JSON_FLAG, SEARCH_DIR),
+    positional=("words", "[TYPE] QUERY: what to look for, and among which kind (default environments)", "*"),
+)
 
 
 def _dataset_command(subcommand: str, summary: str) -> Command:
@@ -220,7 +230,18 @@ TREE: Tree = {
         "download": _dataset_command("download", "Download a dataset from Hugging Face or GitLab."),
         "rm": _dataset_command("rm", "Delete a dataset from the GitLab registry (asks first)."),
     },
-    "list": {what: _listing(what) for what in ("environments", "agents", "models", "benchmarks")},
+    "list": {
+        what: _listing(what)
+        for what in (
+            "environments",
+            "agents",
+            "models",
+            "benchmarks",
+            "resources-servers",
+            "environment-servers",
+        )
+    },
+    "search": SEARCH,
     # The short forms of earlier Gym releases.
     "run": START,
     "status": STATUS,

@@ -29,6 +29,8 @@ LISTED_KINDS = {
     "agents": ("responses_api_agents",),
     "models": ("responses_api_models",),
     "benchmarks": ("benchmarks",),
+    "resources-servers": ("resources_servers",),
+    "environment-servers": ("environment_servers",),
 }
 
 
@@ -104,6 +106,16 @@ def discover(kind: str, search_dirs: Sequence[str | Path] = ()) -> list[Asset]:
 def listed(what: str, search_dirs: Sequence[str | Path] = ()) -> list[Asset]:
     """What `gym list <what>` shows: environments are resources servers (and any environments/ folder)."""
     return [asset for kind in LISTED_KINDS[what] for asset in discover(kind, search_dirs)]
+
+
+def matching(assets: list[Asset], query: str) -> list[Asset]:
+    """The assets whose name or description holds `query` (any case), else those whose name is close to it."""
+    needle = query.lower()
+    found = [asset for asset in assets if needle in asset.name.lower() or needle in asset.description.lower()]
+    if found:
+        return found
+    close = set(difflib.get_close_matches(query, [asset.name for asset in assets], n=5, cutoff=0.6))
+    return [asset for asset in assets if asset.name in close]
 
 
 def _description(folder: Path) -> str:
