@@ -75,6 +75,17 @@ def test_repeats_are_adjacent_and_indexed_per_task(tmp_path):
     assert list(rows[0]) == ["responses_create_params", "agent_ref", "_ng_task_index", "_ng_rollout_index"]
 
 
+def test_interleaved_repeats_run_one_round_of_every_task_at_a_time(tmp_path):
+    rows = materialized(
+        tmp_path,
+        [task("a"), task("b", agent_ref={"name": "twice"})],
+        agent_name="agent",
+        num_repeats={"agent": 3, "twice": 2},
+        interleave_repeats=True,
+    )
+    assert indices(rows) == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2)]
+
+
 def test_byte_identical_rows_share_a_task_and_continue_its_rollout_count(tmp_path):
     rows = materialized(tmp_path, [task("a"), task("b"), task("a")], agent_name="agent", num_repeats=2)
     assert indices(rows) == [(0, 0), (0, 1), (1, 0), (1, 1), (0, 2), (0, 3)]

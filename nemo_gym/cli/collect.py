@@ -21,7 +21,9 @@ COLLECT_FLAGS = (
     switch("--resume", key="resume_from_cache", help="run only the rollouts that have no result yet"),
     switch("--overwrite", key="overwrite", help="replace the results already in the output file"),
     switch("--add-seed", key="num_repeats_add_seed", help="seed = rollout index, via metadata.extra_body"),
-    switch("--no-aggregation", key="disable_aggregation", help="skip /aggregate_metrics (sharded runs)"),
+    switch("--interleave-repeats", key="interleave_repeats", help="one repeat of every task, then the next"),
+    switch("--no-aggregation", "--disable-aggregation", key="disable_aggregation",
+           help="skip /aggregate_metrics (sharded runs)"),
 )  # fmt: skip
 # `gym eval run` also picks the dataset from the config when no --input is given.
 DATASET_FLAGS = (

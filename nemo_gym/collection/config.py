@@ -23,6 +23,9 @@ class RolloutCollectionConfig(BaseNeMoGymCLIConfig):
         default=1, description="rollouts per row: an int, or {agent name: n, _default: n}"
     )
     num_repeats_add_seed: bool = Field(default=False, description="seed = rollout index, via metadata")
+    interleave_repeats: bool = Field(
+        default=False, description="run one repeat of every task, then the next (abab), instead of aabb"
+    )
     num_samples_in_parallel: int | None = Field(
         default=None, ge=1, description=f"rollouts in flight (default {DEFAULT_MAX_IN_FLIGHT})"
     )

@@ -58,8 +58,8 @@ def materialize(
     unrepeated: dict[str, list[str]] = {}
     written = 0
 
-    def rows() -> Iterator[bytes]:
-        nonlocal written, unrouted_total
+    def prepared() -> Iterator[tuple[str, bytes, dict[str, Any], int]]:
+        """Each runnable row once: where it is, its raw line, the row as it will run, its repeat count."""
         for number, _, raw, row in iter_jsonl(input_path, config.limit):
             where = f"{input_path}:{number}"
             if templates is not None:
@@ -68,34 +68,52 @@ def materialize(
                 row[AGENT_REF_KEY] = {"name": config.agent_name}
             agent = agent_name_of(row)
             if not agent:
-                unrouted_total += 1
-                if len(unrouted) < MAX_ROWS_LISTED:
-                    unrouted.append(str(number))
+                yield where, raw, row, 0
                 continue
             repeats = repeats_for(config.num_repeats, agent)
-            if repeats is None:
-                unrepeated.setdefault(agent, []).append(str(number))
-                continue
-            agents.add(agent)
             if config.responses_create_params:
                 row["responses_create_params"] = {
                     **(row.get("responses_create_params") or {}),
                     **config.responses_create_params,
                 }
-            task = (
-                row[TASK_INDEX_KEY] if isinstance(row.get(TASK_INDEX_KEY), int) else ledger.task_of_line(raw)
-            )
-            for _ in range(repeats):
-                rollout = ledger.next_rollout(task)
-                copy = {**row, TASK_INDEX_KEY: task, ROLLOUT_INDEX_KEY: rollout}
-                if config.num_repeats_add_seed:
-                    params = dict(copy.get("responses_create_params") or {})
-                    params["metadata"] = seeded_metadata(params, rollout, where)
-                    copy["responses_create_params"] = params
-                written += 1
-                yield orjson.dumps(copy) + b"\n"
-            if written % 10_000 == 0:
-                ledger.commit()
+            yield where, raw, row, -1 if repeats is None else repeats
+
+    def copies(where: str, raw: bytes, row: dict[str, Any], rounds: range) -> Iterator[bytes]:
+        nonlocal written
+        task = row[TASK_INDEX_KEY] if isinstance(row.get(TASK_INDEX_KEY), int) else ledger.task_of_line(raw)
+        for _ in rounds:
+            rollout = ledger.next_rollout(task)
+            copy = {**row, TASK_INDEX_KEY: task, ROLLOUT_INDEX_KEY: rollout}
+            if config.num_repeats_add_seed:
+                params = dict(copy.get("responses_create_params") or {})
+                params["metadata"] = seeded_metadata(params, rollout, where)
+                copy["responses_create_params"] = params
+            written += 1
+            yield orjson.dumps(copy) + b"\n"
+        if written % 10_000 == 0:
+            ledger.commit()
+
+    def rows() -> Iterator[bytes]:
+        """All repeats of a row together (aabb), or with `interleave_repeats` one round of every row at a
+        time (abab): the input is then read once per round, so memory stays flat."""
+        nonlocal unrouted_total
+        most_repeats = 0
+        for where, raw, row, repeats in prepared():
+            if repeats == 0:
+                unrouted_total += 1
+                if len(unrouted) < MAX_ROWS_LISTED:
+                    unrouted.append(where.rsplit(":", 1)[1])
+                continue
+            if repeats < 0:
+                unrepeated.setdefault(agent_name_of(row) or "", []).append(where.rsplit(":", 1)[1])
+                continue
+            agents.add(agent_name_of(row) or "")
+            most_repeats = max(most_repeats, repeats)
+            yield from copies(where, raw, row, range(1 if config.interleave_repeats else repeats))
+        for round_number in range(1, most_repeats if config.interleave_repeats else 1):
+            for where, raw, row, repeats in prepared():
+                if repeats > round_number:
+                    yield from copies(where, raw, row, range(1))
 
     write_atomically(paths.materialized, rows())
     if unrouted_total or unrepeated:
