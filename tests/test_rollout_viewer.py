@@ -39,6 +39,7 @@ from tests.helpers import (
     gym_command,
     one_line_error,
     process_alive,
+    running_deployment,
     socket_inodes,
     stop_process,
     wait_until_gone,
@@ -60,32 +61,25 @@ SVG_NAMESPACE = "http://www.w3.org/2000/svg"
 
 
 def collect_run(folder: Path) -> Path:
-    """`gym eval run` of mcqa's example rows against replay_model, plus one row whose question was never
-    recorded: five results, one terminal http_404 failure, the materialized inputs, the aggregate metrics."""
+    """mcqa's example rows and one row whose question was never recorded, collected from a deployment
+    playing mcqa's recordings (replay_model): five results, one terminal http_404 failure, the
+    materialized inputs, the aggregate metrics. (`gym eval run` would refuse the unrecorded row up
+    front; `gym collect` sends what it is given.)"""
     folder.mkdir(parents=True, exist_ok=True)
     rows = [json.loads(line) for line in (DATA / "mcqa/data/example.jsonl").read_text().splitlines()]
     unrecorded = copy.deepcopy(rows[0])
     unrecorded["responses_create_params"]["input"][-1]["content"] = UNRECORDED_QUESTION
     (folder / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in [*rows, unrecorded]))
-    result = subprocess.run(
-        gym_command(
-            "eval",
-            "run",
-            "--resources-server",
-            "mcqa",
-            "--model-type",
-            "replay_model",
-            "--input",
-            "rows.jsonl",
-            "-o",
-            "out/rollouts.jsonl",
-            f"+agent_name={AGENT}",
-        ),  # fmt: skip
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    config_paths = "+config_paths=[resources_servers/mcqa/configs/mcqa.yaml,responses_api_models/replay_model/configs/replay_model.yaml]"
+    recordings = "++policy_model.responses_api_models.replay_model.rollouts_jsonl_fpath=[resources_servers/mcqa/data/example_rollouts.jsonl]"
+    with running_deployment([config_paths, recordings], REPO_ROOT) as running:
+        result = subprocess.run(
+            gym_command(
+                "collect", f"++head_server.port={running.head_url.rsplit(':', 1)[1]}", "--input", "rows.jsonl",
+                "-o", "out/rollouts.jsonl", f"+agent_name={AGENT}",
+            ),
+            cwd=folder, capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
     output = result.stdout + result.stderr
     assert "5 succeeded, 1 failed" in output, output
     return folder / "out/rollouts.jsonl"
