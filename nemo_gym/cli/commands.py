@@ -218,7 +218,11 @@ def _print_assets(what: str, assets: list[Any], invocation: Invocation) -> int:
     else:
         rows = [("NAME", "CONFIGS", "DESCRIPTION")]
         rows += [
-            (asset.name, ",".join(asset.configs), textwrap.shorten(asset.description, 80, placeholder=" ..."))
+            (
+                asset.name,
+                ",".join(asset.configs),
+                textwrap.shorten(asset.description, 80, placeholder=" ...", break_on_hyphens=False),
+            )
             for asset in assets
         ]
         print(format_table(rows))
