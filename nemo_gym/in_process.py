@@ -91,26 +91,12 @@ class LocalResponse:
 
 
 async def call_in_process(
-    instance_name: str,
-    method: str,
-    path: str,
-    *,
-    json: Any = None,
-    data: bytes | str | None = None,
-    headers: Mapping[str, str] | None = None,
-    cookies: Mapping[str, str] | None = None,
-    params: Mapping[str, Any] | None = None,
-    retry_policy: RetryPolicy | None = None,
-    idempotent: bool | None = None,
+    instance_name: str, method: str, path: str, *, idempotent: bool | None = None, **request: Any
 ) -> LocalResponse:
-    """Run one request through the hosted app of `instance_name`, within the call's deadline.
-
-    Nothing here is retried (no connection can fail), so `idempotent` is accepted and has no effect."""
+    """Run one request (`call_app`'s keywords) through the hosted app of `instance_name`, within the
+    call's deadline. Nothing here is retried (no connection can fail), so `idempotent` has no effect."""
     app, host, port = _hosted[instance_name]
-    return await call_app(
-        app, (host, port), instance_name, method, path,
-        json=json, data=data, headers=headers, cookies=cookies, params=params, retry_policy=retry_policy,
-    )  # fmt: skip
+    return await call_app(app, (host, port), instance_name, method, path, **request)
 
 
 async def call_app(

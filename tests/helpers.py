@@ -74,8 +74,19 @@ def run_resources_fixture(
     """A resources server of `tests/fixtures/`, configured as instance `instance` (with `settings`), as the
     launcher starts one."""
     config = {instance: instance_config("resources_servers", implementation, domain="other", **settings)}
-    (workdir / "config.json").write_bytes(orjson.dumps(config))  # JSON is YAML
-    env = {"NEMO_GYM_CONFIG_FILE": str(workdir / "config.json"), "NEMO_GYM_CONFIG_PATH": instance}
+    with run_fixture_instance(fixture, config, instance, workdir) as started:
+        yield started
+
+
+@contextmanager
+def run_fixture_instance(
+    fixture: Path, config: dict, instance: str, workdir: Path
+) -> Iterator[StartedServer]:
+    """A server script of `tests/fixtures/`, as the launcher starts instance `instance` of `config` (peers
+    it calls must be in `config` with their real ports)."""
+    config_file = workdir / f"config-{instance}.json"
+    config_file.write_bytes(orjson.dumps(config))  # JSON is YAML
+    env = {"NEMO_GYM_CONFIG_FILE": str(config_file), "NEMO_GYM_CONFIG_PATH": instance}
     with run_server([str(fixture)], workdir, env) as started:
         yield started
 

@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from nemo_gym.http_client import get_response_json, request
-from nemo_gym.testing import instance_config, run_instance, run_server
+from nemo_gym.testing import instance_config, run_instance
+from tests.helpers import run_fixture_instance
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
 
 FIXTURES = Path(__file__).resolve().parents[3] / "tests" / "fixtures"
@@ -25,10 +26,7 @@ ADD_TOOL = {
 
 
 def run_fixture(fixture: str, config: dict, instance: str, workdir: Path) -> Any:
-    config_file = workdir / f"{instance}.json"
-    config_file.write_bytes(orjson.dumps(config))
-    env = {"NEMO_GYM_CONFIG_FILE": str(config_file), "NEMO_GYM_CONFIG_PATH": instance}
-    return run_server([str(FIXTURES / fixture)], workdir, env)
+    return run_fixture_instance(FIXTURES / fixture, config, instance, workdir)
 
 
 @pytest.fixture(scope="module")
