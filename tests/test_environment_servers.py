@@ -1,6 +1,7 @@
 """A NeMo Gym 0.7 deployment started by `gym run`: the session-counter environment with its 0.4 agent (no
-environment server: run as its generated legacy_agent relay) and a second agent behind a declared
-`single_agent_turn` environment server, openai_model in front of the scripted upstream. The same tasks,
+environment server: run as its generated legacy_agent relay), a second agent behind a declared
+`single_agent_turn` environment server granting the tools over direct HTTP and a third behind one granting
+them over MCP, openai_model in front of the scripted upstream. The same tasks,
 played the same way by the model, must earn the same rewards down both paths, from `gym collect` and from
 the trainer API."""
 
@@ -21,6 +22,8 @@ RESOURCES = "example_session_state_mgmt_resources_server"
 LEGACY_AGENT = "example_session_state_mgmt_simple_agent"
 EPISODE_AGENT = "counter_episode_agent"
 EPISODE_SERVER = "counter_episode_environment_server"
+MCP_AGENT = "counter_mcp_agent"
+MCP_SERVER = "counter_mcp_environment_server"
 GENERATED_RELAY = "example_session_state_mgmt_environment_server"
 ROWS = [
     orjson.loads(line)
@@ -29,6 +32,28 @@ ROWS = [
 # Rows 0 and 2 are counted right, rows 1, 3 and 4 wrong: equal rewards are not equal by accident.
 COUNTED_RIGHT = {0, 2}
 CONFIG_0_7 = {
+    # The same resources server, its tools also served over MCP (the 0.4 agent keeps calling them directly).
+    RESOURCES: {"resources_servers": {"example_session_state_mgmt": {"expose_tools_over_mcp": True}}},
+    MCP_AGENT: {
+        "responses_api_agents": {
+            "simple_agent": {
+                "entrypoint": "app.py",
+                "resources_server": {"type": "resources_servers", "name": RESOURCES},
+                "model_server": {"type": "responses_api_models", "name": "policy_model"},
+            }
+        }
+    },
+    MCP_SERVER: {
+        "environment_servers": {
+            "single_agent_turn": {
+                "entrypoint": "app.py",
+                "resources_server": {"type": "resources_servers", "name": RESOURCES},
+                "agent_server": {"type": "responses_api_agents", "name": MCP_AGENT},
+                "resources_tool_transports": ["mcp"],
+                "cleanup_timeout_seconds": 30,
+            }
+        }
+    },
     EPISODE_AGENT: {
         "responses_api_agents": {
             "simple_agent": {
@@ -121,7 +146,9 @@ def rewards(results: list[dict]) -> dict[int, float]:
 def test_the_agent_without_an_environment_server_is_announced_once(deployment) -> None:
     running, _, _ = deployment
     line = running.wait_for_output("DEPRECATED")
-    assert f"{LEGACY_AGENT} -> {GENERATED_RELAY}" in line and EPISODE_AGENT not in line
+    assert (
+        f"{LEGACY_AGENT} -> {GENERATED_RELAY}" in line and EPISODE_AGENT not in line and MCP_AGENT not in line
+    )
 
 
 def test_0_4_and_0_7_paths_give_the_same_rewards_from_gym_collect(
@@ -132,9 +159,12 @@ def test_0_4_and_0_7_paths_give_the_same_rewards_from_gym_collect(
     legacy = collect(running, LEGACY_AGENT, tmp_path)
     script_rows(scripted_upstream, model)
     episodes = collect(running, EPISODE_AGENT, tmp_path)
+    script_rows(scripted_upstream, model)
+    over_mcp = collect(running, MCP_AGENT, tmp_path)
 
     expected = {index: 1.0 if index in COUNTED_RIGHT else 0.0 for index in range(len(ROWS))}
-    assert rewards(legacy) == rewards(episodes) == expected
+    assert rewards(legacy) == rewards(episodes) == rewards(over_mcp) == expected
+    assert {r["_ng_environment_server"] for r in over_mcp} == {MCP_SERVER}
     assert {(r["_ng_environment_server"], r["_ng_result_type"]) for r in legacy} == {
         (GENERATED_RELAY, "legacy_agent")
     }
