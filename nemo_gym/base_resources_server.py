@@ -55,6 +55,8 @@ DEFAULT_MAX_SESSIONS = 100_000
 # NeMo Gym's names for the MCP metadata a seed answer may carry and the header of an MCP session token.
 NEMO_GYM_MCP_METADATA_KEY = "mcp"
 NEMO_GYM_MCP_SESSION_TOKEN_HEADER = "X-NeMo-Gym-Session-Token"
+# How MCP clients name a server's tools to a model: `mcp__<server>__<tool>`.
+MCP_TOOL_PREFIX = "mcp__"
 # The key by which a seed body is read as NeMo Gym 0.7's typed seed rather than a task row.
 TYPED_SEED_KEY = "resources_session_id"
 
@@ -178,17 +180,26 @@ class SimpleResourcesServer(AggregateMetricsMixin, SimpleServer):
     def _verify_route(self) -> Callable[..., Any]:
         """`verify` as the route, marking an answer that graded with a deadline fallback (`run_cpu_bound`'s
         `on_timeout`) as not measured: `mask_sample` true, with the failure's kind and reason. Such a
-        reward says nothing about the answer; a trainer or a metric must not read it as a wrong one."""
+        reward says nothing about the answer; a trainer or a metric must not read it as a wrong one.
+        With MCP exposed, tool calls named as MCP clients name them (`mcp__<server>__<tool>`) are scored
+        as calls of `<tool>`; the answer's response keeps the names the model emitted."""
         verify = self.verify
 
         @functools.wraps(verify)
         async def verify_marking_fallbacks(*args: Any, **kwargs: Any) -> Any:
+            emitted = _bare_mcp_tool_names(args, kwargs) if self._mcp is not None else {}
             with fallbacks_noted() as fallbacks:
                 answer = await verify(*args, **kwargs)
-            if fallbacks and isinstance(answer, BaseVerifyResponse):
-                answer.mask_sample = True
-                answer.failure_kind = answer.failure_kind or VERIFIER_ERROR
-                answer.failure_reason = answer.failure_reason or "grading fell back: " + "; ".join(fallbacks)
+            if isinstance(answer, BaseVerifyResponse):
+                for index, name in emitted.items():
+                    if index < len(answer.response.output):
+                        answer.response.output[index].name = name
+                if fallbacks:
+                    answer.mask_sample = True
+                    answer.failure_kind = answer.failure_kind or VERIFIER_ERROR
+                    answer.failure_reason = answer.failure_reason or "grading fell back: " + "; ".join(
+                        fallbacks
+                    )
             return answer
 
         return verify_marking_fallbacks
@@ -226,6 +237,25 @@ class SimpleResourcesServer(AggregateMetricsMixin, SimpleServer):
 
     async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
         raise NotImplementedError(f"{type(self).__name__} must implement verify()")
+
+
+def _bare_mcp_tool_names(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[int, str]:
+    """Renames, in the verify body among `args`/`kwargs`, each `mcp__<server>__<tool>` call to `<tool>`;
+    returns the emitted names by output position."""
+    body = next((value for value in (*args, *kwargs.values()) if isinstance(value, BaseVerifyRequest)), None)
+    emitted: dict[int, str] = {}
+    for index, item in enumerate(body.response.output if body is not None else []):
+        name = getattr(item, "name", None)
+        if (
+            getattr(item, "type", None) == "function_call"
+            and isinstance(name, str)
+            and name.startswith(MCP_TOOL_PREFIX)
+        ):
+            server_and_tool = name[len(MCP_TOOL_PREFIX) :]
+            if "__" in server_and_tool:
+                emitted[index] = name
+                item.name = server_and_tool.split("__", 1)[1]
+    return emitted
 
 
 def _validated(model: type[BaseModel], data: Any, location: tuple[str, ...]) -> Any:

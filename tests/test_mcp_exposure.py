@@ -11,7 +11,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from nemo_gym.http_client import get_response_json, request
-from nemo_gym.testing import StartedServer
+from nemo_gym.testing import StartedServer, function_call_item, message_item, response_with
 from tests.helpers import run_resources_fixture
 
 FIXTURE = Path(__file__).parent / "fixtures" / "notes_resources_server.py"
@@ -119,3 +119,19 @@ async def test_a_row_seed_answer_carries_the_mcp_metadata(server: StartedServer)
     cookie = response.cookies[COOKIE].value
     reading = await request("POST", server.url + "/read_note", cookies={COOKIE: cookie})
     assert await get_response_json(reading) == {"text": "row seed"}
+
+
+async def test_verify_scores_mcp_named_calls_as_the_tools_and_echoes_the_emitted_names(
+    server: StartedServer,
+) -> None:
+    emitted = f"mcp__{INSTANCE}__write_note"
+    response = response_with(function_call_item(emitted, {"text": "x"}), message_item("done"))
+    answer = await get_response_json(
+        await request(
+            "POST",
+            server.url + "/verify",
+            json={"responses_create_params": {"input": "hi"}, "response": response},
+        )
+    )
+    assert answer["called_tools"] == ["write_note"]
+    assert answer["response"]["output"][0]["name"] == emitted
