@@ -24,7 +24,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from itsdangerous import BadSignature, URLSafeSerializer
 from starlette.routing import Mount, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nemo_gym.in_process import call_app
 from nemo_gym.sessions import SESSION_ID_KEY, SignedSessionMiddleware
@@ -36,6 +36,8 @@ TOKEN_SALT = "nemo-gym-mcp-session-token"
 RESERVED_TOOL_NAMES = frozenset({"verify", "seed_session", "close_session", "aggregate_metrics", "mcp"})
 MAX_ERROR_DETAIL_CHARS = 2000
 EMPTY_OBJECT_SCHEMA = {"type": "object", "properties": {}}
+# Far deeper than any JSON-RPC message with tool arguments; deeper bodies are refused before the SDK parses them.
+MAX_MESSAGE_DEPTH = 64
 
 
 class ToolAccessError(Exception):
@@ -175,13 +177,69 @@ class MCPExposure:
 
 
 class _Endpoint:
-    """The SDK's request handler as an ASGI app that Starlette routes call as one."""
+    """The SDK's request handler as an ASGI app that Starlette routes call as one. A POST body that is not
+    JSON a JSON-RPC message could be (unparseable, or nested deeper than any message) is answered here with
+    JSON-RPC's parse error (HTTP 400): the SDK would answer some of them with a 500."""
 
     def __init__(self, manager: Any) -> None:
         self._manager = manager
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._manager.handle_request(scope, receive, send)
+        if scope.get("method") != "POST":
+            # Stateless with JSON answers: no server-initiated stream to GET (it would stay open for good),
+            # no session to DELETE.
+            await _answer(send, 405, {"error": "POST JSON-RPC messages to /mcp"}, [(b"allow", b"POST")])
+            return
+        body = await _whole_body(receive)
+        problem = _unusable_json(body)
+        if problem is not None:
+            parse_error = {"code": -32700, "message": f"Parse error: {problem}"}
+            await _answer(send, 400, {"jsonrpc": "2.0", "id": None, "error": parse_error})
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self._manager.handle_request(scope, replay, send)
+
+
+async def _answer(
+    send: Send, status: int, body: Any, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    start_headers = [(b"content-type", b"application/json"), *(headers or [])]
+    await send({"type": "http.response.start", "status": status, "headers": start_headers})
+    await send({"type": "http.response.body", "body": orjson.dumps(body)})
+
+
+async def _whole_body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if message["type"] != "http.request" or not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def _unusable_json(body: bytes) -> str | None:
+    """Why `body` cannot be a JSON-RPC message, or None."""
+    try:
+        message = orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        return str(error)
+    depth, stack = 0, [(message, 1)]
+    while stack:
+        value, level = stack.pop()
+        depth = max(depth, level)
+        if depth > MAX_MESSAGE_DEPTH:
+            return f"nested deeper than {MAX_MESSAGE_DEPTH} levels"
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        stack.extend((child, level + 1) for child in children)
+    return None
 
 
 def _with_manager(lifespan: Callable[[Any], Any], manager: Any) -> Callable[[Any], Any]:
