@@ -25,6 +25,8 @@ Modules:
     pipeline      completed_in_any_order: a bounded number of awaitables in flight, results as they finish
     runner        RolloutRunner: one classified `/run` per row (what `gym collect` runs)
     routing       which agent runs a row: agent_ref, task_source, agent_map, fan_out
+    environments  which environment server runs a row (NeMo Gym 0.7), its request body and flat result
+    row_checks    rows that could never run, and tasks a replay has no recording of, found before serving
     trainer       NeMo Gym's RolloutCollectionHelper: run_examples / preprocess_examples for trainers
     progress      CollectionProgress (live counts) and CollectionSummary (the closing report, exit code)
     aggregation   `/aggregate_metrics` per agent over results and unresolved failures
