@@ -31,49 +31,41 @@ ROWS = [
 ]
 # Rows 0 and 2 are counted right, rows 1, 3 and 4 wrong: equal rewards are not equal by accident.
 COUNTED_RIGHT = {0, 2}
+
+
+def simple_agent_block() -> dict:
+    return {
+        "responses_api_agents": {
+            "simple_agent": {
+                "entrypoint": "app.py",
+                "resources_server": {"type": "resources_servers", "name": RESOURCES},
+                "model_server": {"type": "responses_api_models", "name": "policy_model"},
+            }
+        }
+    }
+
+
+def episode_server_block(agent: str, transport: str) -> dict:
+    return {
+        "environment_servers": {
+            "single_agent_turn": {
+                "entrypoint": "app.py",
+                "resources_server": {"type": "resources_servers", "name": RESOURCES},
+                "agent_server": {"type": "responses_api_agents", "name": agent},
+                "resources_tool_transports": [transport],
+                "cleanup_timeout_seconds": 30,
+            }
+        }
+    }
+
+
 CONFIG_0_7 = {
     # The same resources server, its tools also served over MCP (the 0.4 agent keeps calling them directly).
     RESOURCES: {"resources_servers": {"example_session_state_mgmt": {"expose_tools_over_mcp": True}}},
-    MCP_AGENT: {
-        "responses_api_agents": {
-            "simple_agent": {
-                "entrypoint": "app.py",
-                "resources_server": {"type": "resources_servers", "name": RESOURCES},
-                "model_server": {"type": "responses_api_models", "name": "policy_model"},
-            }
-        }
-    },
-    MCP_SERVER: {
-        "environment_servers": {
-            "single_agent_turn": {
-                "entrypoint": "app.py",
-                "resources_server": {"type": "resources_servers", "name": RESOURCES},
-                "agent_server": {"type": "responses_api_agents", "name": MCP_AGENT},
-                "resources_tool_transports": ["mcp"],
-                "cleanup_timeout_seconds": 30,
-            }
-        }
-    },
-    EPISODE_AGENT: {
-        "responses_api_agents": {
-            "simple_agent": {
-                "entrypoint": "app.py",
-                "resources_server": {"type": "resources_servers", "name": RESOURCES},
-                "model_server": {"type": "responses_api_models", "name": "policy_model"},
-            }
-        }
-    },
-    EPISODE_SERVER: {
-        "environment_servers": {
-            "single_agent_turn": {
-                "entrypoint": "app.py",
-                "resources_server": {"type": "resources_servers", "name": RESOURCES},
-                "agent_server": {"type": "responses_api_agents", "name": EPISODE_AGENT},
-                "resources_tool_transports": ["direct_http"],
-                "cleanup_timeout_seconds": 30,
-            }
-        }
-    },
+    EPISODE_AGENT: simple_agent_block(),
+    EPISODE_SERVER: episode_server_block(EPISODE_AGENT, "direct_http"),
+    MCP_AGENT: simple_agent_block(),
+    MCP_SERVER: episode_server_block(MCP_AGENT, "mcp"),
 }
 
 
