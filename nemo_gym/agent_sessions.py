@@ -39,7 +39,6 @@ class AgentSession:
     seed: AgentSeedSessionRequest
     tool_accesses: list[ToolAccess]
     resources_cookies: dict[str, str] = field(default_factory=dict)
-    observations: dict[str, Any] | None = None
 
     @property
     def tool_grant(self) -> ToolAccess | None:
@@ -138,7 +137,6 @@ class AgentSessionTable:
         self._open.pop(session_id, None)
         answer = AgentCloseSessionResponse(
             agent_session_id=session_id,
-            agent_observations=session.observations if session else None,
             resources_cookies=session.resources_cookies
             if session and isinstance(session.tool_grant, DirectHTTPToolAccess)
             else None,

@@ -126,13 +126,12 @@ class EnvironmentRouter:
     @classmethod
     def for_deployment(cls, cfg: DictConfig, settings: Any = None) -> EnvironmentRouter:
         """The router of a deployment, with the routing keys of `settings` (a collection config) if given."""
-        router = cls(
+        return cls(
             cfg,
             mode=getattr(settings, "environment_routing_mode", None) or "agent",
             server_name=getattr(settings, "environment_server_name", None),
             routes=getattr(settings, "environment_server_routes", None),
         )
-        return router
 
     def _check_settings(self) -> None:
         if self.mode == "legacy" and not self.server_name:
