@@ -1,6 +1,6 @@
 """NeMo Gym 0.7's agent sessions: an environment server seeds a session on the agent (naming the episode
 and granting it tools), drives one `/v1/responses` turn with the session's cookie, then closes it and gets
-a receipt (what the agent observed, the resources cookies it ended with).
+a receipt (the resources cookies its tools ended with).
 
 The table enforces the protocol's rules so a retried or late call can never act on the wrong episode:
 a seed is idempotent for the same body and refused for another; a closed id stays closed (its receipt is
