@@ -40,6 +40,11 @@ class AgentSession:
     tool_accesses: list[ToolAccess]
     resources_cookies: dict[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        grant = self.tool_grant
+        if isinstance(grant, DirectHTTPToolAccess) and not self.resources_cookies:
+            self.resources_cookies = dict(grant.cookies)  # the session's cookies start as the grant's
+
     @property
     def tool_grant(self) -> ToolAccess | None:
         """The grant tools are called through (an agent's loop takes one)."""
@@ -91,7 +96,7 @@ class AgentSessionTable:
             raise conflict("agent_session_id is already bound to another seed request")
         if existing is None:
             accesses = self.effective_accesses(body.tool_accesses)
-            self._open[session_id] = AgentSession(body, accesses, _direct_http_cookies(accesses))
+            self._open[session_id] = AgentSession(body, accesses)
             while len(self._open) > self.max_sessions:
                 self._open.popitem(last=False)
         cookie_session[AGENT_SESSION_COOKIE_KEY] = session_id
@@ -161,8 +166,3 @@ class AgentSessionTable:
         self._expired_receipts[session_id] = None
         while len(self._expired_receipts) > self.max_sessions:
             self._expired_receipts.popitem(last=False)
-
-
-def _direct_http_cookies(accesses: list[ToolAccess]) -> dict[str, str]:
-    grant = next((grant for grant in accesses if isinstance(grant, DirectHTTPToolAccess)), None)
-    return dict(grant.cookies) if grant else {}

@@ -20,7 +20,7 @@ import aiohttp
 from fastapi import FastAPI, Request, Response
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
-from nemo_gym.agent_sessions import DEFAULT_RECEIPT_WINDOW_S, AgentSessionTable
+from nemo_gym.agent_sessions import DEFAULT_RECEIPT_WINDOW_S, AgentSession, AgentSessionTable
 from nemo_gym.base_responses_api_agent import BaseResponsesAPIAgentConfig, SimpleResponsesAPIAgent
 from nemo_gym.config_types import AggregateMetricsRequest, ModelServerRef, ResourcesServerRef
 from nemo_gym.deadlines import bounded, budget
@@ -92,6 +92,7 @@ class Rollout:
     model_cookies: dict[str, str] = field(default_factory=dict)
     # In an agent session, tools are called where the session's grant says, not at `resources_server`.
     tool_grant: DirectHTTPToolAccess | MCPToolAccess | None = None
+    agent_session: AgentSession | None = None
 
     @classmethod
     def starting(cls, cookies: dict[str, str]) -> Rollout:
@@ -146,15 +147,16 @@ class RolloutAgent(SimpleResponsesAPIAgent):
         session = self.agent_sessions.active(request.session)
         rollout = Rollout.starting(dict(request.cookies))
         if session is not None:
+            rollout.agent_session = session
             rollout.tool_grant = session.tool_grant
             rollout.resources_cookies = dict(session.resources_cookies)
         return rollout
 
-    def end_session_rollout(self, request: Request, rollout: Rollout) -> None:
+    @staticmethod
+    def end_session_rollout(rollout: Rollout) -> None:
         """Keep the resources cookies the session's tools answered with, for its close receipt."""
-        session = self.agent_sessions.active(request.session)
-        if session is not None:
-            session.resources_cookies = dict(rollout.resources_cookies)
+        if rollout.agent_session is not None:
+            rollout.agent_session.resources_cookies = dict(rollout.resources_cookies)
 
     async def call_tool(self, rollout: Rollout, name: str, arguments: dict[str, Any]) -> bytes:
         """One tool call: over the session's grant (direct HTTP or MCP), or to the configured resources

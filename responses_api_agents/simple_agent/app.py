@@ -59,7 +59,7 @@ class SimpleAgent(RolloutAgent):
         rollout = await self.as_rollout(
             self._loop(body.model_dump(mode="json", exclude_unset=True), self.session_rollout(request))
         )
-        self.end_session_rollout(request, rollout)
+        self.end_session_rollout(rollout)
         for name, value in {**rollout.resources_cookies, **rollout.model_cookies}.items():
             response.set_cookie(name, value)
         return NeMoGymResponse.model_validate(rollout.response)
