@@ -32,7 +32,7 @@ from nemo_gym.server_utils import ServerClient, head_server_config_from
 SPLIT_PREFERENCE = ("benchmark", "validation", "example")
 REPLAY_MODEL = "replay_model"
 REPLAY_FILES_KEY = "policy_model.responses_api_models.replay_model.rollouts_jsonl_fpath"
-RECORDED_ROLLOUTS = Path("data") / "example_rollouts.jsonl"
+RECORDED_ROLLOUTS = "data/example_rollouts*.jsonl"  # one file per example dataset
 MODEL_HINT = (
     "Choose the policy model with --model-type openai_model (plus --model-url, --model, --model-api-key), "
     "--model-type vllm_model, or --replay FILE to play recorded turns."
@@ -142,8 +142,7 @@ def _recorded_rollouts(servers: list[str], search_dirs: list[str]) -> list[str]:
     paths = []
     for spec in servers:
         folder = selected_config("resources_servers", spec, search_dirs).parent.parent
-        if (folder / RECORDED_ROLLOUTS).is_file():
-            paths.append(str(folder / RECORDED_ROLLOUTS))
+        paths.extend(str(path) for path in sorted(folder.glob(RECORDED_ROLLOUTS)))
     return paths
 
 

@@ -57,10 +57,13 @@ def _row_problem(row: Any, agents: Mapping[str, list[str]], agent_name: str | No
 
 def check_recordings(input_path: Path, recordings: Iterable[Path], limit: int | None) -> None:
     """ConfigError naming the tasks of `input_path` that no recording starts with (a replay would fail
-    each of them after starting every server)."""
-    recorded = {
-        prompt_key(row["responses_create_params"]) for path in recordings for *_, row in iter_jsonl(path)
-    }
+    each of them after starting every server). A recording covers a task when its input begins with the
+    task's: an agent may add messages before its first model call (a reset observation, say)."""
+    recorded: set[PromptKey] = set()
+    for path in recordings:
+        for *_, row in iter_jsonl(path):
+            key = prompt_key(row["responses_create_params"])
+            recorded.update(key[:length] for length in range(1, len(key) + 1))
     problems = []
     for number, _, _, row in iter_jsonl(input_path, limit):
         params = row.get("responses_create_params") if isinstance(row, dict) else None
@@ -69,13 +72,16 @@ def check_recordings(input_path: Path, recordings: Iterable[Path], limit: int | 
     _raise_if_any(input_path, problems, "have no recording to replay", "; record them with gym collect")
 
 
-def prompt_key(params: Mapping[str, Any]) -> str:
+PromptKey = tuple[tuple[Any, str], ...]
+
+
+def prompt_key(params: Mapping[str, Any]) -> PromptKey:
     """A request's input as (role, text) pairs: what a recording is matched by. Recordings keep the parsed
     request (defaults filled in), so the raw JSON of a task and of its recording differ."""
     messages = params.get("input")
     if isinstance(messages, str):
-        return repr([("user", messages)])
-    return repr([(message.get("role"), _text(message.get("content"))) for message in messages or []])
+        return (("user", messages),)
+    return tuple((message.get("role"), _text(message.get("content"))) for message in messages or [])
 
 
 def _text(content: Any) -> str:

@@ -24,6 +24,7 @@ from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     Judge,
     JudgeConfig,
+    JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
     judge_failure_metrics,
@@ -66,6 +67,7 @@ class SimpleQAVerifyResponse(BaseVerifyResponse):
     expected_answer: str | None = None
     verdict: Verdict | None = None
     judge_output: str | None = None
+    judge_evaluations: list[JudgeEvaluation] = []
     is_correct: float = 0.0
     is_incorrect: float = 0.0
     is_not_attempted: float = 0.0
@@ -104,23 +106,27 @@ class SimpleQAResourcesServer(SimpleResourcesServer):
         }
         verdict: Verdict = "not_attempted"
         judge_output = None
+        evaluations: list[JudgeEvaluation] = []
         if generation:
             prompt = self._prompt.format(
                 question=body.question or "", expected_answer=expected, generation=generation
             )
             params = self._judge.params_for([{"role": "user", "content": prompt}])
             try:
-                judge_output = last_assistant_text(await self._judge.ask(params, unusable=without_grade))
+                judgment = await self._judge.ask(params, unusable=without_grade)
             except JudgeFailed as failed:
                 return SimpleQAVerifyResponse(
                     **graded, reward=self.config.judge_failure_reward, judge_failure=failed.failure
                 )
+            evaluations.append(JudgeEvaluation(responses_create_params=params, response=judgment))
+            judge_output = last_assistant_text(judgment)
             verdict = parse_grade(judge_output) or "not_attempted"  # never None: `without_grade` checked it
         return SimpleQAVerifyResponse(
             **graded,
             reward=float(verdict == "correct"),
             verdict=verdict,
             judge_output=judge_output,
+            judge_evaluations=evaluations,
             is_correct=float(verdict == "correct"),
             is_incorrect=float(verdict == "incorrect"),
             is_not_attempted=float(verdict == "not_attempted"),

@@ -1,7 +1,7 @@
 """SimpleAgent: the multi-turn tool-calling loop (model turn, run its tool calls, repeat), then verify.
 
 Compatible with NeMo Gym's simple_agent (same routes, request and response shapes, cookie threading),
-with these changes: the loop has a default step cap and stops after turns that make no progress; a tool
+with these changes: the loop has a default step cap; a tool
 call the environment cannot serve (unknown tool, reserved route, bad arguments, a 4xx/5xx answer) is
 fed back to the model as the tool's output instead of failing the rollout; a rollout has a deadline;
 and `/run` runs the loop in-process instead of calling its own `/v1/responses` over HTTP. The plumbing
@@ -39,11 +39,6 @@ SimpleAgentRunRequest = RolloutRunRequest
 class SimpleAgentConfig(RolloutAgentConfig):
     max_steps: int | None = Field(
         default=None, ge=0, description=f"model calls per rollout; null or 0 means {DEFAULT_MAX_STEPS}"
-    )
-    max_idle_turns: int = Field(
-        default=2,
-        ge=1,
-        description="consecutive turns with neither a message nor a tool call before stopping",
     )
 
 
@@ -97,7 +92,6 @@ class SimpleAgent(RolloutAgent):
         }
         new_items: list[dict[str, Any]] = []
         usage: dict[str, Any] | None = None
-        idle_turns = 0
         for _ in range(self.config.max_steps or DEFAULT_MAX_STEPS):
             turn, rollout.model_cookies = await self.model_turn(
                 self.config.model_server.name,
@@ -111,13 +105,9 @@ class SimpleAgent(RolloutAgent):
             if turn.get("incomplete_details"):
                 break
             calls = [item for item in output if item.get("type") == "function_call"]
-            has_message = any(item.get("type") == "message" for item in output)
             if not calls:
-                idle_turns = 0 if has_message else idle_turns + 1
-                if has_message or not output or idle_turns >= self.config.max_idle_turns:
-                    break
-                continue
-            idle_turns = 0
+                rollout.response = _marked_if_unanswered(turn)
+                break
             for call in calls:
                 new_items.append(await self._tool_output(call, declared_tools, rollout))
         rollout.response = {**rollout.response, "output": new_items, "usage": usage}
@@ -148,6 +138,21 @@ class SimpleAgent(RolloutAgent):
             "call_id": call.get("call_id"),
             "output": body.decode(errors="replace"),
         }
+
+
+def _marked_if_unanswered(turn: dict[str, Any]) -> dict[str, Any]:
+    """A last turn with no assistant message ends the rollout as NeMo Gym 0.7 does: `incomplete`, with
+    the reason in the metadata, so a trainer can tell a cut-off thought from an answer."""
+    output = turn.get("output") or []
+    if any(item.get("type") == "message" for item in output):
+        return turn
+    reason, message = (
+        ("incomplete_reasoning", "the model's last turn holds reasoning but no message or tool call")
+        if output
+        else ("empty_output", "the model's last turn has no output")
+    )
+    metadata = {**(turn.get("metadata") or {}), "ng_termination_reason": reason, "ng_termination_message": message}
+    return {**turn, "status": "incomplete", "metadata": metadata}
 
 
 def _function_call_output(call: dict[str, Any], output: dict[str, Any]) -> dict[str, Any]:

@@ -69,6 +69,18 @@ def recording_from_row(row: Any, source: str) -> Recording:
     )
 
 
+def judge_recordings(row: Any, source: str) -> list[Recording]:
+    """The judge calls a verify answer recorded (`judge_evaluations`, each a request and its answer): a
+    replay plays them too, so an environment graded by a judge replays offline."""
+    evaluations = row.get("judge_evaluations") if isinstance(row, dict) else None
+    if not isinstance(evaluations, list):
+        return []
+    return [
+        recording_from_row(evaluation, f"{source} judge_evaluations[{number}]")
+        for number, evaluation in enumerate(evaluations)
+    ]
+
+
 def load_index(raw_paths: list[str]) -> ReplayIndex:
     """Read and index every rollout; the first problem stops the server with its file and line."""
     index = ReplayIndex()
@@ -87,6 +99,8 @@ def load_index(raw_paths: list[str]) -> ReplayIndex:
                             f"{source}: not valid JSON at column {error.pos + 1}: {error.msg}"
                         ) from None
                     index.add(recording_from_row(row, source))
+                    for recording in judge_recordings(row, source):
+                        index.add(recording)
         except OSError as error:
             raise RolloutsFileError(f"cannot read rollouts file {raw}: {error.strerror or error}") from None
     if not index.recordings:

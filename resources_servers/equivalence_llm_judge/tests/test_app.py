@@ -269,14 +269,6 @@ async def test_a_failed_judgment_earns_the_configured_reward(judged):
 # ---- recorded data --------------------------------------------------------------------------------------
 
 
-def recorded_inputs(evaluation: dict) -> list[str]:
-    """The question, gold answer and candidate the recorded judge prompt laid out."""
-    text = evaluation["responses_create_params"]["input"][-1]["content"].split("===== Inputs =====", 1)[1]
-    question, rest = text.split("QUESTION:\n", 1)[1].split("\n\nGOLD:\n", 1)
-    gold, candidate = rest.split("\n\nCANDIDATE:\n", 1)
-    return [question, gold, candidate]
-
-
 @pytest.mark.parametrize("rollout", ROLLOUTS, ids=lambda rollout: rollout["expected_answer"])
 async def test_recorded_rollouts_reproduce_their_reward_with_the_recorded_verdicts(judged, rollout):
     row = next(row for row in ROWS if row["expected_answer"] == rollout["expected_answer"])
@@ -288,10 +280,10 @@ async def test_recorded_rollouts_reproduce_their_reward_with_the_recorded_verdic
     assert [e["verdict_label"] for e in result["judge_evaluations"]] == [
         e["verdict_label"] for e in rollout["judge_evaluations"]
     ]
-    for sent, recorded in zip(judged.judge.requests(), rollout["judge_evaluations"], strict=True):
-        question, gold, candidate = recorded_inputs(recorded)
-        assert f"QUESTION:\n{question}\n" in prompt_of(sent)
-        assert judged_pair(sent) == (gold, candidate)
+    # The recorded judge requests are exactly what verify asks now: a replay plays the judge's turns.
+    assert [e["responses_create_params"] for e in result["judge_evaluations"]] == [
+        e["responses_create_params"] for e in rollout["judge_evaluations"]
+    ]
 
 
 def test_config_declares_the_environment_with_the_reference_settings():

@@ -263,21 +263,24 @@ async def test_incomplete_turn_stops_without_running_its_calls(stack):
     assert result["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
 
 
-async def test_a_reasoning_only_turn_continues_but_idle_turns_stop(stack):
-    stack.script({"output": [reasoning("thinking")]}, {"output": [assistant_message("0")]})
+async def test_a_turn_without_tool_calls_ends_the_rollout_and_says_why_when_it_has_no_message(stack):
+    stack.script({"output": [reasoning("thinking")]}, {"output": [assistant_message("never asked for")]})
     status, result = await run(stack, counter_row(initial=0, expected=0))
-    assert status == 200 and kinds(result["response"]["output"]) == ["reasoning", "message"]
+    assert status == 200 and kinds(result["response"]["output"]) == ["reasoning"]
+    assert len(stack.model_requests()) == 1
+    assert result["response"]["status"] == "incomplete"
+    assert result["response"]["metadata"]["ng_termination_reason"] == "incomplete_reasoning"
 
-    stack.script({"output": [reasoning("hmm")], "repeat": 5})
-    status, result = await run(stack, counter_row(initial=0, expected=0))
-    assert status == 200 and kinds(result["response"]["output"]) == ["reasoning", "reasoning"]
-
-
-async def test_an_empty_turn_stops_the_loop(stack):
     stack.script({"output": []}, {"output": [assistant_message("never asked for")]})
     status, result = await run(stack, counter_row(initial=0, expected=0))
     assert status == 200 and result["response"]["output"] == []
     assert len(stack.model_requests()) == 1
+    assert result["response"]["metadata"]["ng_termination_reason"] == "empty_output"
+
+    stack.script({"output": [reasoning("so"), assistant_message("0")]})
+    status, result = await run(stack, counter_row(initial=0, expected=0))
+    assert status == 200 and result["response"]["status"] != "incomplete"
+    assert "ng_termination_reason" not in (result["response"]["metadata"] or {})
 
 
 async def test_the_step_cap_bounds_a_model_that_never_stops_calling_tools(stack):

@@ -20,7 +20,7 @@ import pytest
 
 from nemo_gym.openai_utils import NeMoGymResponse
 from responses_api_models.replay_model.normalise import canonical_text, normalise_item
-from tests.helpers import StartedServer, instance_config, run_instance
+from tests.helpers import REPO_ROOT, StartedServer, instance_config, run_instance
 
 DATA = Path(__file__).resolve().parent / "data"
 EXAMPLE_FILES = ("example_single_tool_call_rollouts.jsonl", "example_session_state_mgmt_rollouts.jsonl")
@@ -244,6 +244,19 @@ async def test_the_first_recording_that_matches_everything_so_far_is_played(serv
         answers[value] = (answer["output"][0]["content"][0]["text"], answer["usage"]["output_tokens"])
     # Recording 3 repeats recording 1's trajectory with another answer: the first in file order wins.
     assert answers == {1: ("x is 1", 11), 2: ("x is 2", 12)}
+
+
+JUDGED_FILE = "resources_servers/equivalence_llm_judge/data/example_rollouts.jsonl"
+
+
+async def test_a_rollouts_recorded_judge_calls_are_answered_too(tmp_path: Path) -> None:
+    judged = [json.loads(line) for line in (REPO_ROOT / JUDGED_FILE).read_text().splitlines()]
+    with run_instance(replay_config([JUDGED_FILE]), "policy_model", tmp_path) as started:
+        for rollout in judged:
+            for evaluation in rollout["judge_evaluations"]:
+                status, answer = await post(started, evaluation["responses_create_params"])
+                assert status == 200, answer
+                assert answer["output"] == evaluation["response"]["output"]
 
 
 async def test_instructions_are_part_of_the_task(server: StartedServer) -> None:
