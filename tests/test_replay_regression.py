@@ -45,7 +45,14 @@ def test_every_example_task_replays_to_its_recorded_reward(folder: Path, tmp_pat
     output = tmp_path / "rollouts.jsonl"
     result = subprocess.run(
         gym_command(
-            "eval", "run", "--resources-server", folder.name, "--model-type", "replay_model", "-o", str(output)
+            "eval",
+            "run",
+            "--resources-server",
+            folder.name,
+            "--model-type",
+            "replay_model",
+            "-o",
+            str(output),
         ),
         capture_output=True,
         text=True,
@@ -61,7 +68,9 @@ def test_every_example_task_replays_to_its_recorded_reward(folder: Path, tmp_pat
     # it measures nothing, so it is not compared; every measured one must earn its recorded reward.
     assert all(row["failure_kind"] for row in results if row.get("mask_sample"))
     measured = Counter(
-        (prompt_key(row["responses_create_params"]), row["reward"]) for row in results if not row.get("mask_sample")
+        (prompt_key(row["responses_create_params"]), row["reward"])
+        for row in results
+        if not row.get("mask_sample")
     )
     assert measured <= recorded_rewards(folder), (
         f"rewards that differ from the recordings: {dict(measured - recorded_rewards(folder))}"

@@ -151,7 +151,11 @@ def _marked_if_unanswered(turn: dict[str, Any]) -> dict[str, Any]:
         if output
         else ("empty_output", "the model's last turn has no output")
     )
-    metadata = {**(turn.get("metadata") or {}), "ng_termination_reason": reason, "ng_termination_message": message}
+    metadata = {
+        **(turn.get("metadata") or {}),
+        "ng_termination_reason": reason,
+        "ng_termination_message": message,
+    }
     return {**turn, "status": "incomplete", "metadata": metadata}
 
 
