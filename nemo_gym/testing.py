@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,6 +189,19 @@ def run_scripted_judge(upstream: ScriptedModels, workdir: Path) -> Iterator[Scri
     with run_instance(config, "judge_model", workdir) as started:
         config["judge_model"]["responses_api_models"]["openai_model"]["port"] = started.port
         yield ScriptedJudge(upstream, model, config)
+
+
+# A CPU-time budget (not wall time, which a busy machine stretches) far above what linear work on a test's
+# pathological input costs and far below what quadratic or backtracking work would: a complexity check,
+# not a speed test.
+LINEAR_CPU_BUDGET_S = 3.0
+
+
+def cpu_time_of(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
+    """`fn(*args)` and the CPU time this process spent on it."""
+    started = time.process_time()
+    result = fn(*args)
+    return result, time.process_time() - started
 
 
 def read_jsonl(path: Path) -> list[dict]:

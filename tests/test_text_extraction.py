@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
+from nemo_gym.testing import LINEAR_CPU_BUDGET_S, cpu_time_of
 from nemo_gym.text_extraction import (
     boxed_spans,
     closed_fenced_blocks,
@@ -17,17 +16,6 @@ from nemo_gym.text_extraction import (
 )
 
 OPTIONS = (("A", "Paris"), ("B", "Lyon"), ("C", "Nice"))
-# Generous for a shared 2-core machine; a quadratic scan of these inputs takes minutes.
-# A CPU-time budget (not wall time, which a busy machine stretches) far above what linear work on these
-# inputs costs and far below what quadratic work would: a complexity check, not a speed test.
-FAST_S = 3.0
-
-
-def elapsed(fn, *args) -> tuple[object, float]:
-    """`fn(*args)` and the CPU time this process spent on it."""
-    started = time.process_time()
-    result = fn(*args)
-    return result, time.process_time() - started
 
 
 # --- one_line ----------------------------------------------------------------------------------------
@@ -87,15 +75,15 @@ def test_boxed_spans_lists_closed_boxes_in_opening_order():
     ids=["unclosed-boxes", "braces-then-box", "box-then-braces", "deeply-nested-boxes", "stray-closers"],
 )
 def test_megabytes_of_braces_and_boxes_stay_fast(text):
-    result, seconds = elapsed(last_boxed, text)
-    assert seconds < FAST_S, seconds
+    result, seconds = cpu_time_of(last_boxed, text)
+    assert seconds < LINEAR_CPU_BUDGET_S, seconds
     assert result in (None, "A", "Z", "")
 
 
 def test_deeply_nested_boxes_are_all_found():
     text = "\\boxed{" * 100_000 + "}" * 100_000
-    spans, seconds = elapsed(boxed_spans, text)
-    assert seconds < FAST_S and len(spans) == 100_000
+    spans, seconds = cpu_time_of(boxed_spans, text)
+    assert seconds < LINEAR_CPU_BUDGET_S and len(spans) == 100_000
     assert last_boxed(text) == ""
 
 
@@ -110,8 +98,8 @@ def test_closed_fenced_blocks_need_a_label_line_and_a_closing_fence():
 
 def test_closed_fenced_blocks_is_linear_on_many_fences():
     text = "```\n" * 500_000
-    blocks, seconds = elapsed(closed_fenced_blocks, text)
-    assert seconds < FAST_S and len(blocks) == 250_000
+    blocks, seconds = cpu_time_of(closed_fenced_blocks, text)
+    assert seconds < LINEAR_CPU_BUDGET_S and len(blocks) == 250_000
 
 
 # --- multiple choice ---------------------------------------------------------------------------------

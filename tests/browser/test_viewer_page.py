@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -307,8 +306,9 @@ def test_the_static_file_works_from_disk_without_a_server(
     assert not browser.execute_script("return window.hacked")
 
 
-def test_first_paint_does_not_wait_for_a_large_file(browser: Any, tmp_path: Path, run_file: Path) -> None:
-    """A 20,000-line file: the first rows show while the rest is still being read."""
+def test_a_large_file_is_listed_page_by_page(browser: Any, tmp_path: Path, run_file: Path) -> None:
+    """A 20,000-line file: pages of 50 rows, the pager counting them all (how soon the first rows show
+    is measured by bench/, not here)."""
     lines = run_file.read_text().splitlines()
     big = tmp_path / "big.jsonl"
     with big.open("w") as out:
@@ -317,10 +317,8 @@ def test_first_paint_does_not_wait_for_a_large_file(browser: Any, tmp_path: Path
             row["_ng_task_index"], row["_ng_rollout_index"] = index // 4, index % 4
             out.write(json.dumps(row) + "\n")
     with serving(big) as url:
-        started = time.monotonic()
         browser.get(url)
         rows = list_settles(browser, lambda rows: len(rows) == 50)
-        painted_s = time.monotonic() - started
         assert rows[0]["task"] == "0"
         pager = wait(
             browser,
@@ -333,4 +331,31 @@ def test_first_paint_does_not_wait_for_a_large_file(browser: Any, tmp_path: Path
         browser.find_element(By.ID, "page-next").click()
         wait(browser, lambda d: d.find_element(By.ID, "pager-info").text.startswith("51–100 of 20,000"))
         assert listed(browser)[0]["task"] == "12"
-        assert painted_s < 10, f"first rows after {painted_s:.1f}s"
+
+
+LAPTOP_WINDOW = (1400, 900)
+
+
+def test_at_laptop_size_the_detail_panel_sits_beside_the_table_with_its_header_in_view(
+    browser: Any, run_url: str, run_file: Path
+) -> None:
+    browser.set_window_size(*LAPTOP_WINDOW)
+    try:
+        browser.get(run_url)
+        list_settles(browser, lambda rows: len(rows) == 17)
+        open_row(browser, "8")
+        box = "const r = document.querySelector(arguments[0]).getBoundingClientRect();"
+        box += "return [r.left, r.top, r.right, r.bottom];"
+        table = browser.execute_script(box, "#rollout-table")
+        detail = browser.execute_script(box, "#detail")
+        heading = browser.execute_script(box, "#detail h2")
+        assert table[2] <= detail[0], f"the table (right edge {table[2]}) runs under the panel ({detail[0]})"
+        viewport = browser.execute_script("return [window.innerWidth, window.innerHeight]")
+        assert detail[2] <= viewport[0], "the panel is cut at the window's right edge"
+        assert detail[1] <= heading[1] and 0 <= heading[1] and heading[3] <= viewport[1], (
+            f"the panel's heading {heading} is not inside the panel {detail} and the window {viewport}"
+        )
+        screenshot = run_file.with_name("viewer-1400x900.png")
+        assert browser.save_screenshot(str(screenshot))
+    finally:
+        browser.set_window_size(1500, 1000)

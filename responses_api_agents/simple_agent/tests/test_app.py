@@ -308,7 +308,7 @@ async def test_a_hanging_upstream_fails_the_rollout_at_its_deadline(stack):
     status, result = await run(stack, counter_row(initial=0, expected=0))
     elapsed = time.monotonic() - started
     assert status == 504 and result["error"]["type"] == "timeout"
-    assert ROLLOUT_DEADLINE_S <= elapsed < ROLLOUT_DEADLINE_S + 5
+    assert elapsed >= ROLLOUT_DEADLINE_S, "the rollout waited for its deadline"
 
 
 async def test_responses_route_runs_the_loop_and_returns_the_session_cookies(stack):
