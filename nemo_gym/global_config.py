@@ -12,7 +12,8 @@ env.yaml < programmatic dict < command line):
 3. merge files in load order (later wins, so an included file overrides its includer, as in NeMo Gym),
    then env.yaml and step 1; write the expanded `config_paths` back, in load order;
 4. apply the structural directives `_inherit_from`, `_copy` and `_delete_key` (and their string forms
-   `${inherit_from:a.b}` / `${copy:a.b}`);
+   `${inherit_from:a.b}` / `${copy:a.b}`), then compose an unbound agent (`--agent-type`) over the others
+   and check the pairings resources servers allow (`nemo_gym.config.agent_composition`);
 5. fail if a `???` is left, listing every unset path;
 6. refuse a block that looks like a server instance but does not validate as one (a warning instead
    with `error_on_almost_servers: false`), discover the server instances, and check that every server
@@ -46,6 +47,7 @@ from typing import Any, ClassVar
 from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel, ConfigDict
 
+from nemo_gym.config.agent_composition import compose_unbound_agent
 from nemo_gym.config.deployment import deployment_settings
 from nemo_gym.config.deployment import http_client_settings as http_client_settings
 from nemo_gym.config.directives import COPY_KEY as COPY_KEY
@@ -149,6 +151,7 @@ def parse_global_config_dict(
     )
     tree[CONFIG_PATHS_KEY] = loaded_paths
     apply_structural_directives(tree)
+    compose_unbound_agent(tree, OmegaConf.to_container(parse_overrides(overrides or []), resolve=False))
     raise_if_missing_values(tree)
     cfg = OmegaConf.create(tree)
     settings = deployment_settings(cfg)

@@ -15,24 +15,36 @@ from typing import Any
 _MOVED_NAMES = {
     "RunHelper": ("nemo_gym.cli.env", "RunHelper"),
     "GlobalConfigDictParserConfig": ("nemo_gym.global_config", "GlobalConfigDictParserConfig"),
-    "run": ("nemo_gym.cli.main", "ng_run"),
-    "test": ("nemo_gym.cli.main", "ng_test"),
-    "test_all": ("nemo_gym.cli.main", "ng_test_all"),
-    "init_resources_server": ("nemo_gym.cli.main", "ng_init_resources_server"),
-    "dump_config": ("nemo_gym.cli.main", "ng_dump_config"),
-    "status": ("nemo_gym.cli.main", "ng_status"),
-    "version": ("nemo_gym.cli.main", "ng_version"),
-    "e2e_rollout_collection": ("nemo_gym.cli.main", "ng_e2e_collect_rollouts"),
+}
+# name -> the `ng_<script>` whose console function it is.
+_CONSOLE_FUNCTIONS = {
+    "run": "run",
+    "test": "test",
+    "test_all": "test_all",
+    "init_resources_server": "init_resources_server",
+    "dump_config": "dump_config",
+    "status": "status",
+    "version": "version",
+    "e2e_rollout_collection": "e2e_collect_rollouts",
 }
 
 
 def __getattr__(name: str) -> Any:
+    if name in _CONSOLE_FUNCTIONS:
+        main = importlib.import_module("nemo_gym.cli.main")
+        command = " ".join(main.LEGACY_COMMANDS[_CONSOLE_FUNCTIONS[name]])
+        _warn_moved(name, f"the `gym {command}` command")
+        return main.legacy_entry(_CONSOLE_FUNCTIONS[name])
     if name not in _MOVED_NAMES:
         raise AttributeError(f"module 'nemo_gym.cli' has no attribute {name!r}")
     module, attribute = _MOVED_NAMES[name]
-    warnings.warn(
-        f"'from nemo_gym.cli import {name}' is deprecated (as in NeMo Gym 0.7); use {module}.{attribute}",
-        DeprecationWarning,
-        stacklevel=2,
-    )
+    _warn_moved(name, f"{module}.{attribute}")
     return getattr(importlib.import_module(module), attribute)
+
+
+def _warn_moved(name: str, replacement: str) -> None:
+    warnings.warn(
+        f"'from nemo_gym.cli import {name}' is deprecated (as in NeMo Gym 0.7); use {replacement}",
+        DeprecationWarning,
+        stacklevel=3,
+    )

@@ -1,8 +1,9 @@
-"""`gym dataset collate|upload|download|rm`: flags on top of overrides, and the choice of store.
+"""`gym dataset collate|upload|download|rm|migrate|render`: flags on top of overrides, and the choice of store.
 
-`--storage hf|gitlab` picks the store (Hugging Face by default; `rm` is GitLab only). Every other flag is a
-shorthand for a `++key=value` override, so env.yaml can hold the settings that rarely change
-(`hf_organization`, `gitlab_url`, ...).
+`--storage hf|gitlab` picks the store (Hugging Face by default; `rm` is GitLab only). `migrate` moves a
+dataset from GitLab to Hugging Face (an upload to the Hub that deletes the GitLab copy afterwards);
+`render` applies a prompt config to a JSONL file. Every other flag is a shorthand for a `++key=value`
+override, so env.yaml can hold the settings that rarely change (`hf_organization`, `gitlab_url`, ...).
 """
 
 from __future__ import annotations
@@ -52,7 +53,21 @@ RM_FLAGS = (
     value("--name", key="dataset_name", help="GitLab package name"),
     switch("--yes", key="yes", help="do not ask before deleting"),
 )
-FLAGS = {"collate": COLLATE_FLAGS, "upload": UPLOAD_FLAGS, "download": DOWNLOAD_FLAGS, "rm": RM_FLAGS}
+MIGRATE_FLAGS = tuple(flag for flag in UPLOAD_FLAGS if flag.dest not in ("storage", "delete_from_gitlab"))
+RENDER_FLAGS = (
+    value("-i", "--input", key="input_jsonl_fpath", metavar="FILE", help="rows without responses_create_params.input"),
+    value("--prompt-config", key="prompt_config", metavar="FILE", help="the prompt YAML (user, optionally system)"),
+    value("-o", "--output", key="output_jsonl_fpath", metavar="FILE", help="where the rendered rows go"),
+    SEARCH_DIR,
+)  # fmt: skip
+FLAGS = {
+    "collate": COLLATE_FLAGS,
+    "upload": UPLOAD_FLAGS,
+    "download": DOWNLOAD_FLAGS,
+    "rm": RM_FLAGS,
+    "migrate": MIGRATE_FLAGS,
+    "render": RENDER_FLAGS,
+}
 STORE_NOTES = {
     "hf": "Hub: HF_ENDPOINT (default https://huggingface.co); token: HF_TOKEN or hf_token.",
     "gitlab": "Project: gitlab_url and gitlab_project (env.yaml or overrides); token: GITLAB_TOKEN or "
@@ -67,14 +82,36 @@ def run(subcommand: str, invocation: Invocation) -> int:
         return run_collate(invocation.overrides)
     from nemo_gym.global_config import parse_global_config_dict
 
+    if subcommand == "render":
+        return _render(parse_global_config_dict(invocation.overrides))
+    if subcommand == "migrate":
+        from nemo_gym import hf_datasets
+
+        return hf_datasets.upload(
+            parse_global_config_dict([*invocation.overrides, "++delete_from_gitlab=true"])
+        )
     storage = _storage(subcommand, invocation.options.get("storage"))
     return _handler(subcommand, storage)(parse_global_config_dict(invocation.overrides))
 
 
+def _render(cfg: DictConfig) -> int:
+    from nemo_gym.config.settings import command_settings
+    from nemo_gym.prompt import MaterializePromptsConfig, materialize_prompts
+
+    settings = command_settings(MaterializePromptsConfig, cfg)
+    materialize_prompts(settings.input_jsonl_fpath, settings.prompt_config, settings.output_jsonl_fpath)
+    print(
+        f"Rendered {settings.input_jsonl_fpath} with {settings.prompt_config} -> {settings.output_jsonl_fpath}"
+    )
+    return 0
+
+
 def help_text(subcommand: str, args: Sequence[str]) -> str:
-    """The settings of the chosen store (`--storage` among `args`), or of collation."""
-    if subcommand == "collate":
+    """The settings of the chosen store (`--storage` among `args`), of collation, or of rendering."""
+    if subcommand in ("collate", "render"):
         return _settings_model(subcommand, "hf").help_text()
+    if subcommand == "migrate":
+        return f"{_settings_model('upload', 'hf').help_text()}\n\n{STORE_NOTES['hf']} {STORE_NOTES['gitlab']}"
     storage = _storage(subcommand, _storage_in(args))
     return f"{_settings_model(subcommand, storage).help_text()}\n\n{STORE_NOTES[storage]}"
 
@@ -116,6 +153,10 @@ def _settings_model(subcommand: str, storage: str) -> type[BaseNeMoGymCLIConfig]
         from nemo_gym.dataset_collation import CollationSettings
 
         return CollationSettings
+    if subcommand == "render":
+        from nemo_gym.prompt import MaterializePromptsConfig
+
+        return MaterializePromptsConfig
     if storage == "hf":
         from nemo_gym.config_types import (
             DownloadJsonlDatasetHuggingFaceConfig,

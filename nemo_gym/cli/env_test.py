@@ -32,6 +32,7 @@ PYTEST_OUTCOMES = {0: "passed", 1: "failed", 2: "interrupted", 5: "no tests"}
 TEST_FLAGS = (
     value("--resources-server", key="resources_server", metavar="NAME", help="test resources_servers/NAME"),
     value("--entrypoint", key="entrypoint", metavar="TYPE/FOLDER", help="test that server folder"),
+    switch("--all", key="all", help="test every server folder (what no selection also does)"),
     switch("--skip-data-checks", key="skip_data_checks", help="do not check the example data files"),
     value("--parallel", key="parallel", metavar="N", help="test up to N folders at once"),
 )
@@ -44,6 +45,7 @@ class EnvTestSettings(BaseNeMoGymCLIConfig):
         default=None, description="<server type>/<folder>, or a list of them; all folders if unset"
     )
     resources_server: str | None = Field(default=None, description="shorthand for resources_servers/<name>")
+    all: bool = Field(default=False, description="test every folder, as NeMo Gym 0.7 asks (also the default)")
     skip_data_checks: bool = Field(default=False, description="do not check the example data files")
     num_shards: int = Field(default=1, ge=1, description="split the folders round-robin into this many")
     shard_index: int = Field(default=0, ge=0, description="which shard this run takes")
@@ -87,6 +89,8 @@ def selected_folders(settings: EnvTestSettings) -> list[Path]:
     entrypoint = settings.entrypoint or (
         f"resources_servers/{settings.resources_server}" if settings.resources_server else None
     )
+    if entrypoint is not None and settings.all:
+        raise ConfigError(f"--all tests every folder; drop it or the selection of {entrypoint}")
     if entrypoint is not None:
         return [_one_folder(one) for one in ([entrypoint] if isinstance(entrypoint, str) else entrypoint)]
     found: dict[Path, Path] = {}

@@ -41,7 +41,8 @@ MODEL_HINT = (
 
 # What picks servers or a model: meaningless with --no-serve, where the running deployment has both.
 SERVING_OPTIONS = (
-    "resources_server", "environment", "benchmark", "model_type", "replay", "model", "model_url", "model_api_key",
+    "resources_server", "environment", "benchmark", "model_type", "agent_type", "replay", "model", "model_url",
+    "model_api_key",
 )  # fmt: skip
 
 

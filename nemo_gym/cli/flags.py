@@ -94,6 +94,16 @@ RESOURCES_SERVER = repeated(
 MODEL_TYPE = value(
     "--model-type", metavar="NAME[/FLAVOR]", help="load responses_api_models/NAME/configs/(FLAVOR|NAME).yaml"
 )
+AGENT_TYPE = value(
+    "--agent-type",
+    metavar="NAME[/FLAVOR]",
+    help="run every environment with this agent: load responses_api_agents/NAME/configs/(FLAVOR|NAME).yaml",
+)
+ALLOW_UNSUPPORTED_PAIRING = switch(
+    "--allow-unsupported-pairing",
+    key="allow_unsupported_pairing",
+    help="run agents and model servers with environments whose allowed_agents / allowed_model_types omit them",
+)
 BENCHMARK = repeated(
     "--benchmark", metavar="NAME[/FLAVOR]", help="load benchmarks/NAME/(FLAVOR|config).yaml (repeatable)"
 )
@@ -106,13 +116,17 @@ MODEL_FLAGS = (
     value("--model-api-key", key="policy_api_key", metavar="KEY", help="its API key (policy_api_key; never shown)"),
 )  # fmt: skip
 # What selects a deployment: files, servers by folder name, and the policy model.
-DEPLOYMENT_FLAGS = (CONFIG, RESOURCES_SERVER, ENVIRONMENT, BENCHMARK, MODEL_TYPE, SEARCH_DIR, *MODEL_FLAGS)
+DEPLOYMENT_FLAGS = (
+    CONFIG, RESOURCES_SERVER, ENVIRONMENT, BENCHMARK, MODEL_TYPE, AGENT_TYPE, ALLOW_UNSUPPORTED_PAIRING, SEARCH_DIR,
+    *MODEL_FLAGS,
+)  # fmt: skip
 # The selectors: each value names a folder of that kind whose config joins config_paths.
 SELECTOR_KINDS = {
     RESOURCES_SERVER: "resources_servers",
     ENVIRONMENT: "environments",
     BENCHMARK: "benchmarks",
     MODEL_TYPE: "responses_api_models",
+    AGENT_TYPE: "responses_api_agents",
 }
 
 

@@ -92,6 +92,37 @@ TEST = Command(
     details=commands.env_test_help,
     more_flags=lambda: _from("env_test", "TEST_FLAGS"),
 )
+NAMED_RESOURCES_SERVER = value(
+    "--resources-server", metavar="NAME", help="the resources server folder's name"
+)
+SCHEMA = Command(
+    "env schema",
+    "Print the JSON Schema of a resources server's task rows.",
+    lambda invocation: _from("env_tools", "print_schema")(invocation),
+    (NAMED_RESOURCES_SERVER, SEARCH_DIR),
+)
+PACKAGES = Command(
+    "env packages",
+    "List the packages of the environment the servers run in (one for all of them).",
+    lambda invocation: _from("env_tools", "list_packages")(invocation),
+    (
+        NAMED_RESOURCES_SERVER,
+        SEARCH_DIR,
+        switch("--outdated", help="only those with a newer release"),
+        JSON_FLAG,
+    ),
+)
+PREFETCH = Command(
+    "env prefetch",
+    "Check that the environment has every package the selected servers need, without starting them.",
+    lambda invocation: _from("env_tools", "prefetch")(invocation),
+    DEPLOYMENT_FLAGS,
+)
+DEV_TEST = Command(
+    "dev test",
+    "Run Gym's own test suite (make test without the lint).",
+    lambda invocation: _from("env_tools", "dev_test")(invocation),
+)
 EVAL_RUN = Command(
     "eval run",
     "Start the deployment, run its dataset (or --input) through the agent, write results and metrics, "
@@ -216,7 +247,11 @@ TREE: Tree = {
         "validate": VALIDATE,
         "init": INIT,
         "test": TEST,
+        "schema": SCHEMA,
+        "packages": PACKAGES,
+        "prefetch": PREFETCH,
     },
+    "dev": {"test": DEV_TEST},
     "eval": {
         "run": EVAL_RUN,
         "prepare": PREPARE,
@@ -229,6 +264,10 @@ TREE: Tree = {
         "upload": _dataset_command("upload", "Upload a JSONL dataset to Hugging Face or GitLab."),
         "download": _dataset_command("download", "Download a dataset from Hugging Face or GitLab."),
         "rm": _dataset_command("rm", "Delete a dataset from the GitLab registry (asks first)."),
+        "migrate": _dataset_command(
+            "migrate", "Move a dataset from GitLab to Hugging Face (upload, then delete)."
+        ),
+        "render": _dataset_command("render", "Apply a prompt config to a JSONL file's rows."),
     },
     "list": {
         what: _listing(what)
@@ -290,7 +329,7 @@ def _group_help(path: list[str], node: Tree) -> str:
             "",
             "short forms: gym run = gym env start, gym collect ~ gym eval run --no-serve, and gym status|resolve|",
             "validate|init|test = gym env <same>.",
-            "options: -h/--help, --version [--json], -v/--verbose (before or after the command).",
+            "options: -h/--help, --version [--json], -v/--verbose and --json (before or after the command).",
         ]
     lines.append(f"\n`{prefix} <command> -h` shows a command's flags.")
     return "\n".join(lines)
@@ -311,10 +350,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: list[str]) -> int:
-    verbose = [arg for arg in args[:1] if arg in ("-v", "--verbose")]
-    args = args[len(verbose) :]
+    leading: list[str] = []  # -v / --json before the command: they belong to the command
+    while args[:1] and args[0] in ("-v", "--verbose", "--json"):
+        leading.append(args.pop(0))
     if args[:1] == ["--version"]:
-        return _print_version("--json" in args[1:])
+        return _print_version("--json" in [*leading, *args[1:]])
     node: Tree | Command = TREE
     path: list[str] = []
     while isinstance(node, dict):
@@ -325,10 +365,12 @@ def _dispatch(args: list[str]) -> int:
         if name not in node:
             raise UsageError(_unknown_name_message(path, name, node))
         node, path = node[name], [*path, name]
+    if "--json" in leading and not any("--json" in flag.names for flag in node.all_flags):
+        raise UsageError(f"--json is not supported by this command; gym {node.name} prints no JSON")
     if help_requested(args):
         print(node.help_text(args), end="")
         return 0
-    return node.run(node.parse([*args, *verbose]))
+    return node.run(node.parse([*args, *leading]))
 
 
 def _unknown_name_message(path: list[str], name: str, node: Tree) -> str:
@@ -351,36 +393,69 @@ def _one_line(error: ConfigError) -> str:
     return "; ".join(reports) + ". Fix them, or set ++error_on_almost_servers=false to skip them."
 
 
-def _alias(*command: str) -> Callable[[], None]:
-    def entry_point() -> None:
-        sys.exit(main([*command, *sys.argv[1:]]))
-
-    return entry_point
-
-
 def console_main() -> None:
     sys.exit(main())
 
 
-ng_run = _alias("env", "start")
-ng_status = _alias("env", "status")
-ng_dump_config = _alias("env", "resolve")
-ng_validate = _alias("env", "validate")
-ng_test = _alias("env", "test")
-ng_test_all = _alias("env", "test")
-ng_init_resources_server = _alias("env", "init")
-ng_collect_rollouts = _alias("eval", "run", "--no-serve")
-ng_e2e_collect_rollouts = _alias("eval", "run")
-ng_aggregate_rollouts = _alias("eval", "aggregate")
-ng_reward_profile = _alias("eval", "profile")
-ng_prepare_benchmark = _alias("eval", "prepare")
-ng_prepare_data = _alias("dataset", "collate")
-ng_upload_dataset_to_hf = _alias("dataset", "upload", "--storage", "hf")
-ng_download_dataset_from_hf = _alias("dataset", "download", "--storage", "hf")
-ng_upload_dataset_to_gitlab = _alias("dataset", "upload", "--storage", "gitlab")
-ng_download_dataset_from_gitlab = _alias("dataset", "download", "--storage", "gitlab")
-ng_delete_dataset_from_gitlab = _alias("dataset", "rm", "--storage", "gitlab")
-ng_list_benchmarks = _alias("list", "benchmarks")
-ng_viewer = _alias("view")
-ng_version = _alias("--version")
-ng_help = _alias("--help")
+# NeMo Gym's script names (`ng_<name>`, also spelt `nemo_gym_<name>`) and the command each one runs.
+LEGACY_COMMANDS: dict[str, tuple[str, ...]] = {
+    "run": ("env", "start"),
+    "status": ("env", "status"),
+    "dump_config": ("env", "resolve"),
+    "validate": ("env", "validate"),
+    "pip_list": ("env", "packages"),
+    "test": ("env", "test"),
+    "test_all": ("env", "test", "--all"),
+    "dev_test": ("dev", "test"),
+    "init_resources_server": ("env", "init"),
+    "collect_rollouts": ("eval", "run", "--no-serve"),
+    "e2e_collect_rollouts": ("eval", "run"),
+    "aggregate_rollouts": ("eval", "aggregate"),
+    "reward_profile": ("eval", "profile"),
+    "prepare_benchmark": ("eval", "prepare"),
+    "list_benchmarks": ("list", "benchmarks"),
+    "prepare_data": ("dataset", "collate"),
+    "materialize_prompts": ("dataset", "render"),
+    "upload_dataset_to_hf": ("dataset", "upload", "--storage", "hf"),
+    "download_dataset_from_hf": ("dataset", "download", "--storage", "hf"),
+    "upload_dataset_to_gitlab": ("dataset", "upload", "--storage", "gitlab"),
+    "download_dataset_from_gitlab": ("dataset", "download", "--storage", "gitlab"),
+    "delete_dataset_from_gitlab": ("dataset", "rm", "--storage", "gitlab"),
+    "gitlab_to_hf_dataset": ("dataset", "migrate"),
+    "viewer": ("view",),
+    "version": ("--version",),
+    "help": ("--help",),
+}
+LEGACY_PREFIXES = ("ng_", "nemo_gym_")
+REINSTALL_HINT = (
+    "Gym runs every server in one virtual environment; rebuild it with `make clean && make test` "
+    "(or `pip install -e '.[dev]'` in your own environment)."
+)
+
+
+def legacy_main() -> None:
+    """Every `ng_*` / `nemo_gym_*` script: the command of its name, after one line naming it."""
+    script = Path(sys.argv[0]).name
+    name = next((script[len(prefix) :] for prefix in LEGACY_PREFIXES if script.startswith(prefix)), script)
+    sys.exit(_run_legacy(name, script))
+
+
+def legacy_entry(name: str) -> Callable[[], None]:
+    """The console function of NeMo Gym's `ng_<name>` script, for code that calls it from Python."""
+
+    def entry() -> None:
+        sys.exit(_run_legacy(name, f"ng_{name}"))
+
+    return entry
+
+
+def _run_legacy(name: str, script: str) -> int:
+    if name == "reinstall":
+        print(REINSTALL_HINT, file=sys.stderr)
+        return 0
+    if name not in LEGACY_COMMANDS:
+        print(f"Error: {script} is not a NeMo Gym command Gym knows; see gym -h", file=sys.stderr)
+        return 1
+    command = LEGACY_COMMANDS[name]
+    print(f"{script} is deprecated: it runs `gym {' '.join(command)}`.", file=sys.stderr)
+    return main([*command, *sys.argv[1:]])

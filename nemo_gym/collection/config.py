@@ -18,6 +18,11 @@ class RolloutCollectionConfig(BaseNeMoGymCLIConfig):
     input_jsonl_fpath: str = Field(description="tasks, one JSON object per line")
     output_jsonl_fpath: str = Field(description="results; sibling files get the same stem")
     agent_name: str | None = Field(default=None, description="agent for rows without agent_ref")
+    agent_map: dict[str, str] | None = Field(
+        default=None,
+        description="agent or task_source -> the agent that runs its rows (`_default`: every other row); "
+        "--agent-type writes the old -> new names here",
+    )
     limit: int | None = Field(default=None, ge=0, description="read only the first N rows (0/null: all)")
     num_repeats: int | dict[str, int] | None = Field(
         default=1, description="rollouts per row: an int, or {agent name: n, _default: n}"

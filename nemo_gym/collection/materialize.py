@@ -13,7 +13,7 @@ import orjson
 from nemo_gym.collection.config import RolloutCollectionConfig
 from nemo_gym.collection.ledger import CollectionLedger
 from nemo_gym.collection.paths import CollectionPaths
-from nemo_gym.collection.records import agent_name_of
+from nemo_gym.collection.records import agent_name_of, mapped_agent
 from nemo_gym.config_types import AGENT_REF_KEY, ConfigError
 from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, iter_jsonl, write_atomically
 from nemo_gym.prompt import load_prompt_config, prompted_row
@@ -66,6 +66,8 @@ def materialize(
                 row = prompted_row(row, templates, where)
             if AGENT_REF_KEY not in row and config.agent_name:
                 row[AGENT_REF_KEY] = {"name": config.agent_name}
+            if mapped := mapped_agent(row, config.agent_map):
+                row[AGENT_REF_KEY] = {**(row.get(AGENT_REF_KEY) or {}), "name": mapped}
             agent = agent_name_of(row)
             if not agent:
                 yield where, raw, row, 0

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 import orjson
 
+from nemo_gym.config.key_names import TASK_SOURCE_KEY_NAME
 from nemo_gym.config_types import AGENT_REF_KEY, ConfigError
 from nemo_gym.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 from nemo_gym.validation_errors import MAX_REPORTED_PROBLEMS, describe_problem
@@ -26,9 +27,21 @@ RETRYABLE_CLIENT_STATUSES = frozenset({408, 409, 425, 429})
 FailureClass = Literal["timeout", "connection", "invalid_response", "invalid_request"] | str
 
 
+DEFAULT_ROUTE = "_default"
+
+
 def agent_name_of(record: dict[str, Any]) -> str | None:
     ref = record.get(AGENT_REF_KEY)
     return ref.get("name") if isinstance(ref, dict) else None
+
+
+def mapped_agent(row: dict[str, Any], agent_map: dict[str, str] | None) -> str | None:
+    """The agent `agent_map` sends a row to: by its agent or its `task_source`, else `_default`; None
+    when the map says nothing about it."""
+    if not agent_map:
+        return None
+    key = agent_name_of(row) or row.get(TASK_SOURCE_KEY_NAME)
+    return agent_map.get(key) or agent_map.get(DEFAULT_ROUTE)
 
 
 def error_message(body: bytes) -> str:

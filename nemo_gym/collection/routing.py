@@ -13,7 +13,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from nemo_gym.collection.materialize import seeded_metadata
-from nemo_gym.collection.records import agent_name_of
+from nemo_gym.collection.records import agent_name_of, mapped_agent
 from nemo_gym.config.server_instances import ServerInstanceConfig
 from nemo_gym.config_types import AGENT_REF_KEY, ConfigError
 from nemo_gym.global_config import TASK_SOURCE_KEY_NAME, find_server_instances
@@ -21,7 +21,6 @@ from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 from nemo_gym.wire.episodes import is_materialized_task_row
 
 AGENT_TYPE = "responses_api_agents"
-DEFAULT_ROUTE = "_default"
 MAX_ROWS_NAMED = 10
 
 
@@ -97,7 +96,7 @@ def routed_rows(
     for task_index, example in enumerate(examples):
         row = dict(example)
         key = agent_name_of(row) or row.get(TASK_SOURCE_KEY_NAME)
-        target = (agent_map or {}).get(key) or (agent_map or {}).get(DEFAULT_ROUTE)
+        target = mapped_agent(row, agent_map)
         for agent in (fan_out or {}).get(key) or [target]:
             routed.append(
                 (task_index, {**row, AGENT_REF_KEY: {"type": AGENT_TYPE, "name": agent}} if agent else row)
