@@ -6,21 +6,31 @@ in order (so a stateful environment reaches the state the rollout left behind; t
 compared), then `/verify` with the row and the recorded response. No model is called.
 
 The rescored rollouts keep the stored fields, take the new verify answer, and carry the stored reward as
-`_ng_previous_reward`; failures go to `<output stem>_failures.jsonl` with their class, as in collection.
+`_ng_previous_reward`; failures go to `<output stem>_failures.jsonl` with their class, as in collection, and
+the rescored results are aggregated per agent into `<output stem>_aggregate_metrics.json`.
+
+NeMo Gym 0.7's settings are accepted: `rollouts_jsonl_fpath` / `materialized_inputs_jsonl_fpath` (the
+names of `input_jsonl_fpath` / `inputs_jsonl_fpath`), `limit`, `resume_from_cache`, `judge_failed_only` with
+`append`, `disable_aggregation` and `force`. Its guard, `GET /reverify_mode` on every resources server
+involved, applies here only with `skip_tool_replay`: replaying the tool calls rebuilds a stateful
+environment's session, which is why 0.7 needs the guard at all. A server that does not answer `stateless`
+is then refused unless `force`, and the output files of a forced run are named `unsafe_<name>`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 import orjson
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from nemo_gym.collection.aggregation import aggregate_results
 from nemo_gym.config_types import AGENT_REF_KEY, BaseNeMoGymCLIConfig, ConfigError
 from nemo_gym.global_config import (
     command_settings,
@@ -41,6 +51,7 @@ from nemo_gym.jsonl import (
     ROLLOUT_INDEX_KEY,
     TASK_INDEX_KEY,
     LineAppender,
+    drop_torn_tail,
     iter_jsonl,
     rollout_key,
     row_at,
@@ -57,6 +68,7 @@ from nemo_gym.rollout_collection import (
 from nemo_gym.server_utils import ServerClient, configure_http_client_from, head_server_config_from
 
 PREVIOUS_REWARD_KEY = "_ng_previous_reward"
+JUDGE_FAILURE_KEY = "judge_failure"
 STAMPED_KEYS = (TASK_INDEX_KEY, ROLLOUT_INDEX_KEY, AGENT_REF_KEY)
 DEFAULT_IN_FLIGHT = 64
 # What collection added to the agent's answer, or verify wrote: not part of the row sent back to /verify.
@@ -67,7 +79,15 @@ class ReverifyConfig(BaseNeMoGymCLIConfig):
     """Score stored rollouts again through a running deployment's resources servers (no model call):
     seed a session, replay the recorded tool calls, verify the recorded response."""
 
-    input_jsonl_fpath: str = Field(description="stored rollouts: a results file of gym collect / eval run")
+    input_jsonl_fpath: str | None = Field(
+        default=None, description="stored rollouts: a results file of gym collect / eval run"
+    )
+    rollouts_jsonl_fpath: str | None = Field(
+        default=None, description="NeMo Gym 0.7's name of input_jsonl_fpath"
+    )
+    materialized_inputs_jsonl_fpath: str | None = Field(
+        default=None, description="NeMo Gym 0.7's name of inputs_jsonl_fpath"
+    )
     inputs_jsonl_fpath: str | None = Field(
         default=None,
         description="the run's materialized inputs, whose task fields verify needs (default: "
@@ -81,6 +101,47 @@ class ReverifyConfig(BaseNeMoGymCLIConfig):
     skip_tool_replay: bool = Field(default=False, description="verify without replaying the tool calls")
     rollout_timeout_s: float | None = Field(default=None, gt=0, description="deadline of one rescoring")
     overwrite: bool = Field(default=False, description="replace the rollouts already in the output file")
+    limit: int | None = Field(default=None, ge=0, description="rescore only the first N stored rollouts")
+    resume_from_cache: bool = Field(
+        default=False, description="keep the rollouts the output already has and rescore the others"
+    )
+    judge_failed_only: bool = Field(
+        default=False, description="rescore only the rollouts whose judgment failed (`judge_failure` set)"
+    )
+    append: bool = Field(default=False, description="with judge_failed_only: add to the output file")
+    disable_aggregation: bool = Field(default=False, description="skip /aggregate_metrics")
+    force: bool = Field(
+        default=False,
+        description="with skip_tool_replay: rescore on servers that are not stateless (outputs named unsafe_*)",
+    )
+    input_format: Literal["gym", "atif"] = Field(default="gym", description="the stored rollouts' format")
+
+    @model_validator(mode="after")
+    def _one_source_and_compatible_modes(self) -> ReverifyConfig:
+        given = {path for path in (self.input_jsonl_fpath, self.rollouts_jsonl_fpath) if path}
+        if len(given) != 1:
+            raise ValueError(
+                "name the stored rollouts once: input_jsonl_fpath (-i) or rollouts_jsonl_fpath (--rollouts)"
+            )
+        if self.inputs_jsonl_fpath and self.materialized_inputs_jsonl_fpath:
+            raise ValueError(
+                "give inputs_jsonl_fpath or materialized_inputs_jsonl_fpath (--inputs), not both"
+            )
+        if self.append and not self.judge_failed_only:
+            raise ValueError("append adds rescored judge failures to an output: it needs judge_failed_only")
+        if self.append and (self.overwrite or self.resume_from_cache):
+            raise ValueError("append keeps the output file as it is: drop overwrite / resume_from_cache")
+        if self.input_format == "atif":
+            raise ValueError("input_format atif is not read yet; reverify reads Gym results files (gym)")
+        return self
+
+    @property
+    def source(self) -> str:
+        return str(self.input_jsonl_fpath or self.rollouts_jsonl_fpath)
+
+    @property
+    def inputs(self) -> str | None:
+        return self.inputs_jsonl_fpath or self.materialized_inputs_jsonl_fpath
 
 
 class RescoreFailed(Exception):
@@ -207,8 +268,8 @@ def _key_of(record: dict[str, Any]) -> tuple[Any, Any]:
 
 
 def materialized_inputs_of(config: ReverifyConfig, source: Path) -> Path | None:
-    if config.inputs_jsonl_fpath:
-        return locate_data_file(config.inputs_jsonl_fpath, "inputs_jsonl_fpath")
+    if config.inputs:
+        return locate_data_file(config.inputs, "inputs_jsonl_fpath")
     beside = CollectionPaths.for_output(source).materialized
     return beside if beside.is_file() else None
 
@@ -228,12 +289,40 @@ def recorded_tool_calls(response: Any) -> list[tuple[str, Any]]:
     return calls
 
 
+def wanted(record: dict[str, Any], config: ReverifyConfig, done: set[tuple[Any, Any]]) -> bool:
+    if config.judge_failed_only and not record.get(JUDGE_FAILURE_KEY):
+        return False
+    return _key_of(record) not in done
+
+
+async def check_reverify_modes(client: ServerClient, servers: set[str], force: bool) -> bool:
+    """Whether the run is unsafe: some server does not say it can verify without its session. Refused
+    (ConfigError naming them) unless `force`."""
+    modes = {}
+    for server in sorted(servers):
+        response = await request("GET", client.server_base_url(server) + "/reverify_mode")
+        modes[server] = orjson.loads(await response.read()) if response.status == 200 else "unknown"
+    unsafe = {server: mode for server, mode in modes.items() if mode != "stateless"}
+    if unsafe and not force:
+        listed = ", ".join(f"{server} ({mode})" for server, mode in unsafe.items())
+        raise ConfigError(
+            f"without the tool replay, verify sees none of a rollout's session state, and these resources "
+            f"servers do not say they are stateless: {listed}; drop --no-tool-replay, or pass --force "
+            "(the outputs are then named unsafe_*)"
+        )
+    return bool(unsafe)
+
+
+def _unsafe(path: Path) -> Path:
+    return path.with_name(f"unsafe_{path.name}")
+
+
 async def reverify_rollouts(overrides: list[str]) -> int:
     """Exit 0 when every stored rollout was rescored, 1 when some failed."""
     cfg = parse_global_config_dict(overrides)
     config = command_settings(ReverifyConfig, cfg)
     configure_http_client_from(cfg)
-    source = locate_data_file(config.input_jsonl_fpath, "input_jsonl_fpath")
+    source = locate_data_file(config.source, "input_jsonl_fpath")
     paths = CollectionPaths.for_output(config.output_jsonl_fpath)
     if Path(paths.output).resolve() == source.resolve():
         raise ConfigError(
@@ -243,18 +332,34 @@ async def reverify_rollouts(overrides: list[str]) -> int:
         client = ServerClient.load_from_global_config(head_server_config_from(cfg))
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    refuse_to_replace(paths, config.overwrite, resumable=False)
-    paths.output.parent.mkdir(parents=True, exist_ok=True)
-    paths.output.unlink(missing_ok=True)
-    paths.failures.unlink(missing_ok=True)
     rows = TaskRows(materialized_inputs_of(config, source))
     rescorer = Rescorer(client, config, rows)
+
+    def stored() -> Iterator[dict[str, Any]]:
+        return (line.row for line in iter_jsonl(source, config.limit))
+
+    if config.skip_tool_replay:
+        servers = set()
+        for record in stored():
+            with contextlib.suppress(RescoreFailed):
+                servers.add(rescorer.resources_server_of(record))
+        if await check_reverify_modes(client, servers, config.force):
+            paths = CollectionPaths.for_output(str(_unsafe(Path(config.output_jsonl_fpath))))
+    done: set[tuple[Any, Any]] = set()
+    if (config.resume_from_cache or config.append) and paths.output.is_file():
+        drop_torn_tail(paths.output)
+        done = {_key_of(line.row) for line in iter_jsonl(paths.output)}
+    elif not (config.resume_from_cache or config.append):
+        refuse_to_replace(paths, config.overwrite, resumable=False)
+        paths.output.unlink(missing_ok=True)
+    paths.output.parent.mkdir(parents=True, exist_ok=True)
+    paths.failures.unlink(missing_ok=True)
     tally = Tally()
     results, failures = LineAppender(paths.output), LineAppender(paths.failures)
     try:
-        records = (line.row for line in iter_jsonl(source))
+        chosen = (record for record in stored() if wanted(record, config, done))
         in_flight = config.num_samples_in_parallel or DEFAULT_IN_FLIGHT
-        rescored = completed_in_any_order(records, rescorer.rescore, in_flight)
+        rescored = completed_in_any_order(chosen, rescorer.rescore, in_flight)
         async with contextlib.aclosing(rescored) as answers:
             async for record, answer in answers:
                 if FAILURE_CLASS_KEY in answer:
@@ -274,4 +379,12 @@ async def reverify_rollouts(overrides: list[str]) -> int:
         rows.close()
     for line in tally.lines(paths):
         print(line)
+    if not config.disable_aggregation and paths.output.is_file():
+        await aggregate_results(
+            (line.row for line in iter_jsonl(paths.output)),
+            (line.row for line in iter_jsonl(paths.failures)),
+            client,
+            paths.aggregate_metrics,
+        )
+        print(f"Aggregate metrics: {paths.aggregate_metrics}")
     return 1 if tally.failed else 0

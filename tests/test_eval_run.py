@@ -197,6 +197,30 @@ def test_no_serve_collects_from_the_running_deployment_and_reverify_rescores(wor
         assert "1 reward(s) changed" in rescored.stdout
         refused = gym("eval", "reverify", "-i", "stored.jsonl", "-o", "rescored.jsonl", *head, cwd=workdir)
         assert "--overwrite" in one_line_error(refused) and "--resume" not in refused.stderr
+        aggregate = json.loads((workdir / "rescored_aggregate_metrics.json").read_text())
+        assert [entry["agent_ref"]["name"] for entry in aggregate] == ["mcqa_simple_agent"]
+
+        # NeMo Gym 0.7's flags: --rollouts, --limit, --resume finishing a partial output.
+        partial = gym("eval", "reverify", "--rollouts", "stored.jsonl", "--limit", "2", "-o", "partial.jsonl",
+                      "--disable-aggregation", *head, cwd=workdir)  # fmt: skip
+        assert partial.returncode == 0, partial.stderr
+        assert len(read_jsonl(workdir / "partial.jsonl")) == 2
+        assert not (workdir / "partial_aggregate_metrics.json").exists()
+        finished = gym("eval", "reverify", "--rollouts", "stored.jsonl", "-o", "partial.jsonl", "--resume", *head,
+                       cwd=workdir)  # fmt: skip
+        assert finished.returncode == 0, finished.stderr
+        assert "Rescored 3 rollout(s)" in finished.stdout
+        assert sorted(item["_ng_task_index"] for item in read_jsonl(workdir / "partial.jsonl")) == sorted(
+            item["_ng_task_index"] for item in stored
+        )
+        # --judge-failed-only rescores only rollouts whose judgment failed: mcqa has no judge, so none.
+        judged = gym("eval", "reverify", "-i", "stored.jsonl", "-o", "partial.jsonl", "--judge-failed-only",
+                     "--append", *head, cwd=workdir)  # fmt: skip
+        assert judged.returncode == 0 and "Rescored 0 rollout(s)" in judged.stdout, judged.stderr
+        assert len(read_jsonl(workdir / "partial.jsonl")) == len(stored)
+        both = gym("eval", "reverify", "-i", "stored.jsonl", "--rollouts", "r.jsonl", "-o", "x.jsonl", *head,
+                   cwd=workdir)  # fmt: skip
+        assert "name the stored rollouts once" in one_line_error(both)
         new = {
             (item["_ng_task_index"], item["_ng_rollout_index"]): item
             for item in read_jsonl(workdir / "rescored.jsonl")
@@ -224,8 +248,13 @@ def test_reverify_replays_tool_calls_so_stateful_environments_score_the_same(wor
         replayed = gym("eval", "reverify", "-i", "r.jsonl", "-o", "replayed.jsonl", *head, cwd=workdir)
         assert replayed.returncode == 0, replayed.stderr
         assert [record["reward"] for record in read_jsonl(workdir / "replayed.jsonl")] == [1.0] * len(stored)
-        bare = gym(
-            "eval", "reverify", "-i", "r.jsonl", "-o", "bare.jsonl", "--no-tool-replay", *head, cwd=workdir
+        # Without the replay, verify sees none of the session: NeMo Gym 0.7's /reverify_mode guard applies.
+        bare = ("eval", "reverify", "-i", "r.jsonl", "-o", "bare.jsonl", "--no-tool-replay", *head)
+        refused = gym(*bare, cwd=workdir)
+        assert (
+            "example_session_state_mgmt (unknown)" in one_line_error(refused) and "--force" in refused.stderr
         )
-        assert bare.returncode == 0, bare.stderr
-        assert 0.0 in [record["reward"] for record in read_jsonl(workdir / "bare.jsonl")]
+        forced = gym(*bare, "--force", cwd=workdir)
+        assert forced.returncode == 0, forced.stderr
+        assert not (workdir / "bare.jsonl").exists(), "a forced run's outputs are marked unsafe"
+        assert 0.0 in [record["reward"] for record in read_jsonl(workdir / "unsafe_bare.jsonl")]

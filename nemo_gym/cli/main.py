@@ -166,6 +166,7 @@ REVERIFY = Command(
     commands.reverify,
     (
         value("-i", "--input", key="input_jsonl_fpath", metavar="FILE", help="stored rollouts (results file)"),
+        value("--rollouts", key="rollouts_jsonl_fpath", metavar="FILE", help="the same, by NeMo Gym 0.7's name"),
         value("-o", "--output", key="output_jsonl_fpath", metavar="FILE", help="where the rescored rollouts go"),
         value("--inputs", key="inputs_jsonl_fpath", metavar="FILE",
               help="the run's materialized inputs (default: <input stem>_materialized_inputs.jsonl)"),
@@ -175,6 +176,13 @@ REVERIFY = Command(
         value("--rollout-timeout", key="rollout_timeout_s", metavar="SECONDS", help="deadline of one rescoring"),
         switch("--no-tool-replay", key="skip_tool_replay", help="do not replay the recorded tool calls first"),
         switch("--overwrite", key="overwrite", help="replace the rollouts already in the output file"),
+        value("--limit", key="limit", metavar="N", help="only the first N stored rollouts"),
+        switch("--resume", key="resume_from_cache", help="keep what the output has, rescore the rest"),
+        switch("--judge-failed-only", key="judge_failed_only", help="only rollouts whose judgment failed"),
+        switch("--append", key="append", help="with --judge-failed-only: add to the output file"),
+        switch("--disable-aggregation", key="disable_aggregation", help="skip /aggregate_metrics"),
+        switch("--force", key="force", help="with --no-tool-replay: rescore on servers not known to be stateless"),
+        value("--input-format", key="input_format", choices=("gym", "atif"), help="stored rollouts' format"),
     ),
     commands.settings_help("nemo_gym.reverification.ReverifyConfig"),
 )  # fmt: skip
