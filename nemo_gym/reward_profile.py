@@ -34,6 +34,7 @@ from nemo_gym.pass_at_k_metrics import add_avg_sample_std_dev as add_avg_sample_
 from nemo_gym.pass_at_k_metrics import compute_pass_majority_metrics as compute_pass_majority_metrics
 from nemo_gym.pass_at_k_metrics import compute_subset_metrics as compute_subset_metrics
 from nemo_gym.pass_at_k_metrics import highest_k_metrics as highest_k_metrics
+from nemo_gym.repeat_metrics import across_repeats, repeat_level_metrics
 
 INDEX_KEYS = (TASK_INDEX_KEY, ROLLOUT_INDEX_KEY)
 ROLLOUT_ID_KEY = "rollout_id"
@@ -167,6 +168,10 @@ def task_sample(rollouts: Sequence[Rollout]) -> dict[str, Any]:
         for key, value in first.items()
         if key == AGENT_REF_KEY or (isinstance(value, str) and not key.startswith(GYM_KEY_PREFIX))
     }
+
+
+def _column_means(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    return {key: value for key, value in column_statistics(records).items() if key.startswith("mean/")}
 
 
 def default_key_metrics(agent_metrics: Mapping[str, Any]) -> dict[str, Any]:
@@ -366,20 +371,27 @@ class AggregateMetricsMixin:
             }
             for task_index in tasks
         ]
+        all_infos = [info for task_infos in infos.values() for info in task_infos]
+        repeats = repeat_level_metrics(all_infos, _column_means)
         agent_metrics: dict[str, Any] = {
-            **column_statistics([info for task_infos in infos.values() for info in task_infos]),
+            **column_statistics(all_infos),
             **failure_counts(verify_responses),
+            **across_repeats(repeats),
         }
         extra = dict(self.compute_metrics([rollouts for rollouts in successes.values() if rollouts]))
         groups_by_task = {group[TASK_INDEX_KEY]: group for group in group_level_metrics}
         for per_task in extra.pop("per_task_metrics", []):
             groups_by_task.get(per_task.get(TASK_INDEX_KEY), {}).update(per_task)
         agent_metrics.update(extra)
+        agent_metrics.update(
+            self.compute_repeat_metrics([rollouts for rollouts in successes.values() if rollouts])
+        )
         agent_metrics.update(coverage)
         return AggregateMetrics(
             group_level_metrics=group_level_metrics,
             agent_metrics=agent_metrics,
             key_metrics={**self.get_key_metrics(agent_metrics), **coverage},
+            repeat_level_metrics=repeats,
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
@@ -389,6 +401,12 @@ class AggregateMetricsMixin:
         into the per-task groups by `_ng_task_index`. Default: the declared `pass_at_k` metrics, if any.
         """
         return self.pass_at_k.compute(tasks) if self.pass_at_k is not None else {}
+
+    def compute_repeat_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        """NeMo Gym 0.7's hook for an environment's own repeat-level metrics (merged into the agent
+        metrics), over the same tasks as `compute_metrics`. The per-repeat means of every numeric field and
+        their `*_across_repeats/*` spread are computed already; default: nothing more."""
+        return {}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         """The headline: the entries `key_metric_patterns` names (default: the means)."""

@@ -216,7 +216,13 @@ async def test_each_group_samples_its_task_row_without_heavy_or_per_rollout_fiel
 async def test_empty_and_duplicate_inputs(counter_server):
     assert await aggregate(counter_server, []) == (
         200,
-        {"group_level_metrics": [], "agent_metrics": {}, "key_metrics": {}},
+        {
+            "group_level_metrics": [],
+            "agent_metrics": {},
+            "key_metrics": {},
+            "repeat_level_metrics": [],
+            "perf_summary": None,
+        },
     )
     status, body = await aggregate(counter_server, [rollout(0, 0, 1.0), rollout(0, 0, 0.0)])
     assert status == 422
@@ -582,3 +588,26 @@ def test_highest_k_metrics_filters_score_names_before_taking_the_largest_k():
     assert highest_k_metrics(SPREAD_METRICS, "pass@1[avg-of-{k}]", score_names=["judge"]) == {
         "pass@1[avg-of-2]/judge": 2.0
     }
+
+
+async def test_repeat_level_metrics_and_their_spread_across_repeats(counter_server):
+    """Two repeats of three tasks: repeat 0 scores 1, 1, 0 and repeat 1 scores 1, 0, 0."""
+    rewards = {(0, 0): 1.0, (1, 0): 1.0, (2, 0): 0.0, (0, 1): 1.0, (1, 1): 0.0, (2, 1): 0.0}
+    status, metrics = await aggregate(
+        counter_server, [rollout(task, repeat, reward) for (task, repeat), reward in rewards.items()]
+    )
+    assert status == 200, metrics
+    repeats = metrics["repeat_level_metrics"]
+    assert [(entry["_ng_rollout_index"], entry["num_rollouts"]) for entry in repeats] == [(0, 3), (1, 3)]
+    assert [entry["mean/reward"] for entry in repeats] == pytest.approx([2 / 3, 1 / 3])
+    agent = metrics["agent_metrics"]
+    assert agent["num_repeats"] == 2
+    assert agent["mean_across_repeats/reward"] == pytest.approx(0.5)
+    assert agent["std_across_repeats/reward"] == pytest.approx(statistics.stdev([2 / 3, 1 / 3]))
+    assert agent["se_across_repeats/reward"] == pytest.approx(statistics.stdev([2 / 3, 1 / 3]) / 2**0.5)
+    assert agent["ci_low_95_across_repeats/reward"] < 0.5 < agent["ci_high_95_across_repeats/reward"]
+    assert not any("across_repeats" in key for key in metrics["key_metrics"])
+
+    status, single = await aggregate(counter_server, [rollout(0, 0, 1.0), rollout(1, 0, 0.0)])
+    assert single["agent_metrics"]["num_repeats"] == 1
+    assert not any("across_repeats" in key for key in single["agent_metrics"])

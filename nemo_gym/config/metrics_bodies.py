@@ -19,3 +19,5 @@ class AggregateMetrics(BaseModel):
     group_level_metrics: list[dict[str, Any]] = []
     agent_metrics: dict[str, Any] = {}
     key_metrics: dict[str, Any] = {}
+    repeat_level_metrics: list[dict[str, Any]] = []  # NeMo Gym 0.7: one entry per rollout index
+    perf_summary: dict[str, Any] | None = None
