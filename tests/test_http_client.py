@@ -120,7 +120,9 @@ async def test_a_post_dropped_after_sending_is_not_repeated(flaky_server):
     key = unique_key()
     with pytest.raises(ConnectionFailedError) as raised:
         await request("POST", f"{flaky_server.url}/drop/{key}", json={"n": 1}, retry_policy=FAST)
-    assert raised.value.attempts == 1
+    assert "connection closed before an answer" in str(raised.value)
+    # The server saw the body once. (An attempt that could not even connect, as on a machine too busy to
+    # accept at once, sent nothing and may be retried: only the count of received bodies matters.)
     assert (await attempts_seen(flaky_server, key))["hits"] == 1
 
 
