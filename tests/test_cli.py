@@ -34,7 +34,9 @@ def test_legacy_aliases_run_their_gym_command(alias, command, tmp_path):
     through_alias = run_command(alias, *overrides, cwd=tmp_path)
     through_gym = run_command("gym", command, *overrides, cwd=tmp_path)
     assert (through_alias.returncode, through_alias.stdout) == (through_gym.returncode, through_gym.stdout)
-    assert through_alias.stderr == through_gym.stderr
+    notice, _, rest = through_alias.stderr.partition("\n")
+    assert notice.startswith(f"{alias} is deprecated: it runs `gym ")
+    assert rest == through_gym.stderr
 
 
 def test_resolve_masks_secrets(tmp_path):

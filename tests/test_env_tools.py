@@ -42,7 +42,7 @@ def write_folder(root: Path, name: str, files: dict[str, str]) -> Path:
     return folder
 
 
-CONFIG = "{name}:\n  resources_servers:\n    {name}:\n      entrypoint: app.py\n"
+CONFIG = "{name}:\n  resources_servers:\n    {name}:\n      entrypoint: app.py\n      domain: other\n"
 
 
 def test_schema_is_what_verify_reads_from_a_row(workdir):
@@ -71,13 +71,12 @@ def test_schema_prefers_the_folders_task_data_model(workdir):
 
 
 def test_prefetch_names_a_requirement_the_environment_lacks(workdir):
-    search = workdir / "more"
-    folder = write_folder(search, "needy", {
+    folder = write_folder(workdir, "needy", {
         "configs/needy.yaml": CONFIG.format(name="needy"),
         "app.py": "",
         "requirements.txt": "# what needy needs\npyyaml>=6\n",
     })  # fmt: skip
-    args = ("env", "prefetch", "--resources-server", "needy", "--search-dir", str(search))
+    args = ("env", "prefetch", "--resources-server", "needy")
     ready = run(*args, cwd=workdir)
     assert ready.returncode == 0, ready.stderr
     assert "Nothing to build" in ready.stdout

@@ -251,9 +251,8 @@ def test_reverify_replays_tool_calls_so_stateful_environments_score_the_same(wor
         # Without the replay, verify sees none of the session: NeMo Gym 0.7's /reverify_mode guard applies.
         bare = ("eval", "reverify", "-i", "r.jsonl", "-o", "bare.jsonl", "--no-tool-replay", *head)
         refused = gym(*bare, cwd=workdir)
-        assert (
-            "example_session_state_mgmt (unknown)" in one_line_error(refused) and "--force" in refused.stderr
-        )
+        assert "example_session_state_mgmt_resources_server (unknown)" in one_line_error(refused)
+        assert "--force" in refused.stderr
         forced = gym(*bare, "--force", cwd=workdir)
         assert forced.returncode == 0, forced.stderr
         assert not (workdir / "bare.jsonl").exists(), "a forced run's outputs are marked unsafe"

@@ -99,7 +99,10 @@ def _render(cfg: DictConfig) -> int:
     from nemo_gym.prompt import MaterializePromptsConfig, materialize_prompts
 
     settings = command_settings(MaterializePromptsConfig, cfg)
-    materialize_prompts(settings.input_jsonl_fpath, settings.prompt_config, settings.output_jsonl_fpath)
+    try:
+        materialize_prompts(settings.input_jsonl_fpath, settings.prompt_config, settings.output_jsonl_fpath)
+    except (KeyError, ValueError) as error:  # a row the templates cannot fill: nothing was written
+        raise ConfigError(f"{settings.input_jsonl_fpath}: {error.args[0]}") from None
     print(
         f"Rendered {settings.input_jsonl_fpath} with {settings.prompt_config} -> {settings.output_jsonl_fpath}"
     )
