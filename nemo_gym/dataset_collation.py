@@ -3,8 +3,8 @@ silent change to the data shows up as a conflict, and merge the datasets of each
 ready for training (lines repeated `num_repeats` times, each stamped with the agent that serves it).
 
 Standard deviations are sample ones (n - 1 denominator, 0 for fewer than two values), as in the metrics
-files shipped with the example data; statistics are rounded to 2 decimals so that the files stay readable
-and stable across platforms.
+files shipped with the example data; statistics are rounded as NeMo Gym rounds them (2 decimals, or 3
+significant digits below 1) so that the files stay readable, stable across platforms, and equal to its own.
 """
 
 from __future__ import annotations
@@ -78,6 +78,14 @@ class AgentDataset(BaseModel):
     dataset: AnyDataset
 
 
+def rounded_statistic(value: float) -> float:
+    """`value` to 2 decimals, or to 3 significant digits when that keeps more (0.548, not 0.55), as NeMo
+    Gym writes its metrics files."""
+    if value == 0 or not math.isfinite(value):
+        return value
+    return round(value, max(STATISTIC_DECIMALS, 2 - math.floor(math.log10(abs(value)))))
+
+
 class ValueStatistics:
     """Count, mean, spread and range of a numeric field, kept in constant memory (Welford's update)."""
 
@@ -103,10 +111,10 @@ class ValueStatistics:
         deviation = math.sqrt(self.squares / (self.count - 1)) if self.count > 1 else 0.0
         return {
             "Total # non-null values": self.count,
-            "Average": round(self.mean, STATISTIC_DECIMALS),
-            "Min": round(float(self.low), STATISTIC_DECIMALS) if self.count else 0.0,
-            "Max": round(float(self.high), STATISTIC_DECIMALS) if self.count else 0.0,
-            "Standard deviation": round(deviation, STATISTIC_DECIMALS),
+            "Average": rounded_statistic(self.mean),
+            "Min": rounded_statistic(float(self.low)) if self.count else 0.0,
+            "Max": rounded_statistic(float(self.high)) if self.count else 0.0,
+            "Standard deviation": rounded_statistic(deviation),
         }
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from nemo_gym.dataset_collation import rounded_statistic
+
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parent.parent
 ENVIRONMENTS = {
@@ -54,15 +56,28 @@ def data_path(project: Path, env: str, name: str = "example.jsonl") -> Path:
     return project / "resources_servers" / env / "data" / name
 
 
+def as_nemo_gym_rounds(value: float) -> float:
+    """Three significant digits below 1, two decimals from 1 on."""
+    return float(f"{value:.3g}") if abs(value) < 1 else round(value, 2)
+
+
 def summary(values: list[float]) -> dict:
     """The statistics block, computed here with the sample standard deviation."""
     return {
         "Total # non-null values": len(values),
-        "Average": round(statistics.mean(values), 2) if values else 0.0,
+        "Average": as_nemo_gym_rounds(statistics.mean(values)) if values else 0.0,
         "Min": min(values, default=0.0),
         "Max": max(values, default=0.0),
-        "Standard deviation": round(statistics.stdev(values), 2) if len(values) > 1 else 0.0,
+        "Standard deviation": as_nemo_gym_rounds(statistics.stdev(values)) if len(values) > 1 else 0.0,
     }
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [(0.5477, 0.548), (0.012345, 0.0123), (1.4832, 1.48), (30.414, 30.41), (20015.813, 20015.81), (0.0, 0.0)],
+)
+def test_statistics_are_rounded_as_nemo_gym_writes_them(value, written):
+    assert rounded_statistic(value) == written == as_nemo_gym_rounds(value)
 
 
 def expected_metrics(rows: list[dict]) -> dict:
