@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 from pydantic import BaseModel, Field, ValidationError
 
 from nemo_gym.config_types import (
+    AGENT_REF_KEY,
     BaseNeMoGymCLIConfig,
     BenchmarkDatasetConfig,
     ConfigError,
@@ -32,6 +33,7 @@ from nemo_gym.config_types import (
     ResponsesAPIAgentServerInstanceConfig,
 )
 from nemo_gym.global_config import (
+    TASK_SOURCE_KEY_NAME,
     command_settings,
     find_server_instances,
     locate_data_file,
@@ -72,10 +74,13 @@ class CollationSettings(BaseNeMoGymCLIConfig):
 
 
 class AgentDataset(BaseModel):
-    """A dataset together with the agent instance whose `datasets:` list names it."""
+    """A dataset, the instance whose `datasets:` list names it (`task_source`: an agent or, as NeMo Gym 0.7
+    allows, a resources server) and the agent that serves it (None: a resources server that no agent, or
+    several, point at; the rows' `task_source` is then resolved when they run)."""
 
-    agent_name: str
+    agent_name: str | None
     dataset: AnyDataset
+    task_source: str
 
 
 def rounded_statistic(value: float) -> float:
@@ -216,22 +221,37 @@ def run_collate(overrides: list[str]) -> int:
 
 
 def agent_datasets(cfg: DictConfig) -> list[AgentDataset]:
-    """Every dataset listed by an agent instance, in config order."""
-    return [
-        AgentDataset(agent_name=instance.name, dataset=dataset)
-        for instance in find_server_instances(cfg)
-        if isinstance(instance, ResponsesAPIAgentServerInstanceConfig)
-        for dataset in instance.datasets
-    ]
+    """Every dataset listed by an agent or a resources server instance, in config order."""
+    instances = find_server_instances(cfg)
+    serving: dict[str, list[str]] = {}
+    for instance in instances:
+        if isinstance(instance, ResponsesAPIAgentServerInstanceConfig):
+            served = instance.get_inner_run_server_config_dict().get("resources_server") or {}
+            serving.setdefault(str(served.get("name")), []).append(instance.name)
+    entries = []
+    for instance in instances:
+        if isinstance(instance, ResponsesAPIAgentServerInstanceConfig):
+            agent: str | None = instance.name
+        elif isinstance(instance, ResourcesServerInstanceConfig):
+            agents = serving.get(instance.name, [])
+            agent = agents[0] if len(agents) == 1 else None
+        else:
+            continue
+        entries += [
+            AgentDataset(agent_name=agent, dataset=dataset, task_source=instance.name)
+            for dataset in instance.datasets
+        ]
+    return entries
 
 
 def _check_every_resources_server_has_examples(cfg: DictConfig, datasets: list[AgentDataset]) -> None:
     """Each environment must ship example tasks, served by an agent that points at it."""
     instances = find_server_instances(cfg)
-    served = {
+    declaring = {entry.task_source for entry in datasets}
+    served = declaring | {
         instance.get_inner_run_server_config_dict().get("resources_server", {}).get("name")
         for instance in instances
-        if instance.name in {entry.agent_name for entry in datasets}
+        if instance.name in declaring
     }
     for instance in instances:
         if isinstance(instance, ResourcesServerInstanceConfig) and instance.name not in served:
@@ -249,7 +269,7 @@ def _collate_type(
     type_metrics = DatasetMetrics()
     output = settings.output_dirpath / f"{dataset_type}.jsonl"
     write_atomically(output, _stamped_lines(datasets, type_metrics, settings, check_metrics))
-    names = [f"{entry.agent_name}/{entry.dataset.name}" for entry in datasets]
+    names = [f"{entry.task_source}/{entry.dataset.name}" for entry in datasets]
     summary = {"datasets": names, **type_metrics.summary()}
     write_atomically(settings.output_dirpath / f"{dataset_type}_metrics.json", [_pretty_json(summary)])
 
@@ -265,12 +285,14 @@ def _stamped_lines(
         path = _dataset_path(dataset)
         templates = _prompt_templates(dataset)
         metrics = DatasetMetrics()
-        agent_ref = {"type": "responses_api_agents", "name": entry.agent_name}
+        stamp: dict[str, Any] = {TASK_SOURCE_KEY_NAME: entry.task_source}
+        if entry.agent_name is not None:
+            stamp[AGENT_REF_KEY] = {"type": "responses_api_agents", "name": entry.agent_name}
         for line in iter_jsonl(path):
             row = prompted_row(line.row, templates, f"{path}:{line.number}") if templates else line.row
             metrics.add(row, line.number, dataset.num_repeats)
             type_metrics.add(row, line.number, dataset.num_repeats)
-            yield (orjson.dumps(row | {"agent_ref": agent_ref}) + b"\n") * dataset.num_repeats
+            yield (orjson.dumps(row | stamp) + b"\n") * dataset.num_repeats
         if check_metrics:
             _check_dataset(dataset, path, metrics, settings)
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from nemo_gym.dataset_collation import rounded_statistic
 
@@ -115,7 +116,12 @@ def test_metrics_match_statistics_computed_independently(project):
         stamped = [
             row for row in merged if row["agent_ref"] == {"type": "responses_api_agents", "name": agent}
         ]
-        assert [{k: v for k, v in row.items() if k != "agent_ref"} for row in stamped] == rows
+        assert {row["task_source"] for row in stamped} == {agent}, (
+            "NeMo Gym 0.7's stamp: the declaring instance"
+        )
+        assert [
+            {k: v for k, v in row.items() if k not in ("agent_ref", "task_source")} for row in stamped
+        ] == rows
     type_metrics = json.loads((project / "out" / "example_metrics.json").read_text())
     assert type_metrics["Number of examples"] == len(merged) == 10
     assert type_metrics["Number of tools"] == pytest.approx(expected_metrics(all_rows)["Number of tools"])
@@ -305,3 +311,20 @@ def test_a_missing_train_file_without_a_source_cannot_be_downloaded(project):
     )
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "gone.jsonl is missing and the dataset has no `source`" in result.stderr
+
+
+def test_a_resources_server_may_declare_datasets_and_its_rows_name_it_as_task_source(project):
+    """NeMo Gym 0.7: `datasets:` on a resources server; its rows carry `task_source: <that server>` and,
+    when one agent serves it, that agent's `agent_ref`."""
+    env = "example_single_tool_call"
+    config_path = project / "resources_servers" / env / "configs" / f"{env}.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    agent_block = config[f"{env}_simple_agent"]["responses_api_agents"]["simple_agent"]
+    config[env]["resources_servers"][env]["datasets"] = agent_block.pop("datasets")
+    config_path.write_text(yaml.safe_dump(config))
+    result = collate(project)
+    assert result.returncode == 0, result.stderr
+    merged = read_rows(project / "out" / "example.jsonl")
+    from_server = [row for row in merged if row["task_source"] == env]
+    assert len(from_server) == 5
+    assert {row["agent_ref"]["name"] for row in from_server} == {f"{env}_simple_agent"}

@@ -185,7 +185,7 @@ def chosen_dataset(cfg: DictConfig, options: dict[str, Any], agent: str | None, 
     )
     chosen = [entry for entry in available if entry.dataset.type == split]
     if not chosen:
-        listed = ", ".join(f"{e.agent_name}/{e.dataset.name} ({e.dataset.type})" for e in configured)
+        listed = ", ".join(f"{e.task_source}/{e.dataset.name} ({e.dataset.type})" for e in configured)
         raise ConfigError(
             f"no dataset of the config matches --split {split or '(any)'}"
             + (f" --dataset {','.join(names)}" if names else "")
@@ -193,6 +193,6 @@ def chosen_dataset(cfg: DictConfig, options: dict[str, Any], agent: str | None, 
             + f"; the config has: {listed or 'none'}. Or give the tasks with --input FILE"
         )
     path = collate_split(split, chosen, output_dir / "preprocessed_datasets")
-    described = ", ".join(f"{entry.agent_name}/{entry.dataset.name}" for entry in chosen)
+    described = ", ".join(f"{entry.task_source}/{entry.dataset.name}" for entry in chosen)
     print(f"Dataset: {split} split ({described}) -> {path}", flush=True)
     return path

@@ -21,6 +21,7 @@ from nemo_gym.collection.records import (
     agent_name_of,
     max_rollout_attempts,
 )
+from nemo_gym.collection.routing import agent_for_task_source, agents_of
 from nemo_gym.collection.runner import RolloutRunner
 from nemo_gym.config.key_names import ATTEMPT_INDEX_KEY_NAME
 from nemo_gym.config_types import ConfigError
@@ -64,7 +65,14 @@ class RolloutCollector:
                     self.paths.materialized,
                 ):
                     path.unlink(missing_ok=True)
-                _, agents = materialize(self.config, input_path, self.paths, ledger)
+                deployed = agents_of(self.helper.server_client.global_config_dict)
+                _, agents = materialize(
+                    self.config,
+                    input_path,
+                    self.paths,
+                    ledger,
+                    lambda source: agent_for_task_source(source, deployed),
+                )
                 self.paths.output.touch()
                 self.paths.failures.touch()
             for agent in sorted(agents):

@@ -4,7 +4,7 @@ before anything runs so that a resumed run knows exactly what is missing."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from nemo_gym.collection.config import RolloutCollectionConfig
 from nemo_gym.collection.ledger import CollectionLedger
 from nemo_gym.collection.paths import CollectionPaths
 from nemo_gym.collection.records import agent_name_of, mapped_agent
+from nemo_gym.config.key_names import TASK_SOURCE_KEY_NAME
 from nemo_gym.config_types import AGENT_REF_KEY, ConfigError
 from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, iter_jsonl, write_atomically
 from nemo_gym.prompt import load_prompt_config, prompted_row
@@ -46,10 +47,15 @@ def _listed(items: list[str], total: int) -> str:
 
 
 def materialize(
-    config: RolloutCollectionConfig, input_path: Path, paths: CollectionPaths, ledger: CollectionLedger
+    config: RolloutCollectionConfig,
+    input_path: Path,
+    paths: CollectionPaths,
+    ledger: CollectionLedger,
+    agent_of_source: Callable[[str], str | None] = lambda source: None,
 ) -> tuple[int, set[str]]:
     """Write the materialized inputs (atomically) and return how many rollouts and which agents they use.
 
+    A row with only a `task_source` (NeMo Gym 0.7's collation stamp) runs on `agent_of_source(source)`.
     Rows without an agent, or whose agent has no repeat count, are collected into one error."""
     templates = load_prompt_config(config.prompt_config) if config.prompt_config else None
     agents: set[str] = set()
@@ -68,6 +74,9 @@ def materialize(
                 row[AGENT_REF_KEY] = {"name": config.agent_name}
             if mapped := mapped_agent(row, config.agent_map):
                 row[AGENT_REF_KEY] = {**(row.get(AGENT_REF_KEY) or {}), "name": mapped}
+            source = row.get(TASK_SOURCE_KEY_NAME)
+            if AGENT_REF_KEY not in row and isinstance(source, str) and (resolved := agent_of_source(source)):
+                row[AGENT_REF_KEY] = {"type": "responses_api_agents", "name": resolved}
             agent = agent_name_of(row)
             if not agent:
                 yield where, raw, row, 0
