@@ -8,9 +8,10 @@ env.yaml < programmatic dict < command line):
 2. read `env.yaml` (current directory, else install root) and take `config_paths` from env.yaml merged
    with step 1; load the listed files as a work list (current directory first, then install root): a
    file's own `config_paths` are appended to the end of the list, a file already loaded is skipped with
-   a warning, so an included file loads after its includer and the rest of the top-level list;
-3. merge files in load order (later wins, so an included file overrides its includer, as in NeMo Gym),
-   then env.yaml and step 1; write the expanded `config_paths` back, in load order;
+   a warning;
+3. merge the files in NeMo Gym 0.7's post-order (a file after everything it includes, so an includer
+   overrides its includes; a later sibling subtree overrides an earlier one), then env.yaml and step 1;
+   write the expanded `config_paths` back, in load order;
 4. apply the structural directives `_inherit_from`, `_copy` and `_delete_key` (and their string forms
    `${inherit_from:a.b}` / `${copy:a.b}`), then compose an unbound agent (`--agent-type`) over the others
    and check the pairings resources servers allow (`nemo_gym.config.agent_composition`);

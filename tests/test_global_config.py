@@ -157,32 +157,40 @@ def test_later_files_override_earlier_ones(workdir: Path) -> None:
     assert (cfg.x, cfg.only_one) == (2, True)
 
 
-def test_an_included_file_loads_after_its_includer_and_wins(workdir: Path) -> None:
-    write(workdir / "top.yaml", {"config_paths": ["sub/base.yaml"], "x": "top", "top_only": 0})
-    write(workdir / "sub/base.yaml", {"config_paths": ["sub/deep.yaml"], "x": "base", "base_only": 1})
-    write(workdir / "sub/deep.yaml", {"deep_only": 2, "config_paths": ["top.yaml"]})  # a cycle, loaded once
+def test_an_includer_overrides_what_it_includes_at_any_depth(workdir: Path) -> None:
+    """NeMo Gym 0.7's post-order merge (0.4 let an included file override its includer)."""
+    write(workdir / "top.yaml", {"config_paths": ["sub/base.yaml"], "x": "top", "y": "top", "top_only": 0})
+    write(
+        workdir / "sub/base.yaml",
+        {"config_paths": ["sub/deep.yaml"], "x": "base", "z": "base", "base_only": 1},
+    )
+    write(
+        workdir / "sub/deep.yaml", {"deep_only": 2, "y": "deep", "z": "deep", "config_paths": ["top.yaml"]}
+    )  # a cycle
     cfg = parse(workdir, "+config_paths=[top.yaml]")
-    assert (cfg.x, cfg.top_only, cfg.base_only, cfg.deep_only) == ("base", 0, 1, 2)
-    assert list(cfg.config_paths) == ["top.yaml", "sub/base.yaml", "sub/deep.yaml"]
+    assert (cfg.x, cfg.y, cfg.z) == ("top", "top", "base")
+    assert (cfg.top_only, cfg.base_only, cfg.deep_only) == (0, 1, 2)
+    assert list(cfg.config_paths) == ["top.yaml", "sub/base.yaml", "sub/deep.yaml"], "discovery order"
 
 
-def test_included_files_are_appended_after_the_whole_top_level_list(workdir: Path) -> None:
+def test_a_later_sibling_and_its_includes_override_an_earlier_one(workdir: Path) -> None:
     write(workdir / "a.yaml", {"config_paths": ["included.yaml"], "x": "a"})
-    write(workdir / "b.yaml", {"x": "b"})
-    write(workdir / "included.yaml", {"x": "included"})
+    write(workdir / "b.yaml", {"config_paths": ["b_base.yaml"], "x": "b"})
+    write(workdir / "included.yaml", {"x": "included", "y": "included"})
+    write(workdir / "b_base.yaml", {"y": "b_base"})
     cfg = parse(workdir, "+config_paths=[a.yaml,b.yaml]")
-    assert cfg.x == "included"
-    assert list(cfg.config_paths) == ["a.yaml", "b.yaml", "included.yaml"]
+    assert (cfg.x, cfg.y) == ("b", "b_base")
+    assert list(cfg.config_paths) == ["a.yaml", "b.yaml", "included.yaml", "b_base.yaml"]
 
 
 def test_a_diamond_include_is_loaded_once(workdir: Path, caplog: pytest.LogCaptureFixture) -> None:
     write(workdir / "top.yaml", {"config_paths": ["left.yaml", "right.yaml"], "x": "top"})
-    write(workdir / "left.yaml", {"config_paths": ["shared.yaml"], "x": "left"})
-    write(workdir / "right.yaml", {"config_paths": ["shared.yaml"], "x": "right"})
-    write(workdir / "shared.yaml", {"x": "shared"})
+    write(workdir / "left.yaml", {"config_paths": ["shared.yaml"], "x": "left", "y": "left"})
+    write(workdir / "right.yaml", {"config_paths": ["shared.yaml"], "y": "right"})
+    write(workdir / "shared.yaml", {"x": "shared", "y": "shared", "z": "shared"})
     with caplog.at_level(logging.WARNING, logger="nemo_gym.global_config"):
         cfg = parse(workdir, "+config_paths=[top.yaml]")
-    assert cfg.x == "shared"
+    assert (cfg.x, cfg.y, cfg.z) == ("top", "right", "shared")
     assert list(cfg.config_paths) == ["top.yaml", "left.yaml", "right.yaml", "shared.yaml"]
     assert "shared.yaml is listed more than once" in caplog.text
 

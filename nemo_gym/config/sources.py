@@ -95,28 +95,41 @@ def config_paths_in(config: DictConfig, where: str = "the command line or env.ya
 def load_config_files(
     config_paths: list[str], cwd: Path, root: Path
 ) -> tuple[list[tuple[str, DictConfig]], list[str]]:
-    """Every config file reachable from `config_paths`, in load order (lowest precedence first), and their
-    paths as given.
+    """Every config file reachable from `config_paths` in merge order (lowest precedence first), and their
+    paths as given, in discovery order.
 
-    NeMo Gym's order: a work list seeded with `config_paths`, to whose end each loaded file's own
-    `config_paths` are appended; a file reached a second time is skipped with a warning. An included
-    file therefore loads after, and wins over, its includer.
+    Discovery is NeMo Gym's: a work list seeded with `config_paths`, to whose end each loaded file's own
+    `config_paths` are appended; a file reached a second time is skipped with a warning. The merge order is
+    NeMo Gym 0.7's post-order: a file comes after everything it pulled in, so an includer overrides what
+    it includes at any depth, and sibling subtrees keep their listed order (a later sibling and its
+    includes override an earlier one).
     """
     loaded: list[tuple[str, DictConfig]] = []
     loaded_entries: list[str] = []
-    seen: set[Path] = set()
+    included: dict[int | None, list[int]] = {}  # file (None: the top list) -> the files it pulled in first
+    index_of: dict[Path, int] = {}
     work_list: list[tuple[str, Path | None]] = [(entry, None) for entry in config_paths]
     for entry, listed_in in work_list:  # grows while it is walked
         path = _locate_config_file(entry, cwd, root, listed_in)
-        if path in seen:
+        if path in index_of:
             logger.warning("Config file %s is listed more than once in config_paths; loaded once", entry)
             continue
-        seen.add(path)
+        index_of[path] = len(loaded)
+        included.setdefault(index_of[listed_in] if listed_in else None, []).append(index_of[path])
         config = load_yaml_file(path)
-        work_list.extend((included, path) for included in config_paths_in(config, str(path)))
+        work_list.extend((child, path) for child in config_paths_in(config, str(path)))
         loaded.append((str(path), config))
         loaded_entries.append(entry)
-    return loaded, loaded_entries
+    merge_order: list[int] = []
+
+    def after_its_includes(index: int) -> None:
+        for child in included.get(index, []):
+            after_its_includes(child)
+        merge_order.append(index)
+
+    for top in included.get(None, []):
+        after_its_includes(top)
+    return [loaded[index] for index in merge_order], loaded_entries
 
 
 def _locate_config_file(entry: str, cwd: Path, root: Path, listed_in: Path | None) -> Path:
