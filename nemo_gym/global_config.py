@@ -14,7 +14,8 @@ env.yaml < programmatic dict < command line):
    write the expanded `config_paths` back, in load order;
 4. apply the structural directives `_inherit_from`, `_copy` and `_delete_key` (and their string forms
    `${inherit_from:a.b}` / `${copy:a.b}`), then compose an unbound agent (`--agent-type`) over the others
-   and check the pairings resources servers allow (`nemo_gym.config.agent_composition`);
+   and check the pairings resources servers allow (`nemo_gym.config.agent_composition`); warn about a
+   top-level key that nearly spells a setting (`num_repeat`: did you mean `num_repeats`?);
 5. fail if a `???` is left, listing every unset path;
 6. refuse a block that looks like a server instance but does not validate as one (a warning instead
    with `error_on_almost_servers: false`), discover the server instances, and check that every server
@@ -99,6 +100,7 @@ from nemo_gym.config.sources import (
 from nemo_gym.config.sources import ENV_YAML_FILENAME as ENV_YAML_FILENAME
 from nemo_gym.config.sources import install_root as install_root
 from nemo_gym.config.sources import load_yaml_file as load_yaml_file
+from nemo_gym.config.top_level_keys import misspelt_keys
 from nemo_gym.defaults import DEFAULT_HEAD_SERVER_PORT as DEFAULT_HEAD_SERVER_PORT
 from nemo_gym.defaults import DEFAULT_HOST as DEFAULT_HOST
 from nemo_gym.defaults import DEFAULT_PORT_RANGE_HIGH as DEFAULT_PORT_RANGE_HIGH
@@ -153,6 +155,7 @@ def parse_global_config_dict(
     tree[CONFIG_PATHS_KEY] = loaded_paths
     apply_structural_directives(tree)
     compose_unbound_agent(tree, OmegaConf.to_container(parse_overrides(overrides or []), resolve=False))
+    misspelt_keys(tree)
     raise_if_missing_values(tree)
     cfg = OmegaConf.create(tree)
     settings = deployment_settings(cfg)

@@ -867,3 +867,39 @@ def test_an_offline_parse_gives_ports_without_probing_them(tmp_path: Path) -> No
             GlobalConfigDictParser().parse(parser_config)
         offline = parser_config.model_copy(update={"offline": True})
         assert GlobalConfigDictParser().parse(offline).rs.resources_servers.x.port == port
+
+
+def test_a_top_level_key_that_nearly_spells_a_setting_is_warned_about(workdir: Path, caplog) -> None:
+    write(
+        workdir / "c.yaml", {"num_repeat": 3, "my_own_value": 1, "templated_ur": "x", "t": "${templated_ur}"}
+    )
+    with caplog.at_level(logging.WARNING, logger="nemo_gym.global_config"):
+        parse(workdir, "+config_paths=[c.yaml]", "++disable_agregation=true")
+    warned = [record.getMessage() for record in caplog.records if "is no setting" in record.getMessage()]
+    assert sorted(warned) == [
+        "top-level key 'disable_agregation' is no setting; did you mean 'disable_aggregation'? (a value of your "
+        "own is fine once another value refers to it as ${disable_agregation})",
+        "top-level key 'num_repeat' is no setting; did you mean 'num_repeats'? (a value of your own is fine "
+        "once another value refers to it as ${num_repeat})",
+    ]
+
+
+def test_every_settings_field_is_a_known_top_level_key() -> None:
+    """The did-you-mean list must know every key a command reads, or a right key would be warned about."""
+    import importlib
+
+    from nemo_gym.config.deployment import HTTPClientSettings, ServerKnobs
+    from nemo_gym.config.top_level_keys import KNOWN_KEYS
+    from nemo_gym.config_types import BaseNeMoGymCLIConfig
+
+    for module in ("nemo_gym.collection.config", "nemo_gym.collection.shards", "nemo_gym.reverification",
+                   "nemo_gym.eval_profile", "nemo_gym.dataset_collation", "nemo_gym.prompt", "nemo_gym.cli.env_test",
+                   "nemo_gym.cli.view", "nemo_gym.gitlab_datasets", "nemo_gym.hf_datasets"):  # fmt: skip
+        importlib.import_module(module)
+
+    def every_subclass(cls: type) -> list[type]:
+        return [sub for direct in cls.__subclasses__() for sub in (direct, *every_subclass(direct))]
+
+    fields = {field for model in every_subclass(BaseNeMoGymCLIConfig) for field in model.model_fields}
+    fields |= set(HTTPClientSettings.model_fields) | set(ServerKnobs.model_fields)
+    assert fields - KNOWN_KEYS == set()
