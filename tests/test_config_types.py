@@ -314,4 +314,6 @@ def test_aggregate_metrics_defaults() -> None:
         "group_level_metrics": [],
         "agent_metrics": {},
         "key_metrics": {},
+        "repeat_level_metrics": [],
+        "perf_summary": None,
     }
