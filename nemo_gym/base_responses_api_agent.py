@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import Body as Body
 from fastapi import FastAPI, Request, Response
+from pydantic import Field
 
 from nemo_gym.agent_sessions import AGENT_SESSION_COOKIE_KEY as AGENT_SESSION_COOKIE_KEY
 from nemo_gym.config_types import AggregateMetrics as AggregateMetrics
@@ -21,7 +22,15 @@ from nemo_gym.wire.sessions import AgentSeedSessionResponse as AgentSeedSessionR
 
 
 class BaseResponsesAPIAgentConfig(BaseRunServerInstanceConfig):
-    pass
+    skip_verification: bool = Field(
+        default=False, description="NeMo Gym 0.7: no /verify; the result scores skip_verification_reward"
+    )
+    skip_verification_reward: float = Field(default=0.0, description="the reward of a rollout not verified")
+    token_id_capture: bool = Field(
+        default=False,
+        description="NeMo Gym 0.7's opt-in to its token_id_capture block, which Gym does not implement: "
+        "training token ids come from the model server (return_token_id_information)",
+    )
 
 
 class SimpleResponsesAPIAgent(AggregateMetricsMixin, SimpleServer):

@@ -16,7 +16,8 @@ from nemo_gym.server_utils import SimpleServer, new_app
 
 
 class BaseResponsesAPIModelConfig(BaseRunServerInstanceConfig):
-    pass
+    # NeMo Gym 0.7's routes that cannot carry policy tokens under its token_id_capture (not implemented here).
+    token_id_capture_non_generating_requests: list[dict[str, str]] = []
 
 
 class SimpleResponsesAPIModel(SimpleServer):

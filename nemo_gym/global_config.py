@@ -15,7 +15,8 @@ env.yaml < programmatic dict < command line):
 4. apply the structural directives `_inherit_from`, `_copy` and `_delete_key` (and their string forms
    `${inherit_from:a.b}` / `${copy:a.b}`), then compose an unbound agent (`--agent-type`) over the others
    and check the pairings resources servers allow (`nemo_gym.config.agent_composition`); warn about a
-   top-level key that nearly spells a setting (`num_repeat`: did you mean `num_repeats`?);
+   top-level key that nearly spells a setting (`num_repeat`: did you mean `num_repeats`?); copy the
+   top-level `skip_verification(_reward)` into the agents and check the `token_id_capture` block;
 5. fail if a `???` is left, listing every unset path;
 6. refuse a block that looks like a server instance but does not validate as one (a warning instead
    with `error_on_almost_servers: false`), discover the server instances, and check that every server
@@ -67,6 +68,7 @@ from nemo_gym.config.discovery import require_server_instances as require_server
 from nemo_gym.config.discovery import resolve_instance_config as resolve_instance_config
 from nemo_gym.config.environment_servers import check_agents_have_environment_servers
 from nemo_gym.config.errors import ConfigError
+from nemo_gym.config.global_agent_settings import apply_global_agent_settings
 from nemo_gym.config.key_names import *  # noqa: F403  (NeMo Gym's key-name constants live here too)
 from nemo_gym.config.key_names import (
     HF_TOKEN_KEY_NAME,
@@ -155,6 +157,7 @@ def parse_global_config_dict(
     tree[CONFIG_PATHS_KEY] = loaded_paths
     apply_structural_directives(tree)
     compose_unbound_agent(tree, OmegaConf.to_container(parse_overrides(overrides or []), resolve=False))
+    apply_global_agent_settings(tree)
     misspelt_keys(tree)
     raise_if_missing_values(tree)
     cfg = OmegaConf.create(tree)

@@ -903,3 +903,29 @@ def test_every_settings_field_is_a_known_top_level_key() -> None:
     fields = {field for model in every_subclass(BaseNeMoGymCLIConfig) for field in model.model_fields}
     fields |= set(HTTPClientSettings.model_fields) | set(ServerKnobs.model_fields)
     assert fields - KNOWN_KEYS == set()
+
+
+def test_top_level_skip_verification_reaches_every_agent_that_does_not_set_it(workdir: Path) -> None:
+    agent = {"entrypoint": "app.py", "resources_server": {"type": "resources_servers", "name": "env"},
+             "model_server": {"type": "responses_api_models", "name": "policy_model"}}  # fmt: skip
+    write(workdir / "c.yaml", {
+        "skip_verification": True,
+        "skip_verification_reward": 0.5,
+        "env": {"resources_servers": {"example_single_tool_call": {"entrypoint": "app.py", "domain": "agent"}}},
+        "policy_model": {"responses_api_models": {"replay_model": {"entrypoint": "app.py"}}},
+        "plain_agent": {"responses_api_agents": {"simple_agent": dict(agent)}},
+        "own_agent": {"responses_api_agents": {"simple_agent": {**agent, "skip_verification": False}}},
+    })  # fmt: skip
+    cfg = parse(workdir, "+config_paths=[c.yaml]")
+    plain = cfg.plain_agent.responses_api_agents.simple_agent
+    own = cfg.own_agent.responses_api_agents.simple_agent
+    assert (plain.skip_verification, plain.skip_verification_reward) == (True, 0.5)
+    assert (own.skip_verification, own.skip_verification_reward) == (False, 0.5)
+
+
+def test_the_token_id_capture_block_is_checked_key_by_key(workdir: Path, caplog) -> None:
+    with pytest.raises(ConfigError, match="token_id_capture: .*enabeld"):
+        parse(workdir, "++token_id_capture.enabeld=true")
+    with caplog.at_level(logging.WARNING, logger="nemo_gym.global_config"):
+        parse(workdir, "++token_id_capture.enabled=true", "++token_id_capture.all_agents=true")
+    assert "does not capture training tokens through this block" in caplog.text

@@ -26,6 +26,7 @@ ROLLOUT_DEADLINE_S = 3.0
 class Stack:
     agent_url: str
     one_at_a_time_agent_url: str
+    unverified_agent_url: str
     model: str
     upstream: ScriptedUpstream
     requests_before_script: int = 0
@@ -71,15 +72,22 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
             rollout_deadline_s=ROLLOUT_DEADLINE_S,
         )
         capped = {**agent["responses_api_agents"]["simple_agent"], "max_concurrent_rollouts": 1}
+        unverified = {
+            **agent["responses_api_agents"]["simple_agent"],
+            "skip_verification": True,
+            "skip_verification_reward": 0.25,
+        }
         config = {
             **resources,
             **policy,
             "agent": agent,
             "one_at_a_time": {"responses_api_agents": {"simple_agent": capped}},
+            "unverified": {"responses_api_agents": {"simple_agent": unverified}},
         }
         agent_server = servers.enter_context(run_instance(config, "agent", workdir))
         capped_server = servers.enter_context(run_instance(config, "one_at_a_time", workdir))
-        yield Stack(agent_server.url, capped_server.url, model, scripted_upstream)
+        unverified_server = servers.enter_context(run_instance(config, "unverified", workdir))
+        yield Stack(agent_server.url, capped_server.url, unverified_server.url, model, scripted_upstream)
 
 
 def counter_row(initial: int, expected: int) -> dict:
@@ -359,3 +367,16 @@ async def test_training_fields_of_earlier_turns_go_back_to_the_model_unchanged(s
     assert replayed["call_id"] == first_call["call_id"]
     assert {key: replayed[key] for key in tokens} == tokens
     assert {key: result["response"]["output"][0][key] for key in tokens} == tokens
+
+
+async def test_skip_verification_scores_the_configured_reward_without_verifying(stack):
+    stack.script(
+        {"output": [function_call("increment_counter", {"count": 3})]}, {"output": [assistant_message("3")]}
+    )
+    response = await request(
+        "POST", stack.unverified_agent_url + "/run", json=counter_row(initial=0, expected=3)
+    )
+    result = await get_response_json(response)
+    assert response.status == 200, result
+    assert (result["reward"], result["verification_skipped"]) == (0.25, True), "verify would have given 1.0"
+    assert result["expected_count"] == 3 and kinds(result["response"]["output"])[-1] == "message"
