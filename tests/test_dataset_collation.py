@@ -210,10 +210,12 @@ def test_train_preparation_repeats_lines_through_the_legacy_alias(project):
     assert result.returncode == 0, result.stderr
     rows = read_rows(source)
     merged = read_rows(project / "out" / "train.jsonl")
-    assert [{k: v for k, v in row.items() if k != "agent_ref"} for row in merged] == [
+    assert [{k: v for k, v in row.items() if k not in ("agent_ref", "task_source")} for row in merged] == [
         row for row in rows for _ in range(3)
     ]
-    assert {row["agent_ref"]["name"] for row in merged} == {"trainer_agent"}
+    assert {(row["agent_ref"]["name"], row["task_source"]) for row in merged} == {
+        ("trainer_agent", "trainer_agent")
+    }
     metrics = json.loads(data_path(project, "example_single_tool_call", "weather_metrics.json").read_text())
     assert metrics["num_repeats"] == 3 and metrics["Number of examples"] == 15
     assert metrics["Number of tools"] == expected_metrics(rows * 3)["Number of tools"]
