@@ -77,7 +77,13 @@ def child_environment(
     instance_name: str, dir_path: Path, config_path: str, extra: dict[str, str]
 ) -> dict[str, str]:
     """The environment of a server child: where its config is and which instance it is, never the config."""
-    python_path = [str(install_root()), str(dir_path), os.environ.get("PYTHONPATH", "")]
+    # The folder's own root too: a server under a --search-dir root imports its package from there.
+    python_path = [
+        str(install_root()),
+        str(dir_path),
+        str(dir_path.parent.parent),
+        os.environ.get("PYTHONPATH", ""),
+    ]
     env = {key: value for key, value in os.environ.items() if key != CHECK_CONFIG_ONLY_ENV_VAR_NAME}
     return {
         **env,

@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 
 from nemo_gym.child_processes import KILL_WAIT_S, OUTPUT_DRAIN_S, RECENT_LINES_KEPT, start_child
 from nemo_gym.colocation import check_module_names
+from nemo_gym.config.sources import extra_roots
 from nemo_gym.config_handoff import ConfigHandoff, child_environment
 from nemo_gym.config_types import ConfigError, ServerInstanceConfig
 from nemo_gym.global_config import install_root, resolve_instance_config, to_yaml
@@ -24,14 +25,17 @@ DEFAULT_READINESS_DEADLINE_S = 120.0
 
 
 def implementation_dir(instance: ServerInstanceConfig, cwd: Path) -> Path:
-    """`<server_type>/<implementation>/` in the current directory if it is there, else in the install root."""
+    """`<server_type>/<implementation>/` in the current directory, else the install root, else an extra root
+    (`--search-dir`, `NEMO_GYM_EXTRA_ROOTS`)."""
     relative = Path(instance.SERVER_TYPE) / instance.impl_name
-    for root in (cwd, install_root()):
+    roots = [cwd, install_root(), *extra_roots()]
+    for root in roots:
         if (root / relative).is_dir():
             return root / relative
     raise ConfigError(
-        f"Server instance '{instance.name}': implementation folder {relative} not found in {cwd} or "
-        f"{install_root()}; check the implementation name under {instance.SERVER_TYPE}"
+        f"Server instance '{instance.name}': implementation folder {relative} not found in "
+        f"{', '.join(map(str, roots))}; check the implementation name under {instance.SERVER_TYPE}, or "
+        "name its folder's root with --search-dir"
     )
 
 

@@ -71,12 +71,13 @@ def test_schema_prefers_the_folders_task_data_model(workdir):
 
 
 def test_prefetch_names_a_requirement_the_environment_lacks(workdir):
-    folder = write_folder(workdir, "needy", {
+    search = workdir / "more"
+    folder = write_folder(search, "needy", {
         "configs/needy.yaml": CONFIG.format(name="needy"),
         "app.py": "",
         "requirements.txt": "# what needy needs\npyyaml>=6\n",
     })  # fmt: skip
-    args = ("env", "prefetch", "--resources-server", "needy")
+    args = ("env", "prefetch", "--resources-server", "needy", "--search-dir", str(search))
     ready = run(*args, cwd=workdir)
     assert ready.returncode == 0, ready.stderr
     assert "Nothing to build" in ready.stdout

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import json
+import os
 import platform
 import sys
 from collections.abc import Callable, Sequence
@@ -378,7 +379,20 @@ def _dispatch(args: list[str]) -> int:
     if help_requested(args):
         print(node.help_text(args), end="")
         return 0
-    return node.run(node.parse([*args, *leading]))
+    invocation = node.parse([*args, *leading])
+    _export_search_dirs(invocation.options.get("search_dir") or [])
+    return node.run(invocation)
+
+
+def _export_search_dirs(search_dirs: list[str]) -> None:
+    """`--search-dir` roots join NeMo Gym 0.7's NEMO_GYM_EXTRA_ROOTS for this command and the servers it
+    starts, so a server folder found there is also started from there."""
+    from nemo_gym.config.sources import EXTRA_ROOTS_ENV_VAR_NAME
+
+    if search_dirs:
+        earlier = os.environ.get(EXTRA_ROOTS_ENV_VAR_NAME)
+        absolute = [str(Path(folder).expanduser().resolve()) for folder in search_dirs]
+        os.environ[EXTRA_ROOTS_ENV_VAR_NAME] = os.pathsep.join(filter(None, [*absolute, earlier]))
 
 
 def _unknown_name_message(path: list[str], name: str, node: Tree) -> str:

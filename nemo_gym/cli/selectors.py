@@ -14,6 +14,7 @@ from pathlib import Path
 
 from nemo_gym import PARENT_DIR
 from nemo_gym.config.errors import ConfigError
+from nemo_gym.config.sources import extra_roots
 
 # Where a kind's configs live inside its folder, and which file a name without flavor means.
 CONFIGS_BELOW = {
@@ -36,7 +37,7 @@ LISTED_KINDS = {
 
 def search_roots(search_dirs: Sequence[str | Path] = ()) -> list[Path]:
     """The folders names are looked up in, first match first, each once."""
-    roots = [Path.cwd(), PARENT_DIR, *(Path(folder).expanduser() for folder in search_dirs)]
+    roots = [Path.cwd(), PARENT_DIR, *(Path(folder).expanduser() for folder in search_dirs), *extra_roots()]
     return list({root.resolve(): root for root in roots}.values())
 
 
