@@ -106,7 +106,13 @@ async def test_odd_but_valid_verify_responses_aggregate(servers: dict[str, Serve
     assert "mean/elapsed_s" not in body["agent_metrics"]
     assert await post_json(url, {"verify_responses": []}) == (
         200,
-        {"group_level_metrics": [], "agent_metrics": {}, "key_metrics": {}},
+        {
+            "group_level_metrics": [],
+            "agent_metrics": {},
+            "key_metrics": {},
+            "repeat_level_metrics": [],
+            "perf_summary": None,
+        },
     )
 
 

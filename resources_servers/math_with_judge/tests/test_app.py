@@ -461,7 +461,13 @@ async def test_aggregate_metrics_scores_a_library_reward_that_is_not_a_number_as
 async def test_aggregate_metrics_of_nothing_is_empty(server):
     status, result = await post_json(server.url + "/aggregate_metrics", {"verify_responses": []})
     assert status == 200
-    assert result == {"group_level_metrics": [], "agent_metrics": {}, "key_metrics": {}}
+    assert result == {
+        "group_level_metrics": [],
+        "agent_metrics": {},
+        "key_metrics": {},
+        "repeat_level_metrics": [],
+        "perf_summary": None,
+    }
 
 
 # ---- responsiveness under load --------------------------------------------------------------------------

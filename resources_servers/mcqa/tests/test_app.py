@@ -489,7 +489,13 @@ async def test_aggregate_metrics_reports_pass_majority_and_no_answer(server):
 async def test_aggregate_metrics_of_nothing_is_empty(server):
     status, result = await post_json(server.url + "/aggregate_metrics", {"verify_responses": []})
     assert status == 200
-    assert result == {"group_level_metrics": [], "agent_metrics": {}, "key_metrics": {}}
+    assert result == {
+        "group_level_metrics": [],
+        "agent_metrics": {},
+        "key_metrics": {},
+        "repeat_level_metrics": [],
+        "perf_summary": None,
+    }
 
 
 # ---- config ---------------------------------------------------------------------------------------------
