@@ -248,6 +248,14 @@ def session_id_in_cookie(cookie_value: str) -> str:
 
 # What every verify answer carries since NeMo Gym 0.7, as it reads when the rollout was measured normally.
 VERIFY_FLAGS = {"mask_sample": False, "failure_kind": None, "failure_reason": None}
+# What `/aggregate_metrics` answers for no rollouts at all.
+EMPTY_AGGREGATE_METRICS = {
+    "group_level_metrics": [],
+    "agent_metrics": {},
+    "key_metrics": {},
+    "repeat_level_metrics": [],
+    "perf_summary": None,
+}
 
 
 def without_verify_flags(answer: dict) -> dict:

@@ -4,28 +4,14 @@ packages`, `gym env prefetch`, `gym dev test`, `gym env test --all`, and the leg
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import REPO_ROOT, one_line_error
+from tests.test_cli_tree import run
 
-BIN = Path(sys.executable).parent
 MCQA_ROWS = [json.loads(line) for line in (REPO_ROOT / "resources_servers/mcqa/data/example.jsonl").read_text().splitlines()]  # fmt: skip
-
-
-def run(*args: str, cwd: Path, executable: str = "gym") -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(BIN / executable), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ),
-    )
 
 
 @pytest.fixture

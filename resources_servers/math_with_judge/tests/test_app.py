@@ -17,6 +17,7 @@ import aiohttp
 import pytest
 
 from nemo_gym.testing import (
+    EMPTY_AGGREGATE_METRICS,
     JUDGE_MODEL_REF,
     VERIFY_FLAGS,
     ScriptedJudge,
@@ -461,13 +462,7 @@ async def test_aggregate_metrics_scores_a_library_reward_that_is_not_a_number_as
 async def test_aggregate_metrics_of_nothing_is_empty(server):
     status, result = await post_json(server.url + "/aggregate_metrics", {"verify_responses": []})
     assert status == 200
-    assert result == {
-        "group_level_metrics": [],
-        "agent_metrics": {},
-        "key_metrics": {},
-        "repeat_level_metrics": [],
-        "perf_summary": None,
-    }
+    assert result == EMPTY_AGGREGATE_METRICS
 
 
 # ---- responsiveness under load --------------------------------------------------------------------------

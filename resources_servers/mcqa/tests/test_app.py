@@ -14,6 +14,7 @@ import yaml
 from nemo_gym.config_types import validate_server_instance_config
 from nemo_gym.global_config import install_root
 from nemo_gym.testing import (
+    EMPTY_AGGREGATE_METRICS,
     VERIFY_FLAGS,
     StartedServer,
     instance_config,
@@ -489,13 +490,7 @@ async def test_aggregate_metrics_reports_pass_majority_and_no_answer(server):
 async def test_aggregate_metrics_of_nothing_is_empty(server):
     status, result = await post_json(server.url + "/aggregate_metrics", {"verify_responses": []})
     assert status == 200
-    assert result == {
-        "group_level_metrics": [],
-        "agent_metrics": {},
-        "key_metrics": {},
-        "repeat_level_metrics": [],
-        "perf_summary": None,
-    }
+    assert result == EMPTY_AGGREGATE_METRICS
 
 
 # ---- config ---------------------------------------------------------------------------------------------
