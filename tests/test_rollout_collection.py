@@ -12,9 +12,11 @@ from pathlib import Path
 
 import orjson
 import pytest
+from pydantic import ValidationError
 
 from nemo_gym.cli.flags import UsageError
 from nemo_gym.cli.main import COLLECT
+from nemo_gym.collection.config import settings_without_effect
 from nemo_gym.config_types import BaseServerConfig, ConfigError
 from nemo_gym.jsonl import drop_torn_tail
 from nemo_gym.rollout_collection import (
@@ -46,7 +48,10 @@ def task(text: str, **extra) -> dict:
     return {"responses_create_params": {"input": [{"role": "user", "content": text}]}, **extra}
 
 
-def materialized(tmp_path: Path, rows: list[dict], **settings) -> list[dict]:
+def materialized(
+    tmp_path: Path, rows: list[dict], sources: dict[str, str] | None = None, **settings
+) -> list[dict]:
+    """The materialized inputs of `rows`; `sources` resolves a task_source to its agent."""
     source = write_rows(tmp_path / "in.jsonl", rows)
     config = RolloutCollectionConfig(
         input_jsonl_fpath=str(source), output_jsonl_fpath=str(tmp_path / "out.jsonl"), **settings
@@ -54,7 +59,7 @@ def materialized(tmp_path: Path, rows: list[dict], **settings) -> list[dict]:
     paths = CollectionPaths.for_output(config.output_jsonl_fpath)
     ledger = CollectionLedger()
     try:
-        materialize(config, source, paths, ledger)
+        materialize(config, source, paths, ledger, (sources or {}).get)
     finally:
         ledger.close()
     return read_lines(paths.materialized)
@@ -108,6 +113,32 @@ def test_rows_without_an_agent_are_listed_in_one_error(tmp_path):
     assert "2 row(s) name no agent (lines 2, 3)" in str(error.value)
     assert "+agent_name=" in str(error.value)
     assert not (tmp_path / "out_materialized_inputs.jsonl").exists()
+
+
+def test_agent_map_fan_out_and_task_source_route_rows_as_nemo_gym_07_does(tmp_path):
+    rows = [
+        task("old", agent_ref={"name": "old_agent"}),
+        task("shared", agent_ref={"name": "a"}),
+        task("sourced", task_source="math_rs"),
+    ]
+    routed = materialized(
+        tmp_path,
+        rows,
+        sources={"math_rs": "math_agent"},
+        agent_map={"old_agent": "new_agent"},
+        fan_out={"a": ["a", "b"]},
+    )
+    assert [
+        (row["responses_create_params"]["input"][0]["content"], row["agent_ref"]["name"]) for row in routed
+    ] == [
+        ("old", "new_agent"),
+        ("shared", "a"),
+        ("shared", "b"),
+        ("sourced", "math_agent"),
+    ]
+    assert indices(routed) == [(0, 0), (1, 0), (1, 1), (2, 0)], "fanned-out copies share the task"
+    with pytest.raises(ValidationError, match="must list distinct agents"):
+        materialized(tmp_path, rows, fan_out={"a": ["b", "b"]})
 
 
 def test_num_repeats_per_agent_with_default_and_a_missing_agent(tmp_path):
@@ -408,3 +439,11 @@ def test_eval_aggregate_merges_shards_by_task_and_counts_their_failures(
     )  # fmt: skip
     assert duplicate.returncode == 1
     assert "appears in more than one line" in duplicate.stderr and "Traceback" not in duplicate.stderr
+
+
+def test_nemo_gym_07_settings_gym_does_not_act_on_are_named():
+    lines = settings_without_effect({"dispatch_budget_s": 60, "require_complete": True, "skills": None})
+    assert lines == [
+        "dispatch_budget_s has no effect in Gym: give it to RolloutCollectionHelper.run_examples; gym collect "
+        "runs every row"
+    ]

@@ -3,6 +3,7 @@ append each result or failure as it completes, aggregate, report."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,7 +11,7 @@ import aiohttp
 from omegaconf import DictConfig
 
 from nemo_gym.collection.aggregation import aggregate_results
-from nemo_gym.collection.config import RolloutCollectionConfig
+from nemo_gym.collection.config import RolloutCollectionConfig, settings_without_effect
 from nemo_gym.collection.ledger import CollectionLedger
 from nemo_gym.collection.materialize import materialize
 from nemo_gym.collection.paths import CollectionPaths, refuse_to_replace
@@ -30,6 +31,8 @@ from nemo_gym.http_client import RequestFailedError
 from nemo_gym.jsonl import FAILURE_CLASS_KEY, LineAppender, drop_torn_tail, iter_jsonl, rollout_key
 from nemo_gym.server_utils import ServerClient, configure_http_client_from, head_server_config_from
 from nemo_gym.wandb_logging import WandbRun
+
+logger = logging.getLogger("nemo_gym.collection")
 
 
 class RolloutCollector:
@@ -175,6 +178,8 @@ async def run_collection(
 ) -> CollectionSummary:
     """One collection as `config` says, against the deployment of `cfg` (or `server_client`'s)."""
     configure_http_client_from(cfg)
+    for line in settings_without_effect(cfg):
+        logger.warning(line)
     try:
         helper = RolloutRunner(
             server_client,
@@ -190,7 +195,7 @@ async def run_collection(
         summary = await RolloutCollector(config, helper).collect()
         if wandb_run is not None:
             wandb_run.log_aggregates(summary.aggregates)
-            if config.upload_rollouts_to_wandb:
+            if config.uploads_rollouts:
                 wandb_run.log_rollouts(result for _, _, _, result in iter_jsonl(summary.paths.output))
     finally:
         if wandb_run is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -54,6 +55,25 @@ class RolloutCollectionConfig(BaseNeMoGymCLIConfig):
     )
     disable_aggregation: bool = Field(default=False, description="skip /aggregate_metrics")
     upload_rollouts_to_wandb: bool = Field(default=True, description="with W&B configured: a rollouts table")
+    upload_rollouts: bool | None = Field(
+        default=None, description="NeMo Gym 0.7's name of upload_rollouts_to_wandb (wins when set)"
+    )
+    fan_out: dict[str, list[str]] | None = Field(
+        default=None,
+        description="agent or task_source -> agents that each run its rows (one rollout index per agent)",
+    )
+
+    @field_validator("fan_out")
+    @classmethod
+    def _distinct_fan_out(cls, value: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
+        for key, agents in (value or {}).items():
+            if not agents or len(set(agents)) != len(agents):
+                raise ValueError(f"fan_out[{key!r}] must list distinct agents, got {agents!r}")
+        return value
+
+    @property
+    def uploads_rollouts(self) -> bool:
+        return self.upload_rollouts if self.upload_rollouts is not None else self.upload_rollouts_to_wandb
 
     @field_validator("num_repeats")
     @classmethod
@@ -64,3 +84,27 @@ class RolloutCollectionConfig(BaseNeMoGymCLIConfig):
         if any(count < 1 for count in counts):
             raise ValueError("every repeat count must be at least 1")
         return value
+
+
+# NeMo Gym 0.7 collection settings that change nothing here, and why: a run that sets one is told so.
+WITHOUT_EFFECT = {
+    "count_failure_classes_as_zero": "failed rollouts are counted apart (num_failed_rollouts/<class>), never as 0",
+    "count_missing_rollouts_as_zero": "a missing rollout is reported as missing, never scored",
+    "rollout_collection_driver": "collection has one driver; call RolloutCollectionHelper from Python instead",
+    "dispatch_budget_s": "give it to RolloutCollectionHelper.run_examples; gym collect runs every row",
+    "drain_margin_s": "give it to RolloutCollectionHelper.run_examples; gym collect runs every row",
+    "dispatch_longest_first": "a resumed collection runs the missing rollouts in file order",
+    "retry_terminal_timeouts": "a resumed collection retries every unfinished rollout within its attempts",
+    "retry_invalid_judge_responses": "judge failures are results (judge_failure); rescore them with "
+    "gym eval reverify --judge-failed-only",
+    "skills": "skills_ref stamping is not supported",
+}
+
+
+def settings_without_effect(cfg: Mapping[str, Any]) -> list[str]:
+    """One line per NeMo Gym 0.7 collection setting `cfg` sets that Gym does not act on."""
+    return [
+        f"{key} has no effect in Gym: {reason}"
+        for key, reason in WITHOUT_EFFECT.items()
+        if cfg.get(key) not in (None, False, [], {})
+    ]

@@ -72,22 +72,24 @@ def materialize(
                 row = prompted_row(row, templates, where)
             if AGENT_REF_KEY not in row and config.agent_name:
                 row[AGENT_REF_KEY] = {"name": config.agent_name}
+            routing_key = agent_name_of(row) or row.get(TASK_SOURCE_KEY_NAME)
             if mapped := mapped_agent(row, config.agent_map):
                 row[AGENT_REF_KEY] = {**(row.get(AGENT_REF_KEY) or {}), "name": mapped}
             source = row.get(TASK_SOURCE_KEY_NAME)
             if AGENT_REF_KEY not in row and isinstance(source, str) and (resolved := agent_of_source(source)):
                 row[AGENT_REF_KEY] = {"type": "responses_api_agents", "name": resolved}
-            agent = agent_name_of(row)
-            if not agent:
+            if not agent_name_of(row):
                 yield where, raw, row, 0
                 continue
-            repeats = repeats_for(config.num_repeats, agent)
             if config.responses_create_params:
                 row["responses_create_params"] = {
                     **(row.get("responses_create_params") or {}),
                     **config.responses_create_params,
                 }
-            yield where, raw, row, -1 if repeats is None else repeats
+            for agent in (config.fan_out or {}).get(routing_key) or [agent_name_of(row)]:
+                routed = {**row, AGENT_REF_KEY: {**row[AGENT_REF_KEY], "name": agent}}
+                repeats = repeats_for(config.num_repeats, agent)
+                yield where, raw, routed, -1 if repeats is None else repeats
 
     def copies(where: str, raw: bytes, row: dict[str, Any], rounds: range) -> Iterator[bytes]:
         nonlocal written
