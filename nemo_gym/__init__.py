@@ -7,6 +7,7 @@ The package root carries NeMo Gym's path constants and hands out its most used c
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,16 @@ PARENT_DIR = ROOT_DIR.parent
 WORKING_DIR = PARENT_DIR if (PARENT_DIR / "pyproject.toml").exists() else Path.cwd()
 CACHE_DIR = WORKING_DIR / "cache"
 RESULTS_DIR = WORKING_DIR / "results"
+# More folders holding server folders (NeMo Gym 0.7's variable; `--search-dir` extends it for a command and
+# the servers it starts).
+EXTRA_ROOTS_ENV_VAR_NAME = "NEMO_GYM_EXTRA_ROOTS"
+
+
+def extra_roots() -> list[Path]:
+    """The folders of NEMO_GYM_EXTRA_ROOTS, in order."""
+    listed = os.environ.get(EXTRA_ROOTS_ENV_VAR_NAME, "").split(os.pathsep)
+    return [Path(entry).expanduser() for entry in listed if entry]
+
 
 # name -> module that defines it.
 _LAZY_NAMES = {

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from nemo_gym import extra_roots
 from nemo_gym.child_processes import KILL_WAIT_S, OUTPUT_DRAIN_S, RECENT_LINES_KEPT, start_child
 from nemo_gym.colocation import check_module_names
-from nemo_gym.config.sources import extra_roots
 from nemo_gym.config_handoff import ConfigHandoff, child_environment
 from nemo_gym.config_types import ConfigError, ServerInstanceConfig
 from nemo_gym.global_config import install_root, resolve_instance_config, to_yaml

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from nemo_gym import EXTRA_ROOTS_ENV_VAR_NAME
 from nemo_gym.cli import commands
 from nemo_gym.cli.collect import COLLECT_FLAGS, DATASET_FLAGS, collection_help, eval_run_help
 from nemo_gym.cli.flags import (
@@ -387,8 +388,6 @@ def _dispatch(args: list[str]) -> int:
 def _export_search_dirs(search_dirs: list[str]) -> None:
     """`--search-dir` roots join NeMo Gym 0.7's NEMO_GYM_EXTRA_ROOTS for this command and the servers it
     starts, so a server folder found there is also started from there."""
-    from nemo_gym.config.sources import EXTRA_ROOTS_ENV_VAR_NAME
-
     if search_dirs:
         earlier = os.environ.get(EXTRA_ROOTS_ENV_VAR_NAME)
         absolute = [str(Path(folder).expanduser().resolve()) for folder in search_dirs]

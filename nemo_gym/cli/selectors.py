@@ -12,9 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nemo_gym import PARENT_DIR
+from nemo_gym import PARENT_DIR, extra_roots
 from nemo_gym.config.errors import ConfigError
-from nemo_gym.config.sources import extra_roots
 
 # Where a kind's configs live inside its folder, and which file a name without flavor means.
 CONFIGS_BELOW = {

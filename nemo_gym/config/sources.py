@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import logging
-import os
 from pathlib import Path
 
 import yaml
@@ -28,19 +27,6 @@ INSTALL_ROOT = Path(__file__).resolve().parents[2]
 def install_root() -> Path:
     """The directory holding the `nemo_gym` package: the second place relative config paths are tried."""
     return INSTALL_ROOT
-
-
-EXTRA_ROOTS_ENV_VAR_NAME = "NEMO_GYM_EXTRA_ROOTS"
-
-
-def extra_roots() -> list[Path]:
-    """More folders holding `resources_servers/`, `responses_api_agents/`, ... (NeMo Gym 0.7's
-    `NEMO_GYM_EXTRA_ROOTS`, which `--search-dir` extends for a command and the servers it starts)."""
-    return [
-        Path(entry).expanduser()
-        for entry in os.environ.get(EXTRA_ROOTS_ENV_VAR_NAME, "").split(os.pathsep)
-        if entry
-    ]
 
 
 def load_yaml_file(path: Path) -> DictConfig:
