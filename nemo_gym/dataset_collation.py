@@ -1,15 +1,11 @@
 """`gym dataset collate`: check every dataset of a config, keep a metrics file next to each one so that a
-silent change to the data shows up as a conflict, and merge the datasets of each type into one JSONL file
-ready for training (lines repeated `num_repeats` times, each stamped with the agent that serves it).
-
-Standard deviations are sample ones (n - 1 denominator, 0 for fewer than two values), as in the metrics
-files shipped with the example data; statistics are rounded as NeMo Gym rounds them (2 decimals, or 3
-significant digits below 1) so that the files stay readable, stable across platforms, and equal to its own.
+silent change to the data shows up as a conflict (the metrics are `nemo_gym.dataset_metrics`), and merge
+the datasets of each type into one JSONL file ready for training (lines repeated `num_repeats` times, each
+stamped with the instance that declares it and the agent that serves it).
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import math
@@ -19,7 +15,7 @@ from typing import Any, Literal
 
 import orjson
 from omegaconf import DictConfig
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from nemo_gym.config_types import (
     AGENT_REF_KEY,
@@ -32,6 +28,7 @@ from nemo_gym.config_types import (
     ResourcesServerInstanceConfig,
     ResponsesAPIAgentServerInstanceConfig,
 )
+from nemo_gym.dataset_metrics import STATISTIC_DECIMALS, DatasetMetrics
 from nemo_gym.global_config import (
     TASK_SOURCE_KEY_NAME,
     command_settings,
@@ -40,8 +37,9 @@ from nemo_gym.global_config import (
     parse_global_config_dict,
 )
 from nemo_gym.jsonl import iter_jsonl, write_atomically
-from nemo_gym.prompt import RUN_REQUEST_KEY, PromptConfig, load_prompt_config, prompted_row
-from nemo_gym.wire.rows import BaseRunRequest
+from nemo_gym.preflight import implementation_dir
+from nemo_gym.prompt import PromptConfig, load_prompt_config, prompted_row
+from nemo_gym.task_data import RowCheck, TaskDataValidation, task_data_model
 
 CollationMode = Literal["train_preparation", "example_validation"]
 TYPES_IN_SCOPE: dict[str, tuple[str, ...]] = {
@@ -49,9 +47,6 @@ TYPES_IN_SCOPE: dict[str, tuple[str, ...]] = {
     "example_validation": ("example",),
 }
 EXAMPLE_ROWS = 5
-WORDS_KEY = "Json-dumped number of words (proxy for token count)"
-MEASURES = ("Number of tools", WORDS_KEY, "Number of turns", "Temperature")
-STATISTIC_DECIMALS = 2
 
 AnyDataset = DatasetConfig | BenchmarkDatasetConfig
 
@@ -71,6 +66,11 @@ class CollationSettings(BaseNeMoGymCLIConfig):
     data_source: Literal["gitlab", "huggingface"] | None = Field(
         default=None, description="which identifier to download from when a dataset has both"
     )
+    task_data_validation: TaskDataValidation = Field(
+        default="auto",
+        description="rows against their resources server's task_data.TaskData, where it has one: off, warn, "
+        "error, or auto (error in example_validation mode, else warn)",
+    )
 
 
 class AgentDataset(BaseModel):
@@ -81,122 +81,7 @@ class AgentDataset(BaseModel):
     agent_name: str | None
     dataset: AnyDataset
     task_source: str
-
-
-def rounded_statistic(value: float) -> float:
-    """`value` to 2 decimals, or to 3 significant digits when that keeps more (0.548, not 0.55), as NeMo
-    Gym writes its metrics files."""
-    if value == 0 or not math.isfinite(value):
-        return value
-    return round(value, max(STATISTIC_DECIMALS, 2 - math.floor(math.log10(abs(value)))))
-
-
-class ValueStatistics:
-    """Count, mean, spread and range of a numeric field, kept in constant memory (Welford's update)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.mean = 0.0
-        self.squares = 0.0
-        self.low = math.inf
-        self.high = -math.inf
-
-    def add(self, value: Any, times: int) -> None:
-        """`times` copies of `value` (a repeated line); anything but a number is ignored."""
-        if not _is_number(value):
-            return
-        total = self.count + times
-        delta = float(value) - self.mean
-        self.mean += delta * times / total
-        self.squares += delta * delta * self.count * times / total
-        self.count = total
-        self.low, self.high = min(self.low, value), max(self.high, value)
-
-    def summary(self) -> dict[str, Any]:
-        deviation = math.sqrt(self.squares / (self.count - 1)) if self.count > 1 else 0.0
-        return {
-            "Total # non-null values": self.count,
-            "Average": rounded_statistic(self.mean),
-            "Min": rounded_statistic(float(self.low)) if self.count else 0.0,
-            "Max": rounded_statistic(float(self.high)) if self.count else 0.0,
-            "Standard deviation": rounded_statistic(deviation),
-        }
-
-
-class TextStatistics:
-    """How many strings a field holds and how many differ (kept as short digests, not the strings)."""
-
-    def __init__(self) -> None:
-        self.total = 0
-        self.digests: set[bytes] = set()
-
-    def add(self, value: Any, times: int) -> None:
-        if isinstance(value, str):
-            self.total += times
-            self.digests.add(hashlib.blake2b(value.encode(), digest_size=16).digest())
-
-    def summary(self) -> dict[str, Any]:
-        return {"unique_count": len(self.digests), "total_count": self.total}
-
-
-class DatasetMetrics:
-    """Statistics over run-request rows; rows that are not run requests are only counted as offending.
-
-    Every other top-level field gets numeric statistics if it holds numbers and text statistics if it
-    holds strings; a list field is measured over its elements."""
-
-    def __init__(self) -> None:
-        self.examples = 0
-        self.offending_lines: list[int] = []
-        self.measures = {name: ValueStatistics() for name in MEASURES}
-        self.fields: dict[str, ValueStatistics | TextStatistics] = {}
-        self.key_counts: dict[str, int] = {}
-
-    def add(self, row: dict[str, Any], line_number: int, times: int) -> None:
-        try:
-            BaseRunRequest.model_validate(row)
-        except ValidationError:
-            self.offending_lines.append(line_number)
-            return
-        self.examples += times
-        params = row[RUN_REQUEST_KEY]
-        tools = params.get("tools")
-        self.measures["Number of tools"].add(len(tools) if tools is not None else None, times)
-        self.measures[WORDS_KEY].add(len(json.dumps(params).split()), times)
-        self.measures["Number of turns"].add(_user_turns(params.get("input")), times)
-        self.measures["Temperature"].add(params.get("temperature"), times)
-        for key, value in row.items():
-            self.key_counts[key] = self.key_counts.get(key, 0) + times
-            if key not in MEASURES:
-                self._add_field(key, value, times)
-
-    def _add_field(self, key: str, value: Any, times: int) -> None:
-        for element in value if isinstance(value, list) else [value]:
-            statistics = self.fields.get(key)
-            if statistics is None:
-                if _is_number(element):
-                    statistics = self.fields[key] = ValueStatistics()
-                elif isinstance(element, str):
-                    statistics = self.fields[key] = TextStatistics()
-                else:
-                    continue
-            statistics.add(element, times)
-
-    def summary(self) -> dict[str, Any]:
-        measured = {name: values.summary() for name, values in self.measures.items()}
-        fields = {name: values.summary() for name, values in self.fields.items()}
-        return {"Number of examples": self.examples, **measured, **fields, "Key counts": self.key_counts}
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _user_turns(messages: Any) -> int:
-    """A plain-string input is one user turn; otherwise count the messages whose role is `user`."""
-    if isinstance(messages, str):
-        return 1
-    return sum(1 for message in messages or [] if isinstance(message, dict) and message.get("role") == "user")
+    resources_server_folder: Path | None = None  # where its rows' TaskData would be
 
 
 def run_collate(overrides: list[str]) -> int:
@@ -228,20 +113,39 @@ def agent_datasets(cfg: DictConfig) -> list[AgentDataset]:
         if isinstance(instance, ResponsesAPIAgentServerInstanceConfig):
             served = instance.get_inner_run_server_config_dict().get("resources_server") or {}
             serving.setdefault(str(served.get("name")), []).append(instance.name)
+    folders = {
+        instance.name: _folder_of(instance)
+        for instance in instances
+        if isinstance(instance, ResourcesServerInstanceConfig)
+    }
     entries = []
     for instance in instances:
         if isinstance(instance, ResponsesAPIAgentServerInstanceConfig):
             agent: str | None = instance.name
+            served = (instance.get_inner_run_server_config_dict().get("resources_server") or {}).get("name")
         elif isinstance(instance, ResourcesServerInstanceConfig):
             agents = serving.get(instance.name, [])
             agent = agents[0] if len(agents) == 1 else None
+            served = instance.name
         else:
             continue
         entries += [
-            AgentDataset(agent_name=agent, dataset=dataset, task_source=instance.name)
+            AgentDataset(
+                agent_name=agent,
+                dataset=dataset,
+                task_source=instance.name,
+                resources_server_folder=folders.get(served),
+            )
             for dataset in instance.datasets
         ]
     return entries
+
+
+def _folder_of(instance: ResourcesServerInstanceConfig) -> Path | None:
+    try:
+        return implementation_dir(instance, Path.cwd())
+    except ConfigError:
+        return None  # a server that cannot be found fails where it is started, not here
 
 
 def _check_every_resources_server_has_examples(cfg: DictConfig, datasets: list[AgentDataset]) -> None:
@@ -288,13 +192,31 @@ def _stamped_lines(
         stamp: dict[str, Any] = {TASK_SOURCE_KEY_NAME: entry.task_source}
         if entry.agent_name is not None:
             stamp[AGENT_REF_KEY] = {"type": "responses_api_agents", "name": entry.agent_name}
+        rows = _row_check(entry, path, settings) if check_metrics else None
         for line in iter_jsonl(path):
             row = prompted_row(line.row, templates, f"{path}:{line.number}") if templates else line.row
+            if rows is not None:
+                rows.check(row, line.number)
             metrics.add(row, line.number, dataset.num_repeats)
             type_metrics.add(row, line.number, dataset.num_repeats)
             yield (orjson.dumps(row | stamp) + b"\n") * dataset.num_repeats
+        if rows is not None:
+            rows.report()
         if check_metrics:
             _check_dataset(dataset, path, metrics, settings)
+
+
+def _row_check(entry: AgentDataset, path: Path, settings: CollationSettings) -> RowCheck | None:
+    mode = settings.task_data_validation
+    model = (
+        task_data_model(entry.resources_server_folder)
+        if entry.resources_server_folder and mode != "off"
+        else None
+    )
+    if model is None:
+        return None
+    strict = mode == "error" or (mode == "auto" and settings.mode == "example_validation")
+    return RowCheck(model, strict, path)
 
 
 def _dataset_path(dataset: AnyDataset) -> Path:

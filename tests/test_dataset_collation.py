@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nemo_gym.dataset_collation import rounded_statistic
+from nemo_gym.dataset_metrics import rounded_statistic
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parent.parent
@@ -330,3 +330,27 @@ def test_a_resources_server_may_declare_datasets_and_its_rows_name_it_as_task_so
     from_server = [row for row in merged if row["task_source"] == env]
     assert len(from_server) == 5
     assert {row["agent_ref"]["name"] for row in from_server} == {f"{env}_simple_agent"}
+
+
+def test_rows_are_checked_against_the_servers_task_data_model(project):
+    """NeMo Gym 0.7's task_data_validation: `auto` is `error` in example_validation mode."""
+    folder = project / "resources_servers" / "example_single_tool_call"
+    (folder / "task_data.py").write_text(
+        "from pydantic import BaseModel, ConfigDict\n\n"
+        "class TaskData(BaseModel):\n    model_config = ConfigDict(extra='allow')\n    difficulty: int\n"
+    )
+    refused = collate(project)
+    assert refused.returncode == 1
+    error = refused.stderr.strip().splitlines()[-1]
+    assert (
+        "example_single_tool_call/data/example.jsonl:1: not a TaskData row" in error and "difficulty" in error
+    )
+    warned = collate(project, "+task_data_validation=warn")
+    assert warned.returncode == 0, warned.stderr
+    assert "5 row(s) do not match TaskData" in warned.stderr
+    assert collate(project, "+task_data_validation=off").returncode == 0
+    (folder / "task_data.py").write_text(
+        "from pydantic import BaseModel, ConfigDict\n\n"
+        "class TaskData(BaseModel):\n    model_config = ConfigDict(extra='allow')\n    responses_create_params: dict\n"
+    )
+    assert collate(project).returncode == 0

@@ -78,7 +78,7 @@ def _name_from(given: list[str], overrides: list[str]) -> str:
 
 def _example_data(name: str) -> dict[str, str]:
     """Five tasks, their metrics as `gym dataset collate` writes them, and placeholder rollouts."""
-    from nemo_gym.dataset_collation import DatasetMetrics
+    from nemo_gym.dataset_metrics import DatasetMetrics
 
     rows = [
         {

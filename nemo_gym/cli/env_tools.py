@@ -3,14 +3,12 @@ about a server's environment, for a Gym that runs every server in one virtual en
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import json
 import subprocess
 import sys
 import typing
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel
 
@@ -18,6 +16,7 @@ from nemo_gym.cli.flags import Invocation
 from nemo_gym.cli.selectors import selected_config
 from nemo_gym.config.errors import ConfigError
 from nemo_gym.config.sources import install_root
+from nemo_gym.task_data import folder_module, task_data_model
 
 ROW_ONLY_FIELDS = ("response",)  # fields /verify gets from the rollout, never from the task row
 
@@ -31,7 +30,7 @@ def print_schema(invocation: Invocation) -> int:
     folder = selected_config(
         "resources_servers", name, invocation.options.get("search_dir") or []
     ).parent.parent
-    model = _task_data_model(folder) or _verify_row_model(folder)
+    model = task_data_model(folder) or _verify_row_model(folder)
     schema = model.model_json_schema()
     for field in ROW_ONLY_FIELDS:
         schema.get("properties", {}).pop(field, None)
@@ -41,19 +40,10 @@ def print_schema(invocation: Invocation) -> int:
     return 0
 
 
-def _task_data_model(folder: Path) -> type[BaseModel] | None:
-    if not (folder / "task_data.py").is_file():
-        return None
-    model = getattr(_folder_module(folder, "task_data"), "TaskData", None)
-    if not (inspect.isclass(model) and issubclass(model, BaseModel)):
-        raise ConfigError(f"{folder / 'task_data.py'}: defines no pydantic model named TaskData")
-    return model
-
-
 def _verify_row_model(folder: Path) -> type[BaseModel]:
     from nemo_gym.base_resources_server import SimpleResourcesServer
 
-    module = _folder_module(folder, "app")
+    module = folder_module(folder, "app")
     for value in vars(module).values():
         if (
             inspect.isclass(value)
@@ -64,21 +54,6 @@ def _verify_row_model(folder: Path) -> type[BaseModel]:
             if inspect.isclass(body) and issubclass(body, BaseModel):
                 return body
     raise ConfigError(f"{folder / 'app.py'}: no resources server class whose verify(body) has a typed body")
-
-
-def _folder_module(folder: Path, stem: str) -> Any:
-    """`<folder>/<stem>.py` imported under its package name, as the server itself imports it."""
-    root = folder.parent.parent
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    name = f"{folder.parent.name}.{folder.name}.{stem}"
-    spec = importlib.util.spec_from_file_location(name, folder / f"{stem}.py")
-    if spec is None or spec.loader is None:
-        raise ConfigError(f"cannot import {folder / f'{stem}.py'}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def list_packages(invocation: Invocation) -> int:
