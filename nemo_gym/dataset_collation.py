@@ -30,6 +30,10 @@ from nemo_gym.config_types import (
 )
 from nemo_gym.dataset_metrics import STATISTIC_DECIMALS, DatasetMetrics
 from nemo_gym.global_config import (
+    ATTEMPT_INDEX_KEY_NAME,
+    ROLLOUT_ID_KEY_NAME,
+    ROLLOUT_INDEX_KEY_NAME,
+    TASK_INDEX_KEY_NAME,
     TASK_SOURCE_KEY_NAME,
     command_settings,
     find_server_instances,
@@ -40,6 +44,7 @@ from nemo_gym.jsonl import iter_jsonl, write_atomically
 from nemo_gym.preflight import implementation_dir
 from nemo_gym.prompt import PromptConfig, load_prompt_config, prompted_row
 from nemo_gym.task_data import RowCheck, TaskDataValidation, task_data_model
+from nemo_gym.wire.episodes import materialize_task
 
 CollationMode = Literal["train_preparation", "example_validation"]
 TYPES_IN_SCOPE: dict[str, tuple[str, ...]] = {
@@ -49,6 +54,7 @@ TYPES_IN_SCOPE: dict[str, tuple[str, ...]] = {
 EXAMPLE_ROWS = 5
 
 AnyDataset = DatasetConfig | BenchmarkDatasetConfig
+IDENTITY_KEYS = (TASK_INDEX_KEY_NAME, ROLLOUT_INDEX_KEY_NAME, ROLLOUT_ID_KEY_NAME, ATTEMPT_INDEX_KEY_NAME)
 
 
 class CollationSettings(BaseNeMoGymCLIConfig):
@@ -199,11 +205,25 @@ def _stamped_lines(
                 rows.check(row, line.number)
             metrics.add(row, line.number, dataset.num_repeats)
             type_metrics.add(row, line.number, dataset.num_repeats)
-            yield (orjson.dumps(row | stamp) + b"\n") * dataset.num_repeats
+            written = (
+                _as_task(row, dataset.taskset, f"{path}:{line.number}") if dataset.taskset else row | stamp
+            )
+            yield (orjson.dumps(written) + b"\n") * dataset.num_repeats
         if rows is not None:
             rows.report()
         if check_metrics:
             _check_dataset(dataset, path, metrics, settings)
+
+
+def _as_task(row: dict[str, Any], taskset: str, line_number: int, path: Path) -> dict[str, Any]:
+    """A row of a `taskset` dataset as NeMo Gym 0.7 writes it: a materialized task, which environment
+    servers run (routed by `environment_server_routes`), with the collector's identity keys it had. A row
+    without an id of its own is known by its place in the file (0 for the first line)."""
+    try:
+        task = materialize_task(row, taskset=taskset, task_index=line_number - 1)
+    except ValueError as error:
+        raise ConfigError(f"{path}:{line_number}: {error}") from None
+    return task | {key: row[key] for key in IDENTITY_KEYS if key in row}
 
 
 def _row_check(entry: AgentDataset, path: Path, settings: CollationSettings) -> RowCheck | None:

@@ -354,3 +354,23 @@ def test_rows_are_checked_against_the_servers_task_data_model(project):
         "class TaskData(BaseModel):\n    model_config = ConfigDict(extra='allow')\n    responses_create_params: dict\n"
     )
     assert collate(project).returncode == 0
+
+
+def test_a_taskset_dataset_is_written_as_materialized_tasks(project):
+    """NeMo Gym 0.7: a dataset with `taskset` is collated into {task_id: {taskset, task_id}, task_input} rows,
+    which environment servers run."""
+    env = "example_single_tool_call"
+    config_path = project / "resources_servers" / env / "configs" / f"{env}.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    dataset = config[f"{env}_simple_agent"]["responses_api_agents"]["simple_agent"]["datasets"][0]
+    dataset["taskset"] = "weather"
+    config_path.write_text(yaml.safe_dump(config))
+    result = collate(project)
+    assert result.returncode == 0, result.stderr
+    rows = read_rows(data_path(project, env))
+    tasks = [row for row in read_rows(project / "out" / "example.jsonl") if "task_input" in row]
+    assert [task["task_id"] for task in tasks] == [
+        {"taskset": "weather", "task_id": str(index)} for index in range(5)
+    ] or all(task["task_id"]["taskset"] == "weather" for task in tasks)
+    assert [task["task_input"] for task in tasks] == rows
+    assert not any("agent_ref" in task or "task_source" in task for task in tasks)

@@ -81,6 +81,11 @@ class DatasetConfig(BaseModel):
     jsonl_fpath: str
     num_repeats: int = Field(default=1, ge=1)
     source: DatasetSource | None = None
+    taskset: str | None = Field(
+        default=None,
+        min_length=1,
+        description="NeMo Gym 0.7: rows are written as materialized tasks of this taskset",
+    )
     gitlab_identifier: JsonlDatasetGitlabIdentifer | None = None
     huggingface_identifier: JsonlDatasetHuggingFaceIdentifer | None = None
     license: DatasetLicense | None = None
@@ -147,6 +152,7 @@ class BenchmarkDatasetConfig(BaseModel):
     prepare_script: Path
     prompt_config: Path | None
     num_repeats: int = Field(default=1, ge=1)
+    taskset: str | None = Field(default=None, min_length=1)
 
 
 AnyDatasetConfig = Annotated[DatasetConfig | BenchmarkDatasetConfig, Field(discriminator="type")]
