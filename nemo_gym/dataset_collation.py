@@ -205,9 +205,7 @@ def _stamped_lines(
                 rows.check(row, line.number)
             metrics.add(row, line.number, dataset.num_repeats)
             type_metrics.add(row, line.number, dataset.num_repeats)
-            written = (
-                _as_task(row, dataset.taskset, f"{path}:{line.number}") if dataset.taskset else row | stamp
-            )
+            written = _as_task(row, dataset.taskset, line.number, path) if dataset.taskset else row | stamp
             yield (orjson.dumps(written) + b"\n") * dataset.num_repeats
         if rows is not None:
             rows.report()

@@ -370,7 +370,7 @@ def test_a_taskset_dataset_is_written_as_materialized_tasks(project):
     rows = read_rows(data_path(project, env))
     tasks = [row for row in read_rows(project / "out" / "example.jsonl") if "task_input" in row]
     assert [task["task_id"] for task in tasks] == [
-        {"taskset": "weather", "task_id": str(index)} for index in range(5)
-    ] or all(task["task_id"]["taskset"] == "weather" for task in tasks)
+        {"taskset": "weather", "task_id": str(i)} for i in range(5)
+    ]
     assert [task["task_input"] for task in tasks] == rows
     assert not any("agent_ref" in task or "task_source" in task for task in tasks)
