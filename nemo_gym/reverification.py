@@ -380,11 +380,15 @@ async def reverify_rollouts(overrides: list[str]) -> int:
     for line in tally.lines(paths):
         print(line)
     if not config.disable_aggregation and paths.output.is_file():
-        await aggregate_results(
-            (line.row for line in iter_jsonl(paths.output)),
-            (line.row for line in iter_jsonl(paths.failures)),
-            client,
-            paths.aggregate_metrics,
-        )
+        try:
+            await aggregate_results(
+                (line.row for line in iter_jsonl(paths.output)),
+                (line.row for line in iter_jsonl(paths.failures)),
+                client,
+                paths.aggregate_metrics,
+            )
+        except (RequestFailedError, aiohttp.ClientError, ValueError) as error:
+            print(f"Aggregation failed (the rescored rollouts are kept): {error}")
+            return 1
         print(f"Aggregate metrics: {paths.aggregate_metrics}")
     return 1 if tally.failed else 0
