@@ -2,6 +2,7 @@
 checks its example data. Both run as the CLI in a scratch project folder."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,4 +76,7 @@ def test_folders_run_at_once_and_their_outputs_do_not_interleave(tmp_path):
     assert "2 of 2 folder(s) passed." in result.stdout
     for name in ("first_env", "second_env"):
         section = result.stdout.split(f"== resources_servers/{name}\n", 1)[1].split("\n== ", 1)[0]
-        assert " passed in " in section, "a folder's whole pytest output follows its own header"
+        # pytest's summary line ends the section: "2 passed in 1.2s", or "2 passed, 1 warning in 1.2s"
+        assert re.search(r"\b\d+ passed\b[^\n]* in [\d.]+s", section), (
+            "a folder's whole pytest output follows its own header"
+        )
