@@ -183,17 +183,6 @@ class Rescorer:
             connect_timeout_s=min(default_retry_policy().connect_timeout_s, self.timeout_s),
         )
 
-    def resources_server_of(self, record: dict[str, Any]) -> str:
-        if self.config.resources_server_name:
-            return self.config.resources_server_name
-        agent = agent_name_of(record)
-        if not agent:
-            raise RescoreFailed("invalid_request", "no agent_ref to find its resources server by")
-        ref = get_first_server_config_dict(self.client.global_config_dict, agent).get("resources_server")
-        if not ref or not ref.get("name"):
-            raise RescoreFailed("invalid_request", f"agent {agent} names no resources_server")
-        return str(ref["name"])
-
     async def rescore(self, record: dict[str, Any]) -> dict[str, Any]:
         """The new verify answer with the stored indices, agent and reward; a failure record otherwise."""
         try:
@@ -209,7 +198,7 @@ class Rescorer:
         return {**answer, **stamped, PREVIOUS_REWARD_KEY: record.get("reward")}
 
     async def _rescore(self, record: dict[str, Any]) -> dict[str, Any]:
-        server = self.resources_server_of(record)
+        server = resources_server_of(self.client, self.config, record)
         url = self.client.server_base_url(server)
         row = self.rows.row_for(record)
         _, cookies = await self._post(url, "/seed_session", row, {})
@@ -238,6 +227,19 @@ class Rescorer:
                 status_failure_class(response.status), error_message(content), response.status
             )
         return content, {**cookies, **response_cookies(response)}
+
+
+def resources_server_of(client: ServerClient, config: ReverifyConfig, record: dict[str, Any]) -> str:
+    """The resources server that scores `record`: the configured one, else its agent's."""
+    if config.resources_server_name:
+        return config.resources_server_name
+    agent = agent_name_of(record)
+    if not agent:
+        raise RescoreFailed("invalid_request", "no agent_ref to find its resources server by")
+    ref = get_first_server_config_dict(client.global_config_dict, agent).get("resources_server")
+    if not ref or not ref.get("name"):
+        raise RescoreFailed("invalid_request", f"agent {agent} names no resources_server")
+    return str(ref["name"])
 
 
 class TaskRows:
@@ -332,8 +334,6 @@ async def reverify_rollouts(overrides: list[str]) -> int:
         client = ServerClient.load_from_global_config(head_server_config_from(cfg))
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    rows = TaskRows(materialized_inputs_of(config, source))
-    rescorer = Rescorer(client, config, rows)
 
     def stored() -> Iterator[dict[str, Any]]:
         return (line.row for line in iter_jsonl(source, config.limit))
@@ -342,7 +342,7 @@ async def reverify_rollouts(overrides: list[str]) -> int:
         servers = set()
         for record in stored():
             with contextlib.suppress(RescoreFailed):
-                servers.add(rescorer.resources_server_of(record))
+                servers.add(resources_server_of(client, config, record))
         if await check_reverify_modes(client, servers, config.force):
             paths = CollectionPaths.for_output(str(_unsafe(Path(config.output_jsonl_fpath))))
     done: set[tuple[Any, Any]] = set()
@@ -354,6 +354,8 @@ async def reverify_rollouts(overrides: list[str]) -> int:
         paths.output.unlink(missing_ok=True)
     paths.output.parent.mkdir(parents=True, exist_ok=True)
     paths.failures.unlink(missing_ok=True)
+    rows = TaskRows(materialized_inputs_of(config, source))
+    rescorer = Rescorer(client, config, rows)
     tally = Tally()
     results, failures = LineAppender(paths.output), LineAppender(paths.failures)
     try:

@@ -248,6 +248,8 @@ def session_id_in_cookie(cookie_value: str) -> str:
 
 # What every verify answer carries since NeMo Gym 0.7, as it reads when the rollout was measured normally.
 VERIFY_FLAGS = {"mask_sample": False, "failure_kind": None, "failure_reason": None}
+# The fields every verify answer has (BaseVerifyResponse's), before an environment adds its own.
+BASE_VERIFY_FIELDS = frozenset({*VERIFY_FLAGS, "responses_create_params", "response", "reward"})
 # What `/aggregate_metrics` answers for no rollouts at all.
 EMPTY_AGGREGATE_METRICS = {
     "group_level_metrics": [],

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from nemo_gym.testing import (
-    VERIFY_FLAGS,
+    BASE_VERIFY_FIELDS,
     StartedServer,
     check_environment_config,
     function_call_item,
@@ -28,11 +28,7 @@ ROW = ROWS[0]  # gold B
 A_RESPONSE = ROLLOUTS[0]["response"]
 FOUR = (("A", "0.50"), ("B", "0.36"), ("C", "0.72"), ("D", "0.25"))
 VERIFY_FIELDS = {
-    *VERIFY_FLAGS,
-    *VERIFY_FLAGS,
-    "responses_create_params",
-    "response",
-    "reward",
+    *BASE_VERIFY_FIELDS,
     "expected_answer",
     "extracted_answer",
 }

@@ -17,9 +17,9 @@ import aiohttp
 import pytest
 
 from nemo_gym.testing import (
+    BASE_VERIFY_FIELDS,
     EMPTY_AGGREGATE_METRICS,
     JUDGE_MODEL_REF,
-    VERIFY_FLAGS,
     ScriptedJudge,
     StartedServer,
     check_environment_config,
@@ -40,10 +40,7 @@ ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
 ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
 A_RESPONSE = ROLLOUTS[0]["response"]
 VERIFY_FIELDS = {
-    *VERIFY_FLAGS,
-    "responses_create_params",
-    "response",
-    "reward",
+    *BASE_VERIFY_FIELDS,
     "expected_answer",
     "extracted_answer",
     "library_reward",

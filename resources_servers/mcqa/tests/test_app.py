@@ -14,8 +14,8 @@ import yaml
 from nemo_gym.config_types import validate_server_instance_config
 from nemo_gym.global_config import install_root
 from nemo_gym.testing import (
+    BASE_VERIFY_FIELDS,
     EMPTY_AGGREGATE_METRICS,
-    VERIFY_FLAGS,
     StartedServer,
     instance_config,
     post_json,
@@ -43,11 +43,7 @@ OPTIONS = [
     {"D": None},
 ]
 VERIFY_FIELDS = {
-    *VERIFY_FLAGS,
-    *VERIFY_FLAGS,
-    "responses_create_params",
-    "response",
-    "reward",
+    *BASE_VERIFY_FIELDS,
     "expected_answer",
     "extracted_answer",
 }
