@@ -13,8 +13,10 @@ env.yaml < programmatic dict < command line):
    overrides its includes; a later sibling subtree overrides an earlier one), then env.yaml and step 1;
    write the expanded `config_paths` back, in load order;
 4. apply the structural directives `_inherit_from`, `_copy` and `_delete_key` (and their string forms
-   `${inherit_from:a.b}` / `${copy:a.b}`), then compose an unbound agent (`--agent-type`) over the others
-   and check the pairings resources servers allow (`nemo_gym.config.agent_composition`); warn about a
+   `${inherit_from:a.b}` / `${copy:a.b}`; environment servers follow an agent a top-level
+   `_inherit_from` moved), then compose an unbound agent (`--agent-type`) over the others
+   and check the pairings resources servers allow (`nemo_gym.config.agent_composition`); route 0.7's
+   renamed reasoning-gym agents' old names to them (`nemo_gym.config.renames`); warn about a
    top-level key that nearly spells a setting (`num_repeat`: did you mean `num_repeats`?); copy the
    top-level `skip_verification(_reward)` into the agents and check the `token_id_capture` block;
 5. fail if a `???` is left, listing every unset path;
@@ -51,6 +53,11 @@ from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel, ConfigDict
 
 from nemo_gym.config.agent_composition import compose_unbound_agent
+from nemo_gym.config.renames import (
+    apply_legacy_agent_aliases,
+    repoint_moved_agents,
+    top_level_agent_copies,
+)
 from nemo_gym.config.deployment import deployment_settings
 from nemo_gym.config.deployment import http_client_settings as http_client_settings
 from nemo_gym.config.directives import COPY_KEY as COPY_KEY
@@ -155,8 +162,11 @@ def parse_global_config_dict(
         merged([*config_files, ("env.yaml", env_yaml), ("the command line", command_line)]), resolve=False
     )
     tree[CONFIG_PATHS_KEY] = loaded_paths
+    agent_copies = top_level_agent_copies(tree)
     apply_structural_directives(tree)
+    repoint_moved_agents(tree, agent_copies)
     compose_unbound_agent(tree, OmegaConf.to_container(parse_overrides(overrides or []), resolve=False))
+    apply_legacy_agent_aliases(tree)
     apply_global_agent_settings(tree)
     misspelt_keys(tree)
     raise_if_missing_values(tree)

@@ -1,20 +1,24 @@
 """Reading config sources: YAML files, env.yaml and the `config_paths` work list, merged in precedence order.
 
-Relative paths are tried in the current directory first, then in the install root (the directory holding
-the `nemo_gym` package), where the shipped configs live.
+Relative paths are tried in the folders of NEMO_GYM_EXTRA_ROOTS first, then in the current directory, then
+in the install root (the directory holding the `nemo_gym` package), where the shipped configs live. A config
+path NeMo Gym 0.7 renamed still loads its new file, with a warning.
 """
 
 from __future__ import annotations
 
 import difflib
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from nemo_gym import extra_roots
 from nemo_gym.config.errors import ConfigError, ConfigPathNotFoundError, MalformedConfigPathsError, first_line
+from nemo_gym.config.legacy_names import LEGACY_CONFIG_PATHS
 
 logger = logging.getLogger("nemo_gym.global_config")  # the name config warnings have always been logged under
 
@@ -68,8 +72,9 @@ def _yaml_error_message(error: yaml.MarkedYAMLError, source: str) -> str:
 
 
 def load_env_yaml(cwd: Path, root: Path) -> DictConfig:
-    """`./env.yaml` if there is one, else `<install root>/env.yaml`, else nothing."""
-    for candidate in (cwd / ENV_YAML_FILENAME, root / ENV_YAML_FILENAME):
+    """The first env.yaml of the NEMO_GYM_EXTRA_ROOTS folders, the current directory and the install root;
+    else nothing."""
+    for candidate in (folder / ENV_YAML_FILENAME for folder in (*extra_roots(), cwd, root)):
         if candidate.is_file():
             return load_yaml_file(candidate)
     return OmegaConf.create({})
@@ -133,19 +138,35 @@ def load_config_files(
 
 
 def _locate_config_file(entry: str, cwd: Path, root: Path, listed_in: Path | None) -> Path:
-    """A relative path is tried in the current directory, then in the install root."""
     listed = f" (listed in config_paths of {listed_in})" if listed_in else ""
-    return located_file(entry, cwd, root, f"Config file '{entry}'{listed}").resolve()
+    try:
+        return located_file(entry, cwd, root, f"Config file '{entry}'{listed}", extra_roots()).resolve()
+    except ConfigPathNotFoundError:
+        renamed = LEGACY_CONFIG_PATHS.get(Path(entry).as_posix())
+        if renamed is None:
+            raise
+        try:
+            path = located_file(renamed, cwd, root, renamed, extra_roots()).resolve()
+        except ConfigPathNotFoundError:
+            raise ConfigPathNotFoundError(
+                f"Config file '{entry}'{listed} was renamed to '{renamed}' in NeMo Gym 0.7; neither is here"
+            ) from None
+    logger.warning(
+        "Config file %s was renamed to %s in NeMo Gym 0.7; loading that (update the config)", entry, renamed
+    )
+    return path
 
 
-def located_file(entry: str, cwd: Path, root: Path, what: str) -> Path:
-    """`entry` itself if absolute, else the first of `cwd/entry` and `root/entry` that is a file; else a
-    ConfigPathNotFoundError saying `what` was not found, where it looked, and the nearest file there."""
+def located_file(entry: str, cwd: Path, root: Path, what: str, first_roots: Sequence[Path] = ()) -> Path:
+    """`entry` itself if absolute, else the first of `<first_roots>/entry`, `cwd/entry` and `root/entry` that
+    is a file; else a ConfigPathNotFoundError saying `what` was not found, where it looked, and the nearest
+    file there."""
     path = Path(entry).expanduser()
+    folders = (*first_roots, cwd, root)
     candidates = (
         [path]
         if path.is_absolute()
-        else list({str(p.resolve()): p for p in (cwd / path, root / path)}.values())
+        else list({str(p.resolve()): p for p in (folder / path for folder in folders)}.values())
     )
     for candidate in candidates:
         if candidate.is_file():
