@@ -1,6 +1,7 @@
 """Rollout collection: materialisation on real files, then `gym collect` against a real deployment
 (example_single_tool_call + simple_agent + openai_model → scripted upstream)."""
 
+import logging
 import os
 import signal
 import subprocess
@@ -83,8 +84,7 @@ def test_repeats_are_adjacent_and_indexed_per_task(tmp_path):
 def test_interleaved_repeats_run_one_round_of_every_task_at_a_time(tmp_path):
     rows = materialized(
         tmp_path,
-        [task("a"), task("b", agent_ref={"name": "twice"})],
-        agent_name="agent",
+        [task("a", agent_ref={"name": "agent"}), task("b", agent_ref={"name": "twice"})],
         num_repeats={"agent": 3, "twice": 2},
         interleave_repeats=True,
     )
@@ -97,13 +97,28 @@ def test_byte_identical_rows_share_a_task_and_continue_its_rollout_count(tmp_pat
 
 
 def test_a_given_task_index_and_agent_ref_are_kept(tmp_path):
-    rows = materialized(
-        tmp_path,
-        [task("a", _ng_task_index=7, agent_ref={"name": "other"}), task("b")],
-        agent_name="agent",
-    )
-    assert indices(rows) == [(7, 0), (0, 0)]
-    assert [row["agent_ref"]["name"] for row in rows] == ["other", "agent"]
+    rows = materialized(tmp_path, [task("a", _ng_task_index=7, agent_ref={"name": "other"})])
+    assert indices(rows) == [(7, 0)]
+    assert rows[0]["agent_ref"]["name"] == "other"
+
+
+def test_agent_name_runs_every_row_on_its_agent_and_names_the_agents_it_replaced(tmp_path, caplog):
+    rows = [task("a", agent_ref={"name": "other"}), task("b"), task("c", agent_ref={"name": "other"})]
+    with caplog.at_level(logging.WARNING):
+        routed = materialized(tmp_path, rows, agent_name="agent", num_repeats=2, interleave_repeats=True)
+    assert {row["agent_ref"]["name"] for row in routed} == {"agent"}
+    assert "agent_name=agent runs rows whose agent_ref names another agent: other (2 rows)" in caplog.text
+
+
+def test_agent_map_naming_a_row_s_agent_beats_agent_name(tmp_path):
+    rows = [task("a", agent_ref={"name": "old"}), task("b", agent_ref={"name": "other"})]
+    routed = materialized(tmp_path, rows, agent_name="agent", agent_map={"old": "new"})
+    assert [row["agent_ref"]["name"] for row in routed] == ["new", "agent"]
+
+
+def test_agent_name_and_a_different_default_route_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="agent_name=agent and agent_map._default=elsewhere"):
+        materialized(tmp_path, [task("a")], agent_name="agent", agent_map={"_default": "elsewhere"})
 
 
 def test_rows_without_an_agent_are_listed_in_one_error(tmp_path):

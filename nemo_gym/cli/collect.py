@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from nemo_gym.cli.flags import repeated, switch, value
 
 COLLECT_FLAGS = (
-    value("-a", "--agent", key="agent_name", help="agent instance for rows without agent_ref"),
+    value("-a", "--agent", key="agent_name", help="the agent of every row (overrides agent_ref)"),
     value("-i", "--input", key="input_jsonl_fpath", metavar="FILE", help="tasks, one JSON object per line"),
     value("-o", "--output", key="output_jsonl_fpath", metavar="FILE", help="results file"),
     value("--limit", key="limit", metavar="N", help="only the first N rows"),

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from nemo_gym.collection.records import agent_map_with_agent_name
 from nemo_gym.config_types import BaseNeMoGymCLIConfig
 
 DEFAULT_MAX_IN_FLIGHT = 1024
@@ -18,7 +19,10 @@ class RolloutCollectionConfig(BaseNeMoGymCLIConfig):
 
     input_jsonl_fpath: str = Field(description="tasks, one JSON object per line")
     output_jsonl_fpath: str = Field(description="results; sibling files get the same stem")
-    agent_name: str | None = Field(default=None, description="agent for rows without agent_ref")
+    agent_name: str | None = Field(
+        default=None,
+        description="the agent of every row, overriding its agent_ref (NeMo Gym 0.7); agent_map._default",
+    )
     agent_map: dict[str, str] | None = Field(
         default=None,
         description="agent or task_source -> the agent that runs its rows (`_default`: every other row); "
@@ -70,6 +74,11 @@ class RolloutCollectionConfig(BaseNeMoGymCLIConfig):
             if not agents or len(set(agents)) != len(agents):
                 raise ValueError(f"fan_out[{key!r}] must list distinct agents, got {agents!r}")
         return value
+
+    @model_validator(mode="after")
+    def _agent_name_is_the_default_route(self) -> RolloutCollectionConfig:
+        self.agent_map = agent_map_with_agent_name(self.agent_map, self.agent_name)
+        return self
 
     @property
     def uploads_rollouts(self) -> bool:

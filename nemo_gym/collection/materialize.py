@@ -4,6 +4,8 @@ before anything runs so that a resumed run knows exactly what is missing."""
 from __future__ import annotations
 
 import json
+import logging
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,8 @@ from nemo_gym.config.key_names import TASK_SOURCE_KEY_NAME
 from nemo_gym.config_types import AGENT_REF_KEY, ConfigError
 from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, iter_jsonl, write_atomically
 from nemo_gym.prompt import load_prompt_config, prompted_row
+
+logger = logging.getLogger("nemo_gym.collection")
 
 MAX_ROWS_LISTED = 10
 
@@ -62,6 +66,8 @@ def materialize(
     unrouted: list[str] = []
     unrouted_total = 0
     unrepeated: dict[str, list[str]] = {}
+    overridden: Counter[str] = Counter()  # agent_ref names agent_name replaced, with their row counts
+    counting = True  # the first read of the input (interleaved repeats read it once per round)
     written = 0
 
     def prepared() -> Iterator[tuple[str, bytes, dict[str, Any], int]]:
@@ -70,10 +76,10 @@ def materialize(
             where = f"{input_path}:{number}"
             if templates is not None:
                 row = prompted_row(row, templates, where)
-            if AGENT_REF_KEY not in row and config.agent_name:
-                row[AGENT_REF_KEY] = {"name": config.agent_name}
             routing_key = agent_name_of(row) or row.get(TASK_SOURCE_KEY_NAME)
             if mapped := mapped_agent(row, config.agent_map):
+                if counting and config.agent_name and agent_name_of(row) not in (None, mapped):
+                    overridden[agent_name_of(row)] += 1
                 row[AGENT_REF_KEY] = {**(row.get(AGENT_REF_KEY) or {}), "name": mapped}
             source = row.get(TASK_SOURCE_KEY_NAME)
             if AGENT_REF_KEY not in row and isinstance(source, str) and (resolved := agent_of_source(source)):
@@ -109,7 +115,7 @@ def materialize(
     def rows() -> Iterator[bytes]:
         """All repeats of a row together (aabb), or with `interleave_repeats` one round of every row at a
         time (abab): the input is then read once per round, so memory stays flat."""
-        nonlocal unrouted_total
+        nonlocal unrouted_total, counting
         most_repeats = 0
         for where, raw, row, repeats in prepared():
             if repeats == 0:
@@ -123,12 +129,19 @@ def materialize(
             agents.add(agent_name_of(row) or "")
             most_repeats = max(most_repeats, repeats)
             yield from copies(where, raw, row, range(1 if config.interleave_repeats else repeats))
+        counting = False
         for round_number in range(1, most_repeats if config.interleave_repeats else 1):
             for where, raw, row, repeats in prepared():
                 if repeats > round_number:
                     yield from copies(where, raw, row, range(1))
 
     write_atomically(paths.materialized, rows())
+    if overridden:
+        logger.warning(
+            "agent_name=%s runs rows whose agent_ref names another agent: %s",
+            config.agent_name,
+            ", ".join(f"{name} ({count} rows)" for name, count in sorted(overridden.items())),
+        )
     if unrouted_total or unrepeated:
         paths.materialized.unlink(missing_ok=True)
     if unrouted_total:

@@ -44,6 +44,21 @@ def mapped_agent(row: dict[str, Any], agent_map: dict[str, str] | None) -> str |
     return agent_map.get(key) or agent_map.get(DEFAULT_ROUTE)
 
 
+def agent_map_with_agent_name(
+    agent_map: dict[str, str] | None, agent_name: str | None
+) -> dict[str, str] | None:
+    """NeMo Gym 0.7's `agent_name`: every row runs on it (`agent_map._default`), whatever its agent_ref,
+    unless `agent_map` names the row's agent or task_source. Both giving a different default is an error."""
+    if not agent_name:
+        return agent_map
+    default = (agent_map or {}).get(DEFAULT_ROUTE)
+    if default not in (None, agent_name):
+        raise ValueError(
+            f"agent_name={agent_name} and agent_map._default={default} both name the agent of every row; keep one"
+        )
+    return {**(agent_map or {}), DEFAULT_ROUTE: agent_name}
+
+
 def error_message(body: bytes) -> str:
     """The useful part of an error answer: the envelope's message and its cause's, else the raw text."""
     try:

@@ -12,7 +12,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from pydantic import ValidationError
 
-from nemo_gym.collection.records import agent_name_of, mapped_agent
+from nemo_gym.collection.records import agent_map_with_agent_name, agent_name_of, mapped_agent
 from nemo_gym.collection.routing import agent_for_task_source, agents_of
 from nemo_gym.config.key_names import TASK_SOURCE_KEY_NAME
 from nemo_gym.config_types import ConfigError
@@ -27,18 +27,21 @@ MAX_PROBLEMS_LISTED = 5
 def check_rows(input_path: Path, cfg: DictConfig, limit: int | None, agent_name: str | None) -> None:
     """ConfigError naming the rows of `input_path` that cannot run on the deployment of `cfg`."""
     agents = agents_of(cfg)
-    agent_map = OmegaConf.to_container(cfg.get("agent_map") or DictConfig({}))
+    try:
+        agent_map = agent_map_with_agent_name(
+            OmegaConf.to_container(cfg.get("agent_map") or DictConfig({})), agent_name
+        )
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     problems = []
     for number, _, _, row in iter_jsonl(input_path, limit):
-        problem = _row_problem(row, agents, agent_name, agent_map)
+        problem = _row_problem(row, agents, agent_map)
         if problem is not None:
             problems.append(f"line {number}: {problem}")
     _raise_if_any(input_path, problems, "cannot run")
 
 
-def _row_problem(
-    row: Any, agents: Mapping[str, list[str]], agent_name: str | None, agent_map: dict[str, str]
-) -> str | None:
+def _row_problem(row: Any, agents: Mapping[str, list[str]], agent_map: dict[str, str] | None) -> str | None:
     if not isinstance(row, dict):
         return f"a task row is a JSON object, not {type(row).__name__}"
     if is_materialized_task_row(row):
@@ -47,7 +50,7 @@ def _row_problem(
         NeMoGymResponseCreateParamsNonStreaming.model_validate(row.get("responses_create_params"))
     except ValidationError as error:
         return f"responses_create_params: {first_problem(error)}"
-    agent = mapped_agent(row, agent_map) or agent_name_of(row) or agent_name
+    agent = mapped_agent(row, agent_map) or agent_name_of(row)
     source = row.get(TASK_SOURCE_KEY_NAME)
     if agent is None and isinstance(source, str):
         agent = agent_for_task_source(source, agents)
