@@ -457,8 +457,76 @@ def test_eval_aggregate_merges_shards_by_task_and_counts_their_failures(
 
 
 def test_nemo_gym_07_settings_gym_does_not_act_on_are_named():
-    lines = settings_without_effect({"dispatch_budget_s": 60, "require_complete": True, "skills": None})
+    lines = settings_without_effect(
+        {"dispatch_longest_first": True, "require_complete": True, "skills": None}
+    )
     assert lines == [
-        "dispatch_budget_s has no effect in Gym: give it to RolloutCollectionHelper.run_examples; gym collect "
-        "runs every row"
+        "dispatch_longest_first has no effect in Gym: a resumed collection runs the missing rollouts in file order"
     ]
+
+
+def test_a_spent_dispatch_budget_starts_nothing_and_a_resume_runs_the_rest_scoring_chosen_failures_zero(
+    deployment, scripted_upstream, tmp_path
+):
+    running, model = deployment
+    scripted_upstream.clear(model)
+    source = write_rows(tmp_path / "tickets.jsonl", ticket_rows(4))
+    output = tmp_path / "rollouts.jsonl"
+    args = ("-i", str(source), "-o", str(output))
+    # A margin longer than the budget: not even the first rollout may start.
+    unstarted = run_collect(
+        running, *args, "+dispatch_budget_s=0", "+drain_margin_s=60", "+require_complete=true",
+        "+count_missing_rollouts_as_zero=true",
+    )  # fmt: skip
+    assert unstarted.returncode == 1, unstarted.stdout + unstarted.stderr
+    assert "4 rollout(s) not started: the dispatch budget ran out" in unstarted.stdout
+    assert "EVAL FAILED: 0/4 rollouts completed" in unstarted.stdout
+    assert output.read_bytes() == b"" and (tmp_path / "rollouts_failures.jsonl").read_bytes() == b""
+    [metrics] = orjson.loads((tmp_path / "rollouts_aggregate_metrics.json").read_bytes())
+    assert (
+        metrics["agent_metrics"]["coverage/imputed"] == 4 and metrics["agent_metrics"]["mean/reward"] == 0.0
+    )
+
+    scripted_upstream.script(model, [{"status": 500, "match": "T001"}])
+    resumed = run_collect(running, *args, "--resume", "+count_failure_classes_as_zero=[http_500]")
+    assert resumed.returncode == 1, resumed.stdout + resumed.stderr  # T001 has no result
+    assert "3 succeeded, 1 failed" in resumed.stdout and "not started" not in resumed.stdout
+    [metrics] = orjson.loads((tmp_path / "rollouts_aggregate_metrics.json").read_bytes())
+    assert metrics["agent_metrics"]["coverage/imputed"] == 1
+    assert metrics["agent_metrics"]["mean/reward"] == 0.75  # the http_500 rollout scored 0
+
+
+def test_a_custom_collection_driver_replaces_gyms(deployment, tmp_path):
+    running, _ = deployment
+    (tmp_path / "my_driver.py").write_text(
+        "from pathlib import Path\n\n"
+        "async def drive(config, global_config):\n"
+        "    Path(config.output_jsonl_fpath).write_text(config.input_jsonl_fpath + ' ' + global_config.my_tag)\n"
+        "\n"
+        "def not_async(config, global_config):\n"
+        "    pass\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])),
+    }
+    output = tmp_path / "out.txt"
+    source = write_rows(tmp_path / "tasks.jsonl", ticket_rows(1))
+
+    def collect(driver: str) -> subprocess.CompletedProcess:
+        command = gym_command(
+            "collect", f"++head_server.port={head_port(running)}", "-a", AGENT, "-i", str(source),
+            "-o", str(output), f"+rollout_collection_driver={driver}", "+my_tag=tagged",
+        )  # fmt: skip
+        return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=REPO_ROOT, env=env)
+
+    assert collect("my_driver:drive").returncode == 0
+    assert output.read_text() == f"{source} tagged"
+    for driver, problem in [
+        ("my_driver", "write it as 'module.path:function'"),
+        ("my_driver:missing", "my_driver has no missing"),
+        ("my_driver:not_async", "must be an async function"),
+    ]:
+        refused = collect(driver)
+        assert refused.returncode != 0 and problem in refused.stderr, refused.stderr
+        assert "Traceback" not in refused.stderr

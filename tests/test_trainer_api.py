@@ -183,6 +183,17 @@ def test_run_from_config_collects_into_files_and_returns_the_results(
     assert orjson.loads(line)["reward"] == 1.0
 
 
+def test_rows_a_spent_dispatch_budget_leaves_unstarted_come_back_as_drained_failures(
+    trainer: Trainer,
+) -> None:
+    example = {**TASK, "agent_ref": {"name": AGENT}}
+    outcomes = asyncio.run(
+        trainer.run_rollouts([example, example], dispatch_budget_s=0, drain_margin_s=60, max_resident_tasks=1)
+    )
+    assert [failure["_ng_failure_class"] for _, failure in outcomes] == ["cancelled", "cancelled"]
+    assert all("dispatch budget" in failure["error_message"] for _, failure in outcomes)
+
+
 def test_a_row_naming_no_agent_fails_the_batch_before_anything_runs(trainer: Trainer) -> None:
     rows = [{**TASK, "agent_ref": {"name": AGENT}}, {**TASK, "agent_ref": {"name": "no_such_agent"}}]
     with pytest.raises(ValueError, match="row 1: agent_ref 'no_such_agent'"):

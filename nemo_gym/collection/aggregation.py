@@ -17,9 +17,24 @@ from nemo_gym.collection.records import agent_name_of
 from nemo_gym.config.key_names import ENVIRONMENT_SERVER_STAMP_KEY_NAME
 from nemo_gym.config_types import AGENT_REF_KEY, AggregateMetrics
 from nemo_gym.http_client import raise_for_status
-from nemo_gym.jsonl import FAILURE_CLASS_KEY, write_atomically
+from nemo_gym.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, write_atomically
 from nemo_gym.reward_profile import failure_metrics
 from nemo_gym.server_utils import ServerClient
+
+# Why a rollout without a result was scored 0: its failure class, or "missing".
+IMPUTED_KEY = "_ng_imputed_zero"
+IMPUTED_METRIC = "coverage/imputed"
+
+
+def scored_as_zero(record: dict[str, Any], reason: str) -> dict[str, Any]:
+    """A rollout without a result as NeMo Gym 0.7's `count_*_as_zero` settings score it: reward 0."""
+    return {
+        AGENT_REF_KEY: record.get(AGENT_REF_KEY),
+        TASK_INDEX_KEY: record.get(TASK_INDEX_KEY),
+        ROLLOUT_INDEX_KEY: record.get(ROLLOUT_INDEX_KEY),
+        "reward": 0.0,
+        IMPUTED_KEY: reason,
+    }
 
 
 def stripped_for_aggregation(result: dict[str, Any]) -> dict[str, Any]:
@@ -40,10 +55,12 @@ async def aggregate_results(
     destination: Path,
 ) -> list[dict[str, Any]]:
     """One `/aggregate_metrics` per agent over its results and its unresolved failures (which the servers
-    count but keep out of the statistics), written to `destination`; each entry also names the environment
+    count but keep out of the statistics; those `scored_as_zero` enter them and are counted as
+    `coverage/imputed`), written to `destination`; each entry also names the environment
     server the agent's results came through (`_ng_environment_server`, as NeMo Gym 0.7's file does). The request bodies are assembled on
     disk, never as a list of parsed results."""
     failure_classes: dict[str, Counter[str]] = {}
+    imputed: Counter[str] = Counter()
     environment_servers: dict[str, str] = {}  # agent -> the environment server its results came through
     with tempfile.TemporaryDirectory(prefix="gym-aggregate-") as scratch:
         bodies: dict[str, Any] = {}
@@ -60,6 +77,7 @@ async def aggregate_results(
                 bodies[agent].write(orjson.dumps(stripped_for_aggregation(record)))
                 if FAILURE_CLASS_KEY in record:
                     failure_classes.setdefault(agent, Counter())[record[FAILURE_CLASS_KEY]] += 1
+                imputed[agent] += IMPUTED_KEY in record
         finally:
             for body in bodies.values():
                 body.write(b"]}")
@@ -77,6 +95,8 @@ async def aggregate_results(
                 metrics.agent_metrics.setdefault(key, value)
             if counts["num_failed_rollouts"]:
                 metrics.key_metrics.update(counts)
+            if imputed[agent]:
+                metrics.agent_metrics[IMPUTED_METRIC] = metrics.key_metrics[IMPUTED_METRIC] = imputed[agent]
             stamp = (
                 {ENVIRONMENT_SERVER_STAMP_KEY_NAME: environment_servers[agent]}
                 if agent in environment_servers

@@ -3,15 +3,19 @@ append each result or failure as it completes, aggregate, report."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 from omegaconf import DictConfig
 
-from nemo_gym.collection.aggregation import aggregate_results
+from nemo_gym.collection.aggregation import aggregate_results, scored_as_zero
 from nemo_gym.collection.config import RolloutCollectionConfig, settings_without_effect
+from nemo_gym.collection.dispatch_budget import DispatchBudget
 from nemo_gym.collection.ledger import CollectionLedger
 from nemo_gym.collection.materialize import materialize
 from nemo_gym.collection.paths import CollectionPaths, refuse_to_replace
@@ -23,7 +27,7 @@ from nemo_gym.collection.records import (
     max_rollout_attempts,
 )
 from nemo_gym.collection.routing import agent_for_task_source, agents_of
-from nemo_gym.collection.runner import RolloutRunner
+from nemo_gym.collection.runner import NOT_STARTED, RolloutRunner
 from nemo_gym.config.key_names import ATTEMPT_INDEX_KEY_NAME
 from nemo_gym.config_types import ConfigError
 from nemo_gym.global_config import command_settings, locate_data_file, parse_global_config_dict
@@ -89,12 +93,13 @@ class RolloutCollector:
                 ledger.unresolved_failures(),
                 [],
                 retryable=ledger.retryable_unresolved(max_attempts),
+                required=self._line_count(self.paths.materialized) if self.config.require_complete else None,
             )
             if not self.config.disable_aggregation:
                 try:
                     summary.aggregates = await aggregate_results(
                         (result for _, _, _, result in iter_jsonl(self.paths.output)),
-                        ledger.unresolved_failure_records(),
+                        self._unresolved_for_aggregation(ledger),
                         self.helper.server_client,
                         self.paths.aggregate_metrics,
                     )
@@ -122,6 +127,24 @@ class RolloutCollector:
             agent for _, _, _, row in iter_jsonl(self.paths.materialized) if (agent := agent_name_of(row))
         }
 
+    @staticmethod
+    def _line_count(path: Path) -> int:
+        with path.open("rb") as lines:
+            return sum(1 for _ in lines)
+
+    def _unresolved_for_aggregation(self, ledger: CollectionLedger) -> Iterator[dict[str, Any]]:
+        """The failure records, those of `count_failure_classes_as_zero` scored 0; and with
+        `count_missing_rollouts_as_zero` the rollouts never run, scored 0."""
+        zero_classes = set(self.config.count_failure_classes_as_zero)
+        for record in ledger.unresolved_failure_records():
+            failure_class = record[FAILURE_CLASS_KEY]
+            yield scored_as_zero(record, failure_class) if failure_class in zero_classes else record
+        if self.config.count_missing_rollouts_as_zero:
+            for _, _, _, row in iter_jsonl(self.paths.materialized):
+                key = rollout_key(row)
+                if not ledger.is_done(key) and not ledger.failed_attempts(key)[0]:
+                    yield scored_as_zero(row, "missing")
+
     def _runnable(self, ledger: CollectionLedger, max_attempts: int) -> Iterator[dict[str, Any]]:
         for _, _, _, row in iter_jsonl(self.paths.materialized):
             key = rollout_key(row)
@@ -138,12 +161,17 @@ class RolloutCollector:
         progress = CollectionProgress(total=total)
         results = LineAppender(self.paths.output)
         failures = LineAppender(self.paths.failures)
+        budget = DispatchBudget(self.config.dispatch_budget_s, self.config.drain_margin_s)
         try:
             rows = self._runnable(ledger, max_attempts)
             attempt_of = lambda row: ledger.failed_attempts(rollout_key(row))[0] + 1  # noqa: E731
-            async for row, result in self.helper.run_rows(rows, attempt_of):
+            async for row, result in self.helper.run_rows(
+                rows, attempt_of, budget if budget.limited else None
+            ):
                 key = rollout_key(row)
-                if FAILURE_CLASS_KEY in result:
+                if result is NOT_STARTED:
+                    progress.not_started += 1
+                elif FAILURE_CLASS_KEY in result:
                     failures.append(result)
                     ledger.record_failure(
                         key,
@@ -153,7 +181,8 @@ class RolloutCollector:
                     )
                 elif ledger.mark_done(key) and not result.get(NO_PERSIST_KEY):
                     results.append(result)
-                progress.add(result)
+                if result is not NOT_STARTED:
+                    progress.add(result)
                 if progress.finished % 1000 == 0:
                     ledger.commit()
         finally:
@@ -167,10 +196,34 @@ async def collect_rollouts(overrides: list[str], server_client: ServerClient | N
     """`gym collect`: the exit code is 0 when every rollout has a result and aggregation succeeded.
     `server_client` reaches the deployment (default: the one whose head server the config names)."""
     cfg = parse_global_config_dict(overrides)
-    summary = await run_collection(command_settings(RolloutCollectionConfig, cfg), cfg, server_client)
+    config = command_settings(RolloutCollectionConfig, cfg)
+    if config.rollout_collection_driver:
+        await custom_driver(config.rollout_collection_driver)(config, cfg)
+        return 0
+    summary = await run_collection(config, cfg, server_client)
     for line in summary.lines():
         print(line)
     return summary.exit_code
+
+
+def custom_driver(spec: str) -> Callable[[RolloutCollectionConfig, DictConfig], Awaitable[Any]]:
+    """The coroutine function `rollout_collection_driver` names as `module.path:function`."""
+    module_name, colon, name = spec.partition(":")
+    if not (colon and module_name and name):
+        raise ConfigError(f"rollout_collection_driver={spec!r}: write it as 'module.path:function'")
+    try:
+        driver = getattr(importlib.import_module(module_name), name)
+    except ImportError as error:
+        raise ConfigError(
+            f"rollout_collection_driver={spec!r}: cannot import {module_name} ({error})"
+        ) from None
+    except AttributeError:
+        raise ConfigError(f"rollout_collection_driver={spec!r}: {module_name} has no {name}") from None
+    if not inspect.iscoroutinefunction(driver):
+        raise ConfigError(
+            f"rollout_collection_driver={spec!r}: must be an async function (config, global config)"
+        )
+    return driver
 
 
 async def run_collection(

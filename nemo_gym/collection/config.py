@@ -58,6 +58,32 @@ class RolloutCollectionConfig(BaseNeMoGymCLIConfig):
         default=None, description="{taskset: environment server} for materialized rows"
     )
     disable_aggregation: bool = Field(default=False, description="skip /aggregate_metrics")
+    dispatch_budget_s: float | None = Field(
+        default=None,
+        ge=0,
+        description="start no rollout later than this after the first (resume runs the rest)",
+    )
+    drain_margin_s: float | None = Field(
+        default=None,
+        ge=0,
+        description="time a rollout needs, kept free at the budget's end (default adaptive)",
+    )
+    require_complete: bool = Field(
+        default=False,
+        description="exit 1 with EVAL FAILED: <completed>/<expected> unless every rollout has a result",
+    )
+    count_failure_classes_as_zero: list[str] = Field(
+        default_factory=list,
+        description="failure classes scored as reward 0 in the metrics (coverage/imputed)",
+    )
+    count_missing_rollouts_as_zero: bool = Field(
+        default=False,
+        description="rollouts never run are scored as reward 0 in the metrics (coverage/imputed)",
+    )
+    rollout_collection_driver: str | None = Field(
+        default=None,
+        description="'module:function' awaited as (config, global config) instead of Gym's driver",
+    )
     upload_rollouts_to_wandb: bool = Field(default=True, description="with W&B configured: a rollouts table")
     upload_rollouts: bool | None = Field(
         default=None, description="NeMo Gym 0.7's name of upload_rollouts_to_wandb (wins when set)"
@@ -97,13 +123,9 @@ class RolloutCollectionConfig(BaseNeMoGymCLIConfig):
 
 # NeMo Gym 0.7 collection settings that change nothing here, and why: a run that sets one is told so.
 WITHOUT_EFFECT = {
-    "count_failure_classes_as_zero": "failed rollouts are counted apart (num_failed_rollouts/<class>), never as 0",
-    "count_missing_rollouts_as_zero": "a missing rollout is reported as missing, never scored",
-    "rollout_collection_driver": "collection has one driver; call RolloutCollectionHelper from Python instead",
-    "dispatch_budget_s": "give it to RolloutCollectionHelper.run_examples; gym collect runs every row",
-    "drain_margin_s": "give it to RolloutCollectionHelper.run_examples; gym collect runs every row",
     "dispatch_longest_first": "a resumed collection runs the missing rollouts in file order",
-    "retry_terminal_timeouts": "a resumed collection retries every unfinished rollout within its attempts",
+    "retry_terminal_timeouts": "a timeout is never terminal here: a resumed collection retries it within "
+    "NEMO_GYM_MAX_ROLLOUT_ATTEMPTS",
     "retry_invalid_judge_responses": "judge failures are results (judge_failure); rescore them with "
     "gym eval reverify --judge-failed-only",
     "skills": "skills_ref stamping is not supported",

@@ -27,6 +27,7 @@ class CollectionProgress:
     succeeded: int = 0
     reward_sum: float = 0.0
     failures: Counter[str] = field(default_factory=Counter)
+    not_started: int = 0  # rows the dispatch budget did not let start
     _bar: Any = None
     _next_milestone: int = 0
 
@@ -88,11 +89,21 @@ class CollectionSummary:
     aggregation_error: str | None = None
     # Of the unresolved failures, how many a resume would run again (the others failed for good).
     retryable: int = 0
+    # With `require_complete`: the rollouts the collection has in all; fewer results fail the run.
+    required: int | None = None
+
+    @property
+    def completed(self) -> int:
+        return self.already_done + self.progress.succeeded
+
+    @property
+    def incomplete(self) -> bool:
+        return self.required is not None and self.completed < self.required
 
     @property
     def exit_code(self) -> int:
         failed = any(sum(classes.values()) for classes in self.unresolved_failures.values())
-        return 1 if failed or self.aggregation_error else 0
+        return 1 if failed or self.incomplete or self.aggregation_error else 0
 
     def lines(self) -> list[str]:
         progress = self.progress
@@ -118,6 +129,13 @@ class CollectionSummary:
                 else "; none would succeed on a retry (see the failures file)"
             )
             lines.append(f"{unresolved} rollout(s) have no result{advice}")
+        if progress.not_started:
+            lines.append(
+                f"{progress.not_started} rollout(s) not started: the dispatch budget ran out; rerun with "
+                "+resume_from_cache=true to run them"
+            )
+        if self.incomplete:
+            lines.append(f"EVAL FAILED: {self.completed}/{self.required} rollouts completed")
         lines.append(f"Results: {self.paths.output}")
         lines.append(f"Failures: {self.paths.failures}")
         lines.append(f"Materialized inputs: {self.paths.materialized}")

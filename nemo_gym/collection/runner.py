@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from typing import Any
 
@@ -12,6 +13,7 @@ import aiohttp
 import orjson
 
 from nemo_gym.collection.config import DEFAULT_MAX_IN_FLIGHT
+from nemo_gym.collection.dispatch_budget import DispatchBudget
 from nemo_gym.collection.environments import (
     ENVIRONMENT_SERVER_FAILURE_CLASS,
     EnvironmentRouter,
@@ -39,6 +41,8 @@ from nemo_gym.server_utils import ServerClient
 # The agent's own rollout deadline defaults to the global HTTP deadline; the collector waits a little
 # longer, so the agent's structured 504 arrives before the collector gives up on its own.
 COLLECTOR_DEADLINE_MARGIN_S = 30.0
+# The result of a row the dispatch budget did not let start: nothing is written for it.
+NOT_STARTED: dict[str, Any] = {"_ng_not_started": True}
 
 
 class RolloutRunner:
@@ -129,13 +133,22 @@ class RolloutRunner:
         self,
         rows: Iterable[dict[str, Any]] | AsyncIterable[dict[str, Any]],
         attempt_of: Callable[[dict[str, Any]], int] | None = None,
+        budget: DispatchBudget | None = None,
     ) -> AsyncIterator[tuple[dict[str, Any], dict[str, Any]]]:
         """`(row, result)` in completion order. Rows are pulled only as slots free up, so `rows` may be a
         lazy iterator over any number of rows; stopping the iteration cancels what is in flight.
-        `attempt_of(row)` numbers the attempt recorded in a failure (default 1)."""
+        `attempt_of(row)` numbers the attempt recorded in a failure (default 1). A row the `budget` no
+        longer lets start gives `NOT_STARTED` as its result."""
 
         async def run(row: dict[str, Any]) -> dict[str, Any]:
-            return await self.run_one(row, attempt_of(row) if attempt_of else 1)
+            if budget is None:
+                return await self.run_one(row, attempt_of(row) if attempt_of else 1)
+            if not budget.may_start():
+                return NOT_STARTED
+            started = time.monotonic()
+            result = await self.run_one(row, attempt_of(row) if attempt_of else 1)
+            budget.finished(time.monotonic() - started)
+            return result
 
         async with contextlib.aclosing(completed_in_any_order(rows, run, self.max_in_flight)) as pairs:
             async for pair in pairs:

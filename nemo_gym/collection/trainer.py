@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 
 from nemo_gym.collection.collector import run_collection
 from nemo_gym.collection.config import RolloutCollectionConfig
+from nemo_gym.collection.dispatch_budget import DispatchBudget
 from nemo_gym.collection.environments import EnvironmentRouter, EpisodeFailedError, RunTarget
 from nemo_gym.collection.records import DEFAULT_MAX_ATTEMPTS, NO_PERSIST_KEY
 from nemo_gym.collection.routing import preprocessed_rows, resolve_agent_refs
@@ -133,7 +134,8 @@ class RolloutCollectionHelper(BaseModel):
         """One awaitable per row, each giving the next `(row, result)` to complete. Rows are started in
         the given order once the iterator is first advanced (inside the caller's event loop); at most
         `max_resident_tasks` run at once when set. With `dispatch_budget_s`, rows not started within the
-        budget (less `drain_margin_s`) are not run: their awaitables give a `cancelled` failure row.
+        budget (less `drain_margin_s`, by default adaptive: see `nemo_gym.collection.dispatch_budget`) are not
+        run: their awaitables give a `cancelled` failure row.
         Every row is given its agent and environment server first (`resolve_task_sources`): one
         unroutable row fails the batch. `environment_server_name` sends every row to that environment
         server."""
@@ -155,7 +157,7 @@ class RolloutCollectionHelper(BaseModel):
                 server_client, router, targets[id(row)], row, semaphore, deadline_s, route_failures_to_sidecar
             ),
             max_resident_tasks,
-            None if dispatch_budget_s is None else max(0.0, dispatch_budget_s - (drain_margin_s or 0.0)),
+            DispatchBudget(dispatch_budget_s, drain_margin_s),
         )
         return iter(dispatcher)
 
@@ -249,17 +251,16 @@ class _Dispatcher:
         rows: list[dict[str, Any]],
         run: Callable[[dict[str, Any]], Awaitable[Outcome]],
         max_resident: int | None,
-        dispatch_window_s: float | None,
+        budget: DispatchBudget,
     ) -> None:
         if max_resident is not None and max_resident < 1:
             raise ValueError(f"max_resident_tasks must be at least 1, got {max_resident}")
         self._rows = rows
         self._run = run
         self._max_resident = max_resident or len(rows) or 1
-        self._dispatch_window_s = dispatch_window_s
+        self._budget = budget
         self._pending = iter(rows)
         self._done: asyncio.Queue[tuple[Outcome | None, BaseException | None]] | None = None
-        self._started_at = 0.0
         self.tasks: set[asyncio.Task[None]] = set()
 
     def __iter__(self) -> Iterator[Awaitable[Outcome]]:
@@ -269,7 +270,6 @@ class _Dispatcher:
     async def _next_outcome(self) -> Outcome:
         if self._done is None:
             self._done = asyncio.Queue()
-            self._started_at = time.monotonic()
             self._start_more()
         outcome, error = await self._done.get()
         if error is not None:
@@ -283,10 +283,7 @@ class _Dispatcher:
             row = next(self._pending, None)
             if row is None:
                 return
-            if (
-                self._dispatch_window_s is not None
-                and time.monotonic() - self._started_at > self._dispatch_window_s
-            ):
+            if not self._budget.may_start():
                 self._done.put_nowait(((row, _drained_row(row)), None))
                 continue
             self.tasks.add(asyncio.get_running_loop().create_task(self._settle(row)))
@@ -294,8 +291,10 @@ class _Dispatcher:
     async def _settle(self, row: dict[str, Any]) -> None:
         """Run one row, queue its outcome, and start the next row in the freed slot."""
         assert self._done is not None
+        started = time.monotonic()
         try:
             self._done.put_nowait((await self._run(row), None))
+            self._budget.finished(time.monotonic() - started)
         except Exception as error:
             self._done.put_nowait((None, error))
         finally:
