@@ -51,9 +51,14 @@ NEMO_GYM_04_COMMANDS = [
     "list benchmarks", "list environments", "list agents",
     "dataset collate", "dataset upload", "dataset download", "dataset rm",
 ]  # fmt: skip
+# The commands NeMo Gym 0.7 added that Gym has (README "The gym command").
+NEMO_GYM_07_COMMANDS = [
+    "list models", "list resources-servers", "search", "dataset migrate", "dataset render",
+    "env schema", "env packages", "env prefetch", "env publish", "eval reverify", "dev test",
+]  # fmt: skip
 
 
-@pytest.mark.parametrize("command", NEMO_GYM_04_COMMANDS)
+@pytest.mark.parametrize("command", NEMO_GYM_04_COMMANDS + NEMO_GYM_07_COMMANDS)
 def test_every_nemo_gym_command_exists_with_a_full_help(command, empty_env):
     result = run(*command.split(), "-h", cwd=empty_env)
     assert result.returncode == 0, result.stderr

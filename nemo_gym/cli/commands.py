@@ -209,24 +209,35 @@ def search(invocation: Invocation) -> int:
 
 
 def _print_assets(what: str, assets: list[Any], invocation: Invocation) -> int:
-    from nemo_gym.text_tables import format_table
-
     if invocation.options.get("json"):
         print(json.dumps([asset.as_json() for asset in assets], indent=2))
     elif not assets:
         print(f"No {what} found.")
     else:
-        rows = [("NAME", "CONFIGS", "DESCRIPTION")]
-        rows += [
-            (
-                asset.name,
-                ",".join(asset.configs),
-                textwrap.shorten(asset.description, 80, placeholder=" ...", break_on_hyphens=False),
-            )
-            for asset in assets
-        ]
-        print(format_table(rows))
+        print(asset_table(assets))
     return 0
+
+
+def asset_table(assets: list[Any]) -> str:
+    """The table `gym list` prints (`gym env publish` shows a folder's row of it)."""
+    from nemo_gym.text_tables import format_table
+
+    rows = [("NAME", "CONFIGS", "DESCRIPTION")]
+    rows += [
+        (
+            asset.name,
+            ",".join(asset.configs),
+            textwrap.shorten(asset.description, 80, placeholder=" ...", break_on_hyphens=False),
+        )
+        for asset in assets
+    ]
+    return format_table(rows)
+
+
+def publish(invocation: Invocation) -> int:
+    from nemo_gym.cli.env_publish import run_publish
+
+    return run_publish(invocation)
 
 
 def settings_help(model_path: str) -> Callable[[Sequence[str]], str]:

@@ -120,6 +120,14 @@ PREFETCH = Command(
     lambda invocation: _from("env_tools", "prefetch")(invocation),
     DEPLOYMENT_FLAGS,
 )
+PUBLISH = Command(
+    "env publish",
+    "Check offline that a server folder is ready for the catalog, and show how the catalog finds it.",
+    commands.publish,
+    (JSON_FLAG, SEARCH_DIR),
+    positional=("name", "the server folder's name (without it: every folder under the --search-dir roots)"),
+    more_flags=lambda: _from("env_publish", "PUBLISH_FLAGS"),
+)
 DEV_TEST = Command(
     "dev test",
     "Run Gym's own test suite (make test without the lint).",
@@ -260,6 +268,7 @@ TREE: Tree = {
         "schema": SCHEMA,
         "packages": PACKAGES,
         "prefetch": PREFETCH,
+        "publish": PUBLISH,
     },
     "dev": {"test": DEV_TEST},
     "eval": {

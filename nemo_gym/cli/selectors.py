@@ -34,9 +34,14 @@ LISTED_KINDS = {
 }
 
 
+def default_roots() -> list[Path]:
+    """The roots every command searches without --search-dir or NEMO_GYM_EXTRA_ROOTS."""
+    return [Path.cwd(), PARENT_DIR]
+
+
 def search_roots(search_dirs: Sequence[str | Path] = ()) -> list[Path]:
     """The folders names are looked up in, first match first, each once."""
-    roots = [Path.cwd(), PARENT_DIR, *(Path(folder).expanduser() for folder in search_dirs), *extra_roots()]
+    roots = [*default_roots(), *(Path(folder).expanduser() for folder in search_dirs), *extra_roots()]
     return list({root.resolve(): root for root in roots}.values())
 
 
@@ -119,11 +124,14 @@ def matching(assets: list[Asset], query: str) -> list[Asset]:
 
 
 def _description(folder: Path) -> str:
-    """The first sentence-like line of the folder's README (no heading, no badge, no code fence)."""
     readme = folder / "README.md"
-    if not readme.is_file():
-        return ""
-    for line in readme.read_text(errors="replace").splitlines():
+    return readme_description(readme.read_text(errors="replace")) if readme.is_file() else ""
+
+
+def readme_description(text: str) -> str:
+    """The first sentence-like line of a README (no heading, no badge, no code fence): what the catalog
+    shows for the folder."""
+    for line in text.splitlines():
         text = line.strip()
         if text and not text.startswith(("#", "!", "[", "```", "|", "<")):
             return text
