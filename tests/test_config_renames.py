@@ -7,13 +7,15 @@ import logging
 from pathlib import Path
 
 import pytest
-import yaml
 
 from nemo_gym.config.renames import AmbiguousAgentRenameError
 from nemo_gym.config_types import ConfigPathNotFoundError
 from nemo_gym.global_config import get_first_server_config_dict, parse_global_config_dict
+from tests import test_global_config
+from tests.test_global_config import write
 
 MODEL = {"responses_api_models": {"vllm_model": {"entrypoint": "app.py", "base_url": "x", "model": "m"}}}
+workdir = test_global_config.workdir  # the fixture: a current directory beside a stand-in install root
 RESOURCES = {"resources_servers": {"example_single_tool_call": {"entrypoint": "app.py", "domain": "agent"}}}
 
 
@@ -41,21 +43,8 @@ def _episode_server(agent_name: str) -> dict:
     }
 
 
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    (tmp_path / "cwd").mkdir()
-    (tmp_path / "root").mkdir()
-    return tmp_path / "cwd"
-
-
-def _write(path: Path, content: dict) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(content, sort_keys=False))
-    return path
-
-
 def _parse(workdir: Path, config: dict, *overrides: str):
-    _write(workdir / "c.yaml", {"policy_model": MODEL, "weather": RESOURCES, **config})
+    write(workdir / "c.yaml", {"policy_model": MODEL, "weather": RESOURCES, **config})
     listed = [token for token in overrides if token.startswith("+config_paths=")] or [
         "+config_paths=[c.yaml]"
     ]
@@ -128,7 +117,7 @@ def test_an_agent_still_named_the_old_way_is_left_alone(workdir: Path) -> None:
 def test_a_moved_config_file_loads_from_its_new_path_with_a_warning(
     workdir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    _write(workdir.parent / "root/responses_api_agents/tau2/configs/tau2.yaml", {"from_new_path": True})
+    write(workdir.parent / "root/responses_api_agents/tau2/configs/tau2.yaml", {"from_new_path": True})
     with caplog.at_level(logging.WARNING):
         cfg = _parse(workdir, {}, "+config_paths=[c.yaml,responses_api_agents/tau2/configs/tau2_agent.yaml]")
     assert cfg.from_new_path is True
@@ -146,9 +135,9 @@ def test_extra_roots_are_searched_for_config_paths_and_env_yaml_first(
     workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     extra = tmp_path / "extra"
-    _write(extra / "configs/shared.yaml", {"origin": "extra"})
-    _write(workdir / "configs/shared.yaml", {"origin": "cwd"})
-    _write(extra / "env.yaml", {"policy_model_name": "from-extra"})
+    write(extra / "configs/shared.yaml", {"origin": "extra"})
+    write(workdir / "configs/shared.yaml", {"origin": "cwd"})
+    write(extra / "env.yaml", {"policy_model_name": "from-extra"})
     monkeypatch.setenv("NEMO_GYM_EXTRA_ROOTS", str(extra))
     cfg = _parse(workdir, {}, "+config_paths=[c.yaml,configs/shared.yaml]")
     assert (cfg.origin, cfg.policy_model_name) == ("extra", "from-extra")
