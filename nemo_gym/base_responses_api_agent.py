@@ -28,8 +28,8 @@ class BaseResponsesAPIAgentConfig(BaseRunServerInstanceConfig):
     skip_verification_reward: float = Field(default=0.0, description="the reward of a rollout not verified")
     token_id_capture: bool = Field(
         default=False,
-        description="NeMo Gym 0.7's opt-in to its token_id_capture block, which Gym does not implement: "
-        "training token ids come from the model server (return_token_id_information)",
+        description="opt this agent's rollouts into the top-level token_id_capture block (when enabled, "
+        "its environment server asks the model servers to record each model call's token ids)",
     )
 
 

@@ -18,8 +18,9 @@ env.yaml < programmatic dict < command line):
    and check the pairings resources servers allow (`nemo_gym.config.agent_composition`); route 0.7's
    renamed reasoning-gym agents' old names to them (`nemo_gym.config.renames`); warn about a
    top-level key that nearly spells a setting (`num_repeat`: did you mean `num_repeats`?); copy the
-   top-level `skip_verification(_reward)` into the agents and check the `token_id_capture` block;
-5. fail if a `???` is left, listing every unset path;
+   top-level `skip_verification(_reward)` into the agents;
+5. fail if a `???` is left, listing every unset path; check the `token_id_capture` block and, when it is
+   enabled, write its directory into it as an absolute path;
 6. refuse a block that looks like a server instance but does not validate as one (a warning instead
    with `error_on_almost_servers: false`), discover the server instances, and check that every server
    reference between them names an existing instance of the right type;
@@ -109,6 +110,7 @@ from nemo_gym.config.sources import (
 from nemo_gym.config.sources import ENV_YAML_FILENAME as ENV_YAML_FILENAME
 from nemo_gym.config.sources import install_root as install_root
 from nemo_gym.config.sources import load_yaml_file as load_yaml_file
+from nemo_gym.config.token_id_capture import complete_token_id_capture
 from nemo_gym.config.top_level_keys import misspelt_keys
 from nemo_gym.defaults import DEFAULT_HEAD_SERVER_PORT as DEFAULT_HEAD_SERVER_PORT
 from nemo_gym.defaults import DEFAULT_HOST as DEFAULT_HOST
@@ -171,6 +173,7 @@ def parse_global_config_dict(
     misspelt_keys(tree)
     raise_if_missing_values(tree)
     cfg = OmegaConf.create(tree)
+    complete_token_id_capture(cfg, cwd)
     settings = deployment_settings(cfg)
     instances = checked_server_instances(cfg, settings.knobs.error_on_almost_servers)
     check_agents_have_environment_servers(cfg, instances)

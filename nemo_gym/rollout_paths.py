@@ -32,21 +32,29 @@ class RolloutPrefixMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith(_PREFIX):
-            key, slash, rest = scope["path"][len(_PREFIX) :].partition("/")
-            if slash and _KEY.match(key):
-                capture = rest.startswith(_CAPTURE)
-                path = "/" + (rest[len(_CAPTURE) :] if capture else rest)
-                state = {**scope.get("state", {}), ROLLOUT_KEY_STATE: key, TOKEN_CAPTURE_STATE: capture}
-                token = _current.set((key, capture))
-                try:
-                    await self.app(
-                        {**scope, "path": path, "raw_path": path.encode(), "state": state}, receive, send
-                    )
-                finally:
-                    _current.reset(token)
-                return
-        await self.app(scope, receive, send)
+        split = split_rollout_path(scope["path"]) if scope["type"] == "http" else None
+        if split is None:
+            await self.app(scope, receive, send)
+            return
+        key, capture, path = split
+        state = {**scope.get("state", {}), ROLLOUT_KEY_STATE: key, TOKEN_CAPTURE_STATE: capture}
+        token = _current.set((key, capture))
+        try:
+            await self.app({**scope, "path": path, "raw_path": path.encode(), "state": state}, receive, send)
+        finally:
+            _current.reset(token)
+
+
+def split_rollout_path(path: str) -> tuple[str, bool, str] | None:
+    """(rollout key, training-token capture asked, the path under the prefix) of a prefixed path; None for
+    a path without a valid prefix."""
+    if not path.startswith(_PREFIX):
+        return None
+    key, slash, rest = path[len(_PREFIX) :].partition("/")
+    if not slash or not _KEY.match(key):
+        return None
+    capture = rest.startswith(_CAPTURE)
+    return key, capture, "/" + (rest[len(_CAPTURE) :] if capture else rest)
 
 
 def rollout_key_of(request: Request) -> str | None:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
-from pydantic import ValidationError
+from fastapi import FastAPI
+from pydantic import PrivateAttr, ValidationError
 
 from nemo_gym.base_environment_server import (
     BaseEnvironmentServer,
@@ -23,6 +24,7 @@ from nemo_gym.base_environment_server import (
     CleanupContext,
     HandledEpisodeError,
 )
+from nemo_gym.config.token_id_capture import agent_token_capture
 from nemo_gym.config_types import AgentServerRef, AggregateMetricsRequest, ResourcesServerRef
 from nemo_gym.errors import GymError
 from nemo_gym.http_client import HTTPStatusError, RequestFailedError, checked_json, raise_for_status
@@ -59,6 +61,20 @@ class SingleAgentTurnEnvironmentServer(BaseEnvironmentServer):
     config: SingleAgentTurnEnvironmentServerConfig
     request_model = SingleAgentTurnRequest
     response_model = SingleAgentTurnResponse
+
+    # Whether the agent's turn is called under `/training-token-capture`, so its model calls are recorded.
+    _token_capture: bool = PrivateAttr(default=False)
+
+    def setup_webserver(self) -> FastAPI:
+        """Read once whether the deployment's `token_id_capture` covers this agent (a bad block fails the start)."""
+        self._token_capture = agent_token_capture(
+            self.server_client.global_config_dict, self.config.agent_server.name
+        )
+        return super().setup_webserver()
+
+    @property
+    def token_capture(self) -> bool:
+        return self._token_capture
 
     async def aggregate_metrics(self, body: AggregateMetricsRequest) -> Any:
         """Metrics are the resources server's: the request is forwarded to it."""
@@ -207,9 +223,12 @@ class _Episode:
 
     async def _agent_turn(self) -> NeMoGymResponse:
         params = self.request.task.task_input.responses_create_params
+        prefix = rollout_path_prefix(
+            self.request.episode_id.capture_key, token_capture=self.server.token_capture
+        )
         answer = await self.client.post(
             self.agent,
-            f"{rollout_path_prefix(self.request.episode_id.capture_key)}/v1/responses",
+            f"{prefix}/v1/responses",
             json=params.model_dump(mode="json", exclude_unset=True),
             cookies=self.agent_cookies,
         )

@@ -927,5 +927,30 @@ def test_the_token_id_capture_block_is_checked_key_by_key(workdir: Path, caplog)
     with pytest.raises(ConfigError, match="token_id_capture: .*enabeld"):
         parse(workdir, "++token_id_capture.enabeld=true")
     with caplog.at_level(logging.WARNING, logger="nemo_gym.global_config"):
-        parse(workdir, "++token_id_capture.enabled=true", "++token_id_capture.all_agents=true")
-    assert "does not capture training tokens through this block" in caplog.text
+        cfg = parse(workdir, "++token_id_capture.enabled=false", "++token_id_capture.sink=my.Sink")
+    assert "token_id_capture: sink has no effect in Gym" in caplog.text
+    assert "dir" not in cfg.token_id_capture
+
+
+def test_token_id_capture_gets_an_absolute_directory_at_parse(workdir: Path, caplog) -> None:
+    on = "++token_id_capture.enabled=true"
+    with caplog.at_level(logging.WARNING, logger="nemo_gym.global_config"):
+        defaulted = parse(workdir, on, "++token_id_capture.all_agents=true")
+    assert defaulted.token_id_capture.dir == str(workdir.resolve() / "token_id_capture")
+    assert defaulted.token_id_capture.all_agents is True
+    assert f"training tokens are recorded under {workdir.resolve() / 'token_id_capture'}" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="nemo_gym.global_config"):
+        given = [
+            parse(workdir, on, "++results_dir=out").token_id_capture.dir,
+            parse(workdir, on, "++model_call_capture_dir=calls").token_id_capture.dir,
+            parse(
+                workdir, on, "++model_call_capture_dir=calls", "++token_id_capture.dir=tokens"
+            ).token_id_capture.dir,
+        ]
+    assert given == [
+        str(workdir.resolve() / "out" / "token_id_capture"),
+        str(workdir.resolve() / "calls"),
+        str(workdir.resolve() / "tokens"),
+    ]
+    assert caplog.text.count("training tokens are recorded under") == 1  # the results_dir default only
