@@ -54,11 +54,6 @@ from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel, ConfigDict
 
 from nemo_gym.config.agent_composition import compose_unbound_agent
-from nemo_gym.config.renames import (
-    apply_legacy_agent_aliases,
-    repoint_moved_agents,
-    top_level_agent_copies,
-)
 from nemo_gym.config.deployment import deployment_settings
 from nemo_gym.config.deployment import http_client_settings as http_client_settings
 from nemo_gym.config.directives import COPY_KEY as COPY_KEY
@@ -94,6 +89,11 @@ from nemo_gym.config.overrides import displayed_override as displayed_override
 from nemo_gym.config.overrides import parse_overrides
 from nemo_gym.config.ports import PortReserver as PortReserver
 from nemo_gym.config.ports import assign_addresses, can_bind
+from nemo_gym.config.renames import (
+    apply_legacy_agent_aliases,
+    repoint_moved_agents,
+    top_level_agent_copies,
+)
 from nemo_gym.config.settings import SettingsT as SettingsT
 from nemo_gym.config.settings import command_settings as command_settings
 from nemo_gym.config.settings import locate_data_file as locate_data_file
