@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from fastapi import Body as Body
-from fastapi import FastAPI, Request, Response
-from pydantic import Field
+from fastapi import Depends, FastAPI, Request, Response
+from pydantic import Field, PrivateAttr
 
 from nemo_gym.agent_sessions import AGENT_SESSION_COOKIE_KEY as AGENT_SESSION_COOKIE_KEY
+from nemo_gym.config.token_id_capture import agent_token_capture
 from nemo_gym.config_types import AggregateMetrics as AggregateMetrics
 from nemo_gym.config_types import AggregateMetricsRequest as AggregateMetricsRequest
 from nemo_gym.config_types import BaseRunServerInstanceConfig
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.reward_profile import AggregateMetricsMixin
+from nemo_gym.rollout_paths import capture_key_of_run, enter_rollout, rollout_key_of
 from nemo_gym.server_utils import SimpleServer, new_app
 from nemo_gym.wire.rows import BaseRunRequest as BaseRunRequest
 from nemo_gym.wire.rows import BaseVerifyResponse as BaseVerifyResponse
@@ -36,15 +38,31 @@ class BaseResponsesAPIAgentConfig(BaseRunServerInstanceConfig):
 class SimpleResponsesAPIAgent(AggregateMetricsMixin, SimpleServer):
     config: BaseResponsesAPIAgentConfig
 
+    # Whether the deployment's `token_id_capture` covers this agent's rollouts.
+    _token_capture: bool = PrivateAttr(default=False)
+
     def setup_webserver(self) -> FastAPI:
+        self._token_capture = agent_token_capture(self.server_client.global_config_dict, self.config.name)
         app = new_app()
         self.setup_session_middleware(app)
         app.post("/v1/responses")(self.responses)
-        app.post("/run")(self.run)
+        app.post("/run", dependencies=[Depends(self._captured_without_prefix)])(self.run)
         app.post("/v1/agent_sessions")(self.seed_agent_session)
         app.post("/v1/agent_sessions/close")(self.close_agent_session)
         app.post("/aggregate_metrics")(self.aggregate_metrics)
         return app
+
+    async def _captured_without_prefix(self, request: Request) -> None:
+        """A captured agent's `/run` called without a rollout prefix (a 0.4-style collector or trainer, a
+        legacy_agent relay) records its model calls under the key the body names, as under a prefix."""
+        if not self._token_capture or rollout_key_of(request) is not None:
+            return
+        try:
+            key = capture_key_of_run(await request.json())
+        except ValueError:
+            return  # not JSON: the route's own validation answers
+        if key is not None:
+            enter_rollout(key, token_capture=True)
 
     async def responses(
         self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming

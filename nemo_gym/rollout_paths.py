@@ -4,19 +4,25 @@ Every Gym server takes such a call as a call of `<path>`: the middleware strips 
 and keeps the key (and whether training-token capture was asked) on the request, where
 `rollout_key_of(request)` reads it, and in the context of the call's handling, so that calls made while
 handling it can carry it on (`with_current_rollout_prefix`: an agent's model calls). A prefix whose key is not a valid
-rollout key is left alone (a 404).
+rollout key is left alone (a 404). An agent whose rollouts are captured and whose `/run` came without a
+prefix takes the key from the body (`capture_key_of_run`, `enter_rollout`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from contextvars import ContextVar
+from typing import Any
 
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from nemo_gym.config.key_names import ATTEMPT_INDEX_KEY_NAME, ROLLOUT_ID_KEY_NAME
 from nemo_gym.config.server_refs import ROLLOUT_PATH_PREFIX, TOKEN_CAPTURE_PATH_SEGMENT
-from nemo_gym.wire.sessions import ROLLOUT_ID_PATTERN
+from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
+from nemo_gym.wire.sessions import ROLLOUT_ID_PATTERN, EpisodeId
 
 _PREFIX = f"/{ROLLOUT_PATH_PREFIX}/"
 _CAPTURE = f"{TOKEN_CAPTURE_PATH_SEGMENT}/"
@@ -55,6 +61,35 @@ def split_rollout_path(path: str) -> tuple[str, bool, str] | None:
         return None
     capture = rest.startswith(_CAPTURE)
     return key, capture, "/" + (rest[len(_CAPTURE) :] if capture else rest)
+
+
+def episode_id_of(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The episode a run row stands for: its explicit `_ng_rollout_id`, else `<task index>-<rollout index>`,
+    and its attempt (NeMo Gym 0.7's identity of a rollout)."""
+    rollout_id = row.get(ROLLOUT_ID_KEY_NAME) or f"{row.get(TASK_INDEX_KEY)}-{row.get(ROLLOUT_INDEX_KEY)}"
+    return {"rollout_id": str(rollout_id), "attempt": int(row.get(ATTEMPT_INDEX_KEY_NAME) or 0)}
+
+
+def capture_key_of_run(body: Any) -> str | None:
+    """The capture key of a `/run` body that came without a rollout prefix, or None when the body names no
+    rollout (no `_ng_rollout_id` and no task and rollout indices)."""
+    if not isinstance(body, Mapping):
+        return None
+    named = body.get(ROLLOUT_ID_KEY_NAME) is not None or all(
+        isinstance(body.get(key), int) for key in (TASK_INDEX_KEY, ROLLOUT_INDEX_KEY)
+    )
+    if not named:
+        return None
+    try:
+        return EpisodeId.model_validate(episode_id_of(body)).capture_key
+    except (ValidationError, ValueError, TypeError):
+        return None
+
+
+def enter_rollout(key: str, *, token_capture: bool) -> None:
+    """Carry rollout `key` (and whether to capture) on the calls the current request's handling makes, as
+    if the request had come under its prefix."""
+    _current.set((key, token_capture))
 
 
 def rollout_key_of(request: Request) -> str | None:

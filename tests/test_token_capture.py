@@ -199,6 +199,31 @@ async def test_an_opted_in_agent_s_model_calls_are_recorded_with_the_upstream_s_
     assert [output["type"] for output in lines[0]["outputs"]] == ["function_call"]
 
 
+async def test_a_captured_agent_s_run_without_a_prefix_records_under_the_row_s_rollout(stack: Stack) -> None:
+    """A 0.4-style collector or a trainer calls the agent's /run directly: the row's indices name it."""
+    stack.upstream.clear(stack.model)
+    stack.upstream.script(
+        stack.model, [{"tool_calls": [scripted_call("add", {"n": 3})]}, {"text": "The tally is 3."}]
+    )
+    row = {
+        "responses_create_params": {"input": [{"role": "user", "content": "add 3"}], "tools": [ADD_TOOL]},
+        "expected_total": 3,
+        "_ng_task_index": 7,
+        "_ng_rollout_index": 2,
+        "_ng_attempt_index": 1,
+    }
+    status, answer = await post(f"{stack.urls['opted_agent']}/run", row)
+    assert status == 200 and answer["reward"] == 1.0, answer
+    assert [line["call_index"] for line in stack.captured("7-2-a1")] == [0, 1]
+    assert recorded_tokens(stack.captured("7-2-a1")) == token_items(answer["response"])
+
+    stack.upstream.script(
+        stack.model, [{"tool_calls": [scripted_call("add", {"n": 3})]}, {"text": "The tally is 3."}]
+    )
+    status, _ = await post(f"{stack.urls['plain_agent']}/run", {**row, "_ng_task_index": 8})
+    assert status == 200 and not (stack.capture_dir / "8-2-a1.jsonl").exists()
+
+
 async def test_all_agents_covers_an_agent_that_did_not_opt_in(stack: Stack) -> None:
     await run_episode(stack, "all_agents_env", "everyone-1")
     assert [line["call_index"] for line in stack.captured("everyone-1")] == [0, 1]

@@ -33,6 +33,7 @@ from nemo_gym.config.key_names import (
 )
 from nemo_gym.config_types import ConfigError
 from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
+from nemo_gym.rollout_paths import episode_id_of
 from nemo_gym.wire.episodes import is_materialized_task_row, materialize_task
 from nemo_gym.wire.sessions import ROLLOUT_ID_PATTERN
 
@@ -212,12 +213,6 @@ class EnvironmentRouter:
             answer[ENVIRONMENT_SERVER_STAMP_KEY_NAME] = target.environment_server
             answer[RESULT_TYPE_KEY] = target.result_type
         return answer
-
-
-def episode_id_of(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The episode a row stands for: its explicit `_ng_rollout_id`, else `<task index>-<rollout index>`."""
-    rollout_id = row.get(ROLLOUT_ID_KEY_NAME) or f"{row.get(TASK_INDEX_KEY)}-{row.get(ROLLOUT_INDEX_KEY)}"
-    return {"rollout_id": str(rollout_id), "attempt": int(row.get(ATTEMPT_INDEX_KEY_NAME) or 0)}
 
 
 def _flat_episode_result(answer: dict[str, Any]) -> dict[str, Any]:
