@@ -36,7 +36,8 @@ def _canonical_json(value: Any) -> str:
 
 
 def _part_texts(parts: Any) -> tuple[str, tuple[str, ...]]:
-    """The text of content parts joined, plus the non-text parts (images, files) in canonical JSON."""
+    """The text of content parts joined, plus the non-text parts (images, files) in canonical JSON without
+    their null keys (a result row spells `"file_id": null` where the request left the key out)."""
     if parts is None:
         return "", ()
     if isinstance(parts, str):
@@ -46,6 +47,8 @@ def _part_texts(parts: Any) -> tuple[str, tuple[str, ...]]:
     for part in parts:
         if isinstance(part, Mapping) and isinstance(part.get("text", part.get("refusal")), str):
             texts.append(part.get("text", part.get("refusal")))
+        elif isinstance(part, Mapping):
+            others.append(_canonical_json({key: value for key, value in part.items() if value is not None}))
         else:
             others.append(_canonical_json(part))
     return "".join(texts), tuple(others)

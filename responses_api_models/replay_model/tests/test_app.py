@@ -117,6 +117,15 @@ def test_formatting_differences_normalise_to_the_same_item() -> None:
     assert normalise_item(call) != normalise_item({**call, "arguments": '{"x": 2}'})
 
 
+def test_an_image_part_s_null_keys_are_ignored_and_its_content_is_not() -> None:
+    image = {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "auto"}
+    asked = {"role": "user", "content": [{"type": "input_text", "text": "How many?"}, image]}
+    recorded = {**asked, "content": [asked["content"][0], {**image, "file_id": None}]}
+    assert normalise_item(recorded) == normalise_item(asked)
+    other = {**asked, "content": [asked["content"][0], {**image, "image_url": "data:image/png;base64,BBBB"}]}
+    assert normalise_item(other) != normalise_item(asked)
+
+
 # ---- replaying ----------------------------------------------------------------------------------------------
 
 
