@@ -31,11 +31,22 @@ GRADED_FIELDS = {"predicted_value", "correct", "resolved_answer_type", "resolved
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartedServer]:
+    """The shipped deadline (5 s): far above any real extraction, even on a loaded machine."""
+    workdir = tmp_path_factory.mktemp("litmus_agent")
+    with run_resources_server("litmus_agent", workdir, domain="knowledge") as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def hurried_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartedServer]:
+    """A short deadline, to see a runaway row regex stopped."""
+    workdir = tmp_path_factory.mktemp("litmus_agent_hurried")
     with run_resources_server(
-        "litmus_agent",
-        tmp_path_factory.mktemp("litmus_agent"),
+        "litmus_hurried",
+        workdir,
+        implementation="litmus_agent",
         domain="knowledge",
-        grading_timeout_seconds=2.0,
+        grading_timeout_seconds=1.0,
     ) as started:
         yield started
 
@@ -195,12 +206,17 @@ async def test_legacy_property_types_read_numbers_and_round(server):
     )
 
 
-async def test_a_catastrophic_row_regex_masks_the_sample_instead_of_hanging(server):
-    answer = await verify(server, "a" * 40 + "!", output_regex="^((?:a+)+)$")
+async def test_a_catastrophic_row_regex_masks_the_sample_instead_of_hanging(hurried_server):
+    answer = await verify(hurried_server, "a" * 40 + "!", output_regex="^((?:a+)+)$")
     assert (answer["reward"], answer["predicted_value"]) == (0.0, None)
     assert answer["mask_sample"] is True and answer["failure_kind"] == "verifier_error"
     assert "extract_value exceeded" in answer["failure_reason"]
-    assert await grade(server, "((3))") == (1.0, 3.0)  # still serving
+    assert await grade(hurried_server, "((3))") == (1.0, 3.0)  # still serving
+
+
+async def test_a_graded_sample_is_not_masked(server):
+    answer = await verify(server, "((3))")
+    assert (answer["mask_sample"], answer["failure_kind"], answer["failure_reason"]) == (False, None, None)
 
 
 @pytest.mark.parametrize(
