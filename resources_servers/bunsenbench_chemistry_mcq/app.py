@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ConfigDict, Field, ValidationError, model_validator
@@ -209,7 +210,9 @@ def _subfield_of(task: list[dict[str, Any]]) -> str | None:
     return f"{metric_segment(field)}/{metric_segment(subfield)}" if field and subfield else None
 
 
-def grouped_metrics(tasks: list[list[dict[str, Any]]], prefix: str, group_of: Any) -> dict[str, Any]:
+def grouped_metrics(
+    tasks: list[list[dict[str, Any]]], prefix: str, group_of: Callable[[list[dict[str, Any]]], str | None]
+) -> dict[str, Any]:
     """pass@k / majority@k of each group of tasks, as `<prefix>/<group>/<metric>`."""
     groups: dict[str, list[list[dict[str, Any]]]] = defaultdict(list)
     for task in tasks:
