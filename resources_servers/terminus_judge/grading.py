@@ -145,8 +145,10 @@ class TurnGrade:
     string_similarity_passed: bool = False
 
 
-def grade_turn(text: str, expected: dict[str, Any], harness_name: str, threshold: float) -> TurnGrade:
-    """The checks in NeMo Gym's order; the first that fails sets `failure_reason` and the reward stays 0."""
+def grade_turn(text: str, expected: dict[str, Any], harness_name: str, threshold: float | None) -> TurnGrade:
+    """The checks in NeMo Gym's order; the first that fails sets `failure_reason` and the reward stays 0.
+    With no threshold (string similarity disabled) the keystrokes are left to the judge:
+    `command_correctness_failed` with no similarity computed."""
     harness = HARNESSES[harness_name]
     grade = TurnGrade()
     try:
@@ -166,6 +168,9 @@ def grade_turn(text: str, expected: dict[str, Any], harness_name: str, threshold
         grade.failure_reason = FailureCode.TASK_COMPLETE_CHECK_FAILED
         return grade
     grade.task_complete_check_passed = True
+    if threshold is None:
+        grade.failure_reason = FailureCode.COMMAND_CORRECTNESS_FAILED
+        return grade
     grade.similarity_score = keystroke_similarity(expected, parsed)
     if grade.similarity_score >= threshold:
         grade.string_similarity_passed, grade.reward = True, 1.0

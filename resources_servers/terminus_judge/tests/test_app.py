@@ -1,9 +1,12 @@
-"""terminus_judge over HTTP (a real server with the shipped config), plus the schema checks in-process."""
+"""terminus_judge over HTTP (a real server with the shipped config; two more judging through a real
+openai_model server in front of the scripted upstream), plus the schema checks in-process."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,15 +14,21 @@ import pytest
 import yaml
 
 from nemo_gym.testing import (
+    JUDGE_MODEL_REF,
+    ScriptedJudge,
     StartedServer,
     check_environment_config,
+    instance_config,
     message_item,
     post_json,
     read_jsonl,
     response_with,
+    run_instance,
     run_resources_server,
+    run_scripted_judge,
 )
 from resources_servers.terminus_judge.grading import HARNESSES, keystroke_similarity, schema_problem
+from tests.upstream_script import ScriptedUpstream
 
 NAME = "terminus_judge"
 INSTANCE = "terminus_judge_resources_server"
@@ -34,13 +43,51 @@ T2 = json.loads(COUNT["expected_answer"])
 T1 = json.loads(UNTAR["expected_answer"])
 
 
+EQUAL, NOT_EQUAL = "[[A=B]]", "[[A!=B]]"
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartedServer]:
-    inner = {key: value for key, value in SHIPPED.items() if key != "entrypoint"}
+    inner = {key: value for key, value in SHIPPED.items() if key not in ("entrypoint", "judge_model_server")}
     with run_resources_server(
         INSTANCE, tmp_path_factory.mktemp(NAME), implementation=NAME, **inner
     ) as started:
         yield started
+
+
+@dataclass
+class Judged:
+    server: StartedServer  # judge after similarity, both orders
+    judge_only: StartedServer  # similarity off: every turn past the flag check goes to the judge
+    judge: ScriptedJudge
+
+
+@pytest.fixture(scope="module")
+def judged(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judged]:
+    workdir = tmp_path_factory.mktemp("terminus_judged")
+    with ExitStack() as servers:
+        judge = servers.enter_context(run_scripted_judge(scripted_upstream, workdir))
+        inner = {key: value for key, value in SHIPPED.items() if key != "entrypoint"}
+        judging = {
+            **inner,
+            "judge_model_server": JUDGE_MODEL_REF,
+            "enable_llm_judge": True,
+            "check_twice_swap": True,
+            "reward_if_swap_fails": 0.25,
+            "judge_failure_reward": -1.0,
+            "judge_max_attempts": 1,
+        }
+        judge_only = {**judging, "enable_string_similarity": False, "check_twice_swap": False}
+        config = {
+            **judge.config,
+            "judged": instance_config("resources_servers", NAME, **judging),
+            "judge_only": instance_config("resources_servers", NAME, **judge_only),
+        }
+        yield Judged(
+            server=servers.enter_context(run_instance(config, "judged", workdir)),
+            judge_only=servers.enter_context(run_instance(config, "judge_only", workdir)),
+            judge=judge,
+        )
 
 
 async def verify(server: StartedServer, row: dict, text: str | None, **changes: Any) -> dict:
@@ -145,6 +192,7 @@ async def test_the_gold_turn_may_sit_in_metadata(server):
         ({"expected_answer": "[1]"}, "expected_answer"),
         ({"metadata": {"harness": "terminus_3"}}, "metadata.harness"),
         ({"metadata": None}, "metadata.harness"),
+        ({"metadata": {"harness": ["terminus_2"]}}, "metadata.harness"),
         ({"threshold": 1.5}, "threshold"),
     ],
 )
@@ -204,12 +252,17 @@ def test_config_declares_the_environment():
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"enable_llm_judge": True}, "enable_llm_judge"),
-        ({"enable_string_similarity": False}, "enable_string_similarity"),
+        ({"enable_llm_judge": True}, "enable_llm_judge needs judge_model_server"),
+        (
+            {"enable_string_similarity": False},
+            "enable_string_similarity: false leaves the commands unchecked",
+        ),
     ],
 )
-def test_a_config_that_needs_the_judge_stops_the_server_at_startup(tmp_path, changes, message):
-    with pytest.raises(RuntimeError, match=message):
+def test_a_config_without_a_command_check_stops_the_server_at_startup(tmp_path, changes, message):
+    # The server reports the config error and exits; on a loaded machine the exit may come after the
+    # bind deadline, so either outcome carries the log with the message.
+    with pytest.raises((RuntimeError, TimeoutError), match=message):
         with run_resources_server(INSTANCE, tmp_path, implementation=NAME, domain="agent", **changes):
             pass
 
@@ -230,3 +283,61 @@ def test_both_schemas_accept_their_minimal_turn():
     )
     minimal_1 = {"state_analysis": "", "explanation": "", "commands": [], "is_task_complete": True}
     assert schema_problem(minimal_1, HARNESSES["terminus_1"]) is None
+
+
+# ---- the optional judge ---------------------------------------------------------------------------------
+
+OTHER_COMMANDS = turn(
+    T2, commands=[{"keystrokes": "grep ERROR /var/log/app/server.log | wc -l > /tmp/errors.txt\n"}]
+)
+
+
+async def test_the_judge_rescues_equivalent_keystrokes_in_both_orders(judged):
+    judged.judge.script(f"Same count. {EQUAL}", f"Still the same. {EQUAL}")
+    answer = await verify(judged.server, COUNT, OTHER_COMMANDS)
+    assert (answer["reward"], answer["failure_reason"], answer["judge_passed"]) == (1.0, "none", True)
+    assert answer["similarity_score"] < 0.9 and not answer["string_similarity_passed"]
+    first, second = judged.judge.requests()
+    assert COUNT["expected_answer"] in first["input"][-1]["content"].split("CANDIDATE TURN")[0]
+    assert OTHER_COMMANDS in second["input"][-1]["content"].split("CANDIDATE TURN")[0], "swapped"
+    assert [e["verdict_label"] for e in answer["judge_evaluations"]] == [EQUAL, EQUAL]
+
+
+async def test_a_judge_saying_different_or_failing_the_swap(judged):
+    judged.judge.script(f"{NOT_EQUAL} wc counts differently")
+    rejected = await verify(judged.server, COUNT, OTHER_COMMANDS)
+    assert (rejected["reward"], rejected["failure_reason"]) == (0.0, "judge_evaluation_failed")
+    judged.judge.script(EQUAL, NOT_EQUAL)
+    swapped = await verify(judged.server, COUNT, OTHER_COMMANDS)
+    assert (swapped["reward"], swapped["failure_reason"], swapped["judge_passed"]) == (
+        0.25,
+        "judge_evaluation_failed",
+        False,
+    )
+
+
+async def test_close_keystrokes_and_earlier_failures_never_reach_the_judge(judged):
+    judged.judge.script(NOT_EQUAL)
+    assert (await verify(judged.server, COUNT, COUNT["expected_answer"]))["reward"] == 1.0
+    assert (await verify(judged.server, COUNT, turn(T2, task_complete=True)))["reward"] == 0.0
+    assert judged.judge.requests() == []
+
+
+async def test_with_similarity_off_the_judge_decides_every_turn(judged):
+    judged.judge.script(NOT_EQUAL)
+    answer = await verify(judged.judge_only, COUNT, COUNT["expected_answer"])
+    assert (answer["reward"], answer["similarity_score"], answer["failure_reason"]) == (
+        0.0,
+        -1.0,
+        "judge_evaluation_failed",
+    )
+
+
+async def test_a_failed_judgment_masks_the_sample(judged):
+    judged.judge.script({"status": 400, "body": {"error": {"message": "context length exceeded"}}})
+    answer = await verify(judged.server, COUNT, OTHER_COMMANDS)
+    assert (answer["reward"], answer["mask_sample"], answer["failure_kind"]) == (-1.0, True, "judge_failed")
+    assert answer["judge_failure"]["kind"] == "upstream_error"
+    rollouts = [{**answer, "_ng_task_index": 0, "_ng_rollout_index": 0}]
+    status, body = await post_json(judged.server.url + "/aggregate_metrics", {"verify_responses": rollouts})
+    assert status == 200 and "mean/reward" not in body["agent_metrics"], "a masked sample is not scored"
