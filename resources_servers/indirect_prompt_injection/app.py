@@ -112,8 +112,11 @@ class IPIResourcesServer(SimpleResourcesServer):
                 raise GymError(
                     400, "session_not_seeded", "no environment for this session: call /seed_session"
                 )
-            result = call_tool(environment, name, body)
-            return ToolCallResponse(output=result if isinstance(result, str) else json.dumps(result))
+            try:
+                result = call_tool(environment, name, body)
+                return ToolCallResponse(output=result if isinstance(result, str) else json.dumps(result))
+            except RecursionError:  # a pathologically nested record: an answer, not a server error
+                return ToolCallResponse(output=json.dumps({"error": "record too deeply nested to return"}))
 
         return run_tool
 

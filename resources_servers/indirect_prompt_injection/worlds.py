@@ -109,13 +109,19 @@ def _records(collection: Any) -> list[Any]:
 
 
 def _texts(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [text for item in value.values() for text in _texts(item)]
-    if isinstance(value, list):
-        return [text for item in value for text in _texts(item)]
-    return [str(value)] if value is not None else []
+    """Every text of a record, however nested (walked with a stack: a dataset's record may nest deeply)."""
+    texts, pending = [], [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, str):
+            texts.append(item)
+        elif item is not None:
+            texts.append(str(item))
+    return texts
 
 
 def _error(message: str) -> dict[str, str]:
