@@ -29,7 +29,13 @@ from typing import Any, TypeVar
 from fastapi import FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from nemo_gym.base_resources_server import BaseResourcesServerConfig, BaseRunRequest, SimpleResourcesServer
+from nemo_gym.base_resources_server import (
+    BaseResourcesServerConfig,
+    BaseRunRequest,
+    ResourcesCloseSessionRequest,
+    ResourcesCloseSessionResponse,
+    SimpleResourcesServer,
+)
 from nemo_gym.errors import GymError
 from nemo_gym.http_client import get_response_json, request, response_cookies
 from nemo_gym.openai_utils import NeMoGymResponse
@@ -154,7 +160,7 @@ class EpisodeStore:
 
 
 class GymnasiumServer(SimpleResourcesServer):
-    """Base of reset/step environments: routes `/reset`, `/step` and `/aggregate_metrics` only."""
+    """Base of reset/step environments: routes `/reset`, `/step`, `/close_session` and `/aggregate_metrics`."""
 
     config: GymnasiumServerConfig
     _episodes: EpisodeStore = PrivateAttr()
@@ -169,6 +175,7 @@ class GymnasiumServer(SimpleResourcesServer):
         self.setup_session_middleware(app)
         app.post("/reset")(self.reset_route)
         app.post("/step")(self.step_route)
+        app.post("/close_session")(self.close_resources_session)
         app.post("/aggregate_metrics")(self.aggregate_metrics)
         return app
 
@@ -197,8 +204,19 @@ class GymnasiumServer(SimpleResourcesServer):
 
     # ---- routes ---------------------------------------------------------------------------------------
 
+    async def close_resources_session(
+        self, body: ResourcesCloseSessionRequest
+    ) -> ResourcesCloseSessionResponse:
+        """NeMo Gym 0.7's `/close_session`: the session's episode goes at once, and a later `/reset` of that
+        id is refused (a closed session stays closed). Repeating it, or closing an unknown id, answers the
+        same."""
+        self._episodes.end(body.resources_session_id)
+        return await super().close_resources_session(body)
+
     async def reset_route(self, request: Request, body: EnvResetRequest) -> EnvResetResponse:
         session_id = get_session_id(request)
+        if self.sessions.is_closed(session_id):
+            raise GymError(409, "session_closed", "this session was closed; start a new one to play")
         self._episodes.start(session_id)
         try:
             observation, info = await self.reset(body.model_extra or {}, session_id)

@@ -11,22 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nemo_gym.base_gymnasium_server import (
-    EnvResetRequest,
-    EnvResetResponse,
     GymnasiumServer,
     GymnasiumServerConfig,
     StepResult,
     extract_text,
     parse_metadata,
 )
-from nemo_gym.base_resources_server import ResourcesCloseSessionRequest, ResourcesCloseSessionResponse
-from nemo_gym.errors import GymError
 from nemo_gym.openai_utils import NeMoGymResponse
-from nemo_gym.sessions import get_session_id
 from resources_servers.grl_tetris.tetris import Tetris, parse_actions
 
 MAX_SIDE = 12
@@ -79,25 +73,6 @@ class TetrisTask(BaseModel):
 
 class TetrisServer(GymnasiumServer):
     config: TetrisConfig
-
-    def setup_webserver(self) -> FastAPI:
-        app = super().setup_webserver()
-        app.post("/close_session")(self.close_resources_session)
-        return app
-
-    async def close_resources_session(
-        self, body: ResourcesCloseSessionRequest
-    ) -> ResourcesCloseSessionResponse:
-        """NeMo Gym 0.7's `/close_session`: drop the session's game, and refuse a later `/reset` of that id
-        (a closed session stays closed). Repeating it, or closing an unknown id, answers the same."""
-        self._episodes.end(body.resources_session_id)
-        self.sessions.close(body.resources_session_id)
-        return ResourcesCloseSessionResponse(resources_session_id=body.resources_session_id)
-
-    async def reset_route(self, request: Request, body: EnvResetRequest) -> EnvResetResponse:
-        if self.sessions.is_closed(get_session_id(request)):
-            raise GymError(409, "session_closed", "this session was closed; start a new one to play")
-        return await super().reset_route(request, body)
 
     async def reset(self, metadata: dict[str, Any], session_id: str) -> tuple[str | None, dict[str, Any]]:
         task = parse_metadata(TetrisTask, metadata)

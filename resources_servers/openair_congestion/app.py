@@ -14,22 +14,16 @@ from __future__ import annotations
 import random
 from typing import Any, Literal
 
-from fastapi import FastAPI, Request
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from nemo_gym.base_gymnasium_server import (
-    EnvResetRequest,
-    EnvResetResponse,
     EpisodeStore,
     GymnasiumServer,
     GymnasiumServerConfig,
     StepResult,
     parse_metadata,
 )
-from nemo_gym.base_resources_server import ResourcesCloseSessionRequest, ResourcesCloseSessionResponse
-from nemo_gym.errors import GymError
 from nemo_gym.openai_utils import NeMoGymResponse
-from nemo_gym.sessions import get_session_id
 from resources_servers.openair_congestion.controls import ProtocolViolation, Rejected, apply, parse_call
 from resources_servers.openair_congestion.reward import RewardWeights, breakdown
 from resources_servers.openair_congestion.sim import REGIMES, Network
@@ -96,25 +90,6 @@ class OpenAirCongestionServer(GymnasiumServer):
     def model_post_init(self, context: Any) -> None:
         super().model_post_init(context)
         self._episodes = EpisodeStore(self.config.pool_size, self.config.session_ttl_s)
-
-    def setup_webserver(self) -> FastAPI:
-        app = super().setup_webserver()
-        app.post("/close_session")(self.close_resources_session)
-        return app
-
-    async def close_resources_session(
-        self, body: ResourcesCloseSessionRequest
-    ) -> ResourcesCloseSessionResponse:
-        """NeMo Gym 0.7's `/close_session`: drop the session's network at once, and refuse a later `/reset`
-        of that id (a closed session stays closed). Repeating it, or closing an unknown id, answers the same."""
-        self._episodes.end(body.resources_session_id)
-        self.sessions.close(body.resources_session_id)
-        return ResourcesCloseSessionResponse(resources_session_id=body.resources_session_id)
-
-    async def reset_route(self, request: Request, body: EnvResetRequest) -> EnvResetResponse:
-        if self.sessions.is_closed(get_session_id(request)):
-            raise GymError(409, "session_closed", "this session was closed; start a new one")
-        return await super().reset_route(request, body)
 
     async def reset(self, metadata: dict[str, Any], session_id: str) -> tuple[str | None, dict[str, Any]]:
         task = parse_metadata(CongestionTask, metadata)

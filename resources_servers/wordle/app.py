@@ -13,21 +13,15 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from fastapi import FastAPI, Request
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from nemo_gym.base_gymnasium_server import (
-    EnvResetRequest,
-    EnvResetResponse,
     GymnasiumServer,
     GymnasiumServerConfig,
     StepResult,
     parse_metadata,
 )
-from nemo_gym.base_resources_server import ResourcesCloseSessionRequest, ResourcesCloseSessionResponse
-from nemo_gym.errors import GymError
 from nemo_gym.openai_utils import NeMoGymResponse
-from nemo_gym.sessions import get_session_id
 from resources_servers.wordle.game import Game, check_word
 
 TOOLS = ("submit_guess", "check_word_validity", "get_game_state")
@@ -62,25 +56,6 @@ class WordArguments(BaseModel):
 
 class WordleServer(GymnasiumServer):
     config: WordleConfig
-
-    def setup_webserver(self) -> FastAPI:
-        app = super().setup_webserver()
-        app.post("/close_session")(self.close_resources_session)
-        return app
-
-    async def close_resources_session(
-        self, body: ResourcesCloseSessionRequest
-    ) -> ResourcesCloseSessionResponse:
-        """NeMo Gym 0.7's `/close_session`: drop the session's game, and refuse a later `/reset` of that id
-        (a closed session stays closed). Repeating it, or closing an unknown id, answers the same."""
-        self._episodes.end(body.resources_session_id)
-        self.sessions.close(body.resources_session_id)
-        return ResourcesCloseSessionResponse(resources_session_id=body.resources_session_id)
-
-    async def reset_route(self, request: Request, body: EnvResetRequest) -> EnvResetResponse:
-        if self.sessions.is_closed(get_session_id(request)):
-            raise GymError(409, "session_closed", "this session was closed; start a new one to play")
-        return await super().reset_route(request, body)
 
     async def reset(self, metadata: dict[str, Any], session_id: str) -> tuple[str | None, dict[str, Any]]:
         task = parse_metadata(WordleTask, metadata)
