@@ -11,7 +11,7 @@ import pytest
 from nemo_gym.base_gymnasium_server import EnvSession, EpisodeStore, extract_text, model_turns, replay_episode
 from nemo_gym.errors import GymError
 from nemo_gym.openai_utils import NeMoGymResponse
-from nemo_gym.testing import function_call_item, message_item, post_json, response_with
+from nemo_gym.testing import function_call_item, message_item, post_json, response_with, session_id_in_cookie
 from tests.helpers import StartedServer, instance_config, run_server
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "gymnasium_env.py"
@@ -101,6 +101,24 @@ async def test_reset_starts_the_episode_over(env):
     assert (await session.step_with(task, message_item("x")))[1]["observation"] == "a"
     await session.reset(task)
     assert (await session.step_with(task, message_item("x")))[1]["observation"] == "a"
+
+
+async def test_close_session_ends_the_episode_and_the_id_stays_closed(env):
+    task = row({"observation": "a"}, {"observation": "b"})
+    session = Session(env)
+    await session.reset(task)
+    [cookie] = session.cookies.values()
+    session_id = session_id_in_cookie(cookie)
+    closing = {"resources_session_id": session_id, "episode_id": {"rollout_id": "r-1"}}
+    for _ in range(2):  # closing again answers the same
+        assert await post_json(env.url + "/close_session", closing) == (
+            200,
+            {"resources_session_id": session_id},
+        )
+    status, answer = await session.step_with(task, message_item("x"))
+    assert status == 409 and answer["error"]["type"] == "no_active_episode"
+    status, answer = await session.post("/reset", task)
+    assert status == 409 and answer["error"]["type"] == "session_closed"
 
 
 async def test_sessions_keep_their_own_episodes(env):
