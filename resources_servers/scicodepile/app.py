@@ -103,24 +103,23 @@ class ScicodepileResourcesServer(SimpleResourcesServer):
         if not code:
             return self._answer(body, status="no_code_block", **answer)
         token = secrets.token_hex(16)
-        async with self._slots:
-            run = await run_sandboxed(
-                [*python_command(), "runner.py"],
-                stdin=token + "\n",
-                files=self._files(meta, code),
-                limits=self._limits(),
-            )
-        status, details = _verdict(run, token)
-        return self._answer(body, status=status, details=details, extracted_model_code=code, **answer)
-
-    def _files(self, meta: VerifierMetadata, code: str) -> dict[str, str | bytes]:
         task = {
             "setup_code": meta.setup_code,
             "code": code,
             "test": meta.test,
             "entry_point": meta.entry_point,
         }
-        return {"runner.py": RUNNER, "task.json": json.dumps(task)}
+        async with self._slots:
+            # The task goes in on stdin, not as a file: the runner has read it before the model's code
+            # runs, so that code finds no copy of the test to read its expected values from.
+            run = await run_sandboxed(
+                [*python_command(), "runner.py"],
+                stdin=token + "\n" + json.dumps(task),
+                files={"runner.py": RUNNER},
+                limits=self._limits(),
+            )
+        status, details = _verdict(run, token)
+        return self._answer(body, status=status, details=details, extracted_model_code=code, **answer)
 
     def _limits(self) -> SandboxLimits:
         timeout = self.config.subprocess_timeout

@@ -1,6 +1,8 @@
 """Runs INSIDE the sandbox (standard library only): one SciCodePile task against the model's code.
 
-Reads `task.json` (`setup_code`, `code`, `test`, `entry_point`) from the work dir. `setup_code`, the
+Reads from stdin a token line, then the task as JSON (`setup_code`, `code`, `test`, `entry_point`): on
+stdin, so no file holds the test for the model's code to read its expected values from (the runner's
+memory still does; see below). `setup_code`, the
 model's `code` and the task's `test` are compiled and run as three separate units in one shared module
 namespace (a real module in `sys.modules`, so dataclasses, pickling and `__file__` behave), then
 `check(<entry_point>)` is called. Separate units matter: in one concatenated source a decorator left at
@@ -91,8 +93,7 @@ def _check(namespace, test, entry_point):
 
 def main():
     token = sys.stdin.readline().strip()
-    with open("task.json", encoding="utf-8") as stream:
-        task = json.load(stream)
+    task = json.loads(sys.stdin.read())
     channel = os.dup(1)
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 1)

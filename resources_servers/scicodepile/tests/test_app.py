@@ -153,6 +153,19 @@ async def test_a_verdict_written_by_the_model_is_not_believed(server):
     assert body["status"] == "fail"
 
 
+async def test_no_file_in_the_sandbox_holds_the_test(server):
+    test = "# marker-7f3a\ndef check(candidate):\n    assert candidate() is False\n"
+    probe = (
+        "import os\n"
+        "def probe():\n"
+        "    names = [name for name in os.listdir('.') if os.path.isfile(name)]\n"
+        "    assert names, 'the work dir holds the runner'\n"
+        "    return any('marker-7f3a' in open(name).read() for name in names)"
+    )
+    body = await verify(server, fenced(probe), row(test=test, entry_point="probe"))
+    assert body["status"] == "pass", body["details"]
+
+
 async def test_prints_and_files_stay_in_the_sandbox(server):
     code = "print('x' * 1_000_000)\nopen('out.txt', 'w').write('data')\n" + ADD
     assert (await verify(server, fenced(code)))["status"] == "pass"
