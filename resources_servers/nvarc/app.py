@@ -147,16 +147,21 @@ class NvarcResourcesServer(SimpleResourcesServer):
         }
         async with self._slots:
             run = await run_sandboxed([*python_command(), "runner.py"], files=files, limits=limits)
-        report = read_report(run.stdout)
-        if report is None:
-            return None, _early_end(run), False
-        if report["status"] == "running":
-            return None, _early_end(run), True
-        if report["status"] != "ok":
-            return None, str(report.get("error")), True
-        if not is_grid(report.get("result")):
-            return None, "transform() returned no grid of colours 0-9 (at most 30x30)", True
-        return report["result"], None, True
+        return run_outcome(run)
+
+
+def run_outcome(run: SandboxResult) -> tuple[Grid | None, str | None, bool]:
+    """(grid, why there is none, measured) of a finished sandbox run, from the runner's report."""
+    report = read_report(run.stdout)
+    if report is None:
+        return None, _early_end(run), False
+    if report["status"] == "running":
+        return None, _early_end(run), True
+    if report["status"] != "ok":
+        return None, str(report.get("error")), True
+    if not is_grid(report.get("result")):
+        return None, "transform() returned no grid of colours 0-9 (at most 30x30)", True
+    return report["result"], None, True
 
 
 def _early_end(run: SandboxResult) -> str:

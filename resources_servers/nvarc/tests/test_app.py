@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from nemo_gym.sandbox import SandboxResult
 from nemo_gym.testing import (
     BASE_VERIFY_FIELDS,
     LINEAR_CPU_BUDGET_S,
@@ -22,6 +23,7 @@ from nemo_gym.testing import (
     run_resources_server,
     without_verify_flags,
 )
+from resources_servers.nvarc.app import run_outcome
 from resources_servers.nvarc.grading import extract_code, parse_grid
 
 FOLDER = Path(__file__).resolve().parents[1]
@@ -226,6 +228,29 @@ async def test_a_program_that_ends_its_process_scores_0_and_is_measured(server):
 async def test_an_answer_without_a_program_scores_0(server):
     body = await verify(server, "The rule is a transpose.", row=INDUCTIVE)
     assert body["reward"] == 0.0 and body["execution_error"] == "no program in the answer"
+
+
+def sandbox_run(stdout: str, exit_code: int | None = 1, limit: str | None = None) -> SandboxResult:
+    return SandboxResult(
+        exit_code=exit_code, signal=None if exit_code is not None else 9, stdout=stdout, stderr="boom",
+        stdout_bytes=len(stdout), stderr_bytes=4, timed_out=limit is not None, limit_hit=limit,
+        truncated=False, seconds=1.0, isolation="bwrap",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("run", "measured"),
+    [
+        (sandbox_run(""), False),  # the runner never started the program: nothing was measured
+        (sandbox_run("", exit_code=None, limit="wall_time"), False),
+        (sandbox_run('{"status": "running"}\n'), True),  # the program ended its process
+        (sandbox_run('{"status": "running"}\n', exit_code=None, limit="wall_time"), True),
+        (sandbox_run('{"status": "running"}\n{"status": "error", "error": "E"}\n', exit_code=0), True),
+    ],
+)
+def test_only_a_run_that_never_started_the_program_is_unmeasured(run, measured):
+    grid, error, was_measured = run_outcome(run)
+    assert grid is None and error and was_measured is measured
 
 
 # --- malformed rows ---------------------------------------------------------------------------------
