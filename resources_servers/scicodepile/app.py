@@ -118,7 +118,7 @@ class ScicodepileResourcesServer(SimpleResourcesServer):
                 files={"runner.py": RUNNER},
                 limits=self._limits(),
             )
-        status, details = _verdict(run, token)
+        status, details = verdict_of(run, token)
         return self._answer(body, status=status, details=details, extracted_model_code=code, **answer)
 
     def _limits(self) -> SandboxLimits:
@@ -130,7 +130,7 @@ class ScicodepileResourcesServer(SimpleResourcesServer):
 
     @staticmethod
     def _answer(body: ScicodepileVerifyRequest, status: str, **fields: Any) -> ScicodepileVerifyResponse:
-        failure = _failure_code(fields.get("details"))
+        failure = failure_code(fields.get("details"))
         return ScicodepileVerifyResponse(
             **body.model_dump(include={"responses_create_params", "response", "verifier_metadata"}),
             **encodable(fields),
@@ -163,7 +163,7 @@ def _accuracy(rollout: dict[str, Any]) -> dict[str, float]:
     return {"accuracy": float(rollout["reward"] > 0)}
 
 
-def _verdict(run: SandboxResult, token: str) -> tuple[str, dict[str, Any]]:
+def verdict_of(run: SandboxResult, token: str) -> tuple[str, dict[str, Any]]:
     """(status, details) of a sandbox run. No line at all: the runner never reached the task's code (a
     harness fault). `started` only: the task's process ended or was stopped before a verdict."""
     verdict = read_verdict(run.stdout, token)
@@ -188,7 +188,7 @@ def _verdict(run: SandboxResult, token: str) -> tuple[str, dict[str, Any]]:
     }
 
 
-def _failure_code(details: dict[str, Any] | None) -> FailureCode | None:
+def failure_code(details: dict[str, Any] | None) -> FailureCode | None:
     """The harness fault the runner reported, if any; the runner alone decides what is one."""
     if not details or not details.get("harness_fault"):
         return None

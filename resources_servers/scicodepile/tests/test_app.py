@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from nemo_gym.sandbox import SandboxResult
 from nemo_gym.testing import (
     LINEAR_CPU_BUDGET_S,
     StartedServer,
@@ -20,6 +21,7 @@ from nemo_gym.testing import (
     run_resources_server,
     without_verify_flags,
 )
+from resources_servers.scicodepile.app import failure_code, verdict_of
 from resources_servers.scicodepile.grading import extract_code
 
 FOLDER = Path(__file__).resolve().parents[1]
@@ -185,6 +187,35 @@ async def test_the_network_is_unreachable(server):
 async def test_an_unencodable_exception_message_still_answers(server):
     body = await verify(server, fenced("def add(a, b):\n    raise ValueError('\\udcff')"))
     assert body["status"] == "fail" and body["details"]["message"] == "?"
+
+
+def sandbox_run(stdout: str, exit_code: int | None = 1, limit: str | None = None) -> SandboxResult:
+    return SandboxResult(
+        exit_code=exit_code, signal=None if exit_code is not None else 9, stdout=stdout, stderr="boom",
+        stdout_bytes=len(stdout), stderr_bytes=4, timed_out=limit is not None, limit_hit=limit,
+        truncated=False, seconds=1.0, isolation="bwrap",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("run", "status", "reason", "masked"),
+    [
+        (sandbox_run(""), "error", "runner_crashed", True),  # no task code ever ran
+        (sandbox_run('{"status": "pass", "details": {}}\n'), "error", "runner_crashed", True),  # no token
+        (sandbox_run('{"status": "started", "token": "t"}\n'), "error", "unparseable_runner_output", False),
+        (
+            sandbox_run('{"status": "started", "token": "t"}\n', None, "wall_time"),
+            "timeout",
+            "subprocess_timeout",
+            False,
+        ),
+    ],
+    ids=["silent", "forged", "ended-early", "timed-out"],
+)
+def test_a_run_without_a_verdict_is_masked_only_if_no_task_code_ran(run, status, reason, masked):
+    found_status, details = verdict_of(run, "t")
+    assert (found_status, details["reason"]) == (status, reason)
+    assert (failure_code(details) is not None) is masked
 
 
 @pytest.mark.parametrize(
