@@ -48,6 +48,11 @@ class FukuyamabenchConfig(BaseResourcesServerConfig):
     max_steps: int = Field(
         default=200, ge=1, description="predicted steps considered; later ones are ignored"
     )
+    max_total_chars: int = Field(
+        default=20000,
+        ge=1,
+        description="product characters read over all predicted steps; later steps are ignored",
+    )
 
 
 class VerifierMetadata(BaseModel):
@@ -96,7 +101,12 @@ class FukuyamabenchResourcesServer(SimpleResourcesServer):
         text = answer_text(body.response)
         if not text:
             return self._answer(body, {"status": "empty_output"})
-        limits = Limits(self.config.max_smiles_chars, self.config.max_components, self.config.max_steps)
+        limits = Limits(
+            self.config.max_smiles_chars,
+            self.config.max_components,
+            self.config.max_steps,
+            self.config.max_total_chars,
+        )
         lenient = True if meta.lenient is None else meta.lenient
         try:
             scores = await run_cpu_bound(

@@ -4,7 +4,9 @@ canonical product sets (the rule of upstream's scorer, with NeMo Gym's three dep
 `score_answer` is module-level and takes plain values, so it runs in the CPU worker pool: RDKit is native
 code, and a worker that dies on an input takes down a worker, not the server. Model-given SMILES are
 bounded before RDKit sees them (`Limits`): a component longer than `max_smiles_chars`, a step with more
-than `max_components` species or a pathway past `max_steps` steps is not parsed.
+than `max_components` species is not parsed, and a pathway is read for at most `max_steps` steps and
+`max_total_chars` characters of products (RDKit's time grows faster than linearly with molecule size, so
+a flood of large distinct species would otherwise outlast any deadline).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class Limits:
     max_smiles_chars: int
     max_components: int
     max_steps: int
+    max_total_chars: int
 
 
 def strip_atom_maps(smiles: str) -> str:
@@ -119,8 +122,14 @@ def score_answer(
     pathway = extract_pathway(text)
     if pathway is None:
         return {"status": "no_pathway"}
-    steps = pathway[: limits.max_steps]
-    predicted = [species(step_products(step, limits), limits) for step in steps]
+    predicted = []
+    budget = limits.max_total_chars
+    for step in pathway[: limits.max_steps]:
+        products = step_products(step, limits)
+        budget -= sum(len(product) for product in products)
+        if budget < 0:
+            break  # the steps read so far are the prediction
+        predicted.append(species(products, limits))
     correct, cursor = 0, 0
     for options in gold:
         while cursor < len(predicted):

@@ -29,7 +29,7 @@ FOLDER = Path(__file__).resolve().parents[1]
 INSTANCE = "fukuyamabench"
 ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
 ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
-LIMITS = Limits(max_smiles_chars=200, max_components=8, max_steps=50)
+LIMITS = Limits(max_smiles_chars=200, max_components=8, max_steps=50, max_total_chars=2000)
 ESTERIFICATION = ROWS[2]  # 5 gold steps, checkpoints [[2], [3, 4], [5]]
 
 
@@ -148,6 +148,16 @@ def test_steps_past_the_limit_are_not_read():
     assert score(text)["exact_match"] is False and score(text)["pred_length"] == 53
 
 
+def test_products_past_the_character_budget_are_not_read():
+    padding = ["C" * 100 + "O"] * 20  # 2020 characters: past the budget of 2000
+    text = answer(*padding, "C[OH+]C(C)(O)O", "COC(C)(O)[OH2+]", "COC(C)=O.[OH3+]")
+    assert score(text)["exact_match"] is False
+    assert (
+        score(answer(*padding[:15], "C[OH+]C(C)(O)O", "COC(C)(O)[OH2+]", "COC(C)=O.[OH3+]"))["exact_match"]
+        is True
+    )
+
+
 def test_species_over_rdkits_valence_model_parse_without_the_valence_check():
     """RDKit's valence model rejects five chlorines on aluminium (as it does ligand counts of some metal
     centres in older releases); such gold must stay matchable, and distinct from its neighbours."""
@@ -213,9 +223,10 @@ async def test_bad_gold_is_masked(server):
     )
 
 
-async def test_a_flood_of_smiles_answers_and_the_server_keeps_answering(server):
-    flood = answer(*(["C" * 150 + "." + "c1ccccc1" * 20] * 200))
-    assert (await verify(server, flood))["reward"] == 0.0
+async def test_a_flood_of_distinct_species_is_scored_and_the_server_keeps_answering(server):
+    flood = answer(*["C" * length + "O" for length in range(100, 199)] * 2)
+    body = await verify(server, flood)
+    assert body["reward"] == 0.0 and body["status"] == "scored" and body["mask_sample"] is False
     assert (await verify(server, gold_answer(ESTERIFICATION)))["reward"] == 1.0
 
 
