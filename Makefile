@@ -5,7 +5,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test test-load test-reliability test-folders test-pythons lint sandbox-tools browser-tools test-browser demo bench bench-liveness bench-viewer bench-training clean
+.PHONY: test test-load test-reliability test-envs test-folders test-pythons lint sandbox-tools browser-tools test-browser demo bench bench-liveness bench-viewer bench-training clean
 
 # The benchmark harness (load generator, fake upstream) runs in a venv of its own, apart from what it measures.
 BENCH_VENV := .venv-bench
@@ -47,10 +47,12 @@ sandbox-tools:
 		echo "sandbox-tools: installed bubblewrap ($$(command -v bwrap))"; \
 	else echo "sandbox-tools: bubblewrap (bwrap) is missing and apt-get could not install it; the sandbox falls back to unshare"; fi
 
-# The core's tests (one worker per CPU; a test file stays on one worker). The browser and the reliability
-# tiers are targets of their own, so that `make test` stays near 8 minutes on two cores; CI runs them all.
+# The core's tests (one worker per CPU; a test file stays on one worker) and a quick static check of every
+# server folder (tests/test_every_folder.py). The browser, reliability and environment tiers are targets of
+# their own, so that `make test` stays near 8 minutes on two cores; CI runs them all.
 test: lint sandbox-tools
-	$(PYTHON) -m pytest -q -n auto --dist loadgroup tests --ignore=tests/browser --ignore=tests/reliability
+	$(PYTHON) -m pytest -q -n auto --dist loadgroup tests --ignore=tests/browser --ignore=tests/reliability \
+		--ignore=tests/envs
 
 # Every shipped server in one deployment under malformed and fuzzed requests (no 5xx), bad bodies, upstream
 # faults, orphaned processes and secret masking (about 4 minutes on two cores).
@@ -63,9 +65,13 @@ test-load: $(INSTALLED)
 	$(PYTHON) bench/with_cpu_load.py --per-core 2 -- $(MAKE) test
 
 # Every server folder through `gym test` (its tests plus its example-data checks, one folder per CPU at a
-# time): a tier of its own, so that `make test` stays short; CI runs both.
-test-folders: $(INSTALLED) sandbox-tools
+# time), then every environment replayed offline end to end (tests/envs): a tier of its own, so that
+# `make test` stays short; CI runs both. `test-folders` is its older name.
+test-envs: $(INSTALLED) sandbox-tools
 	$(VENV)/bin/gym test
+	$(PYTHON) -m pytest -q -n auto --dist loadgroup tests/envs
+
+test-folders: test-envs
 
 # `make test` under the other Python versions Gym supports (CI runs it under python3, 3.11), one after the
 # other, each in a venv of its own (.venv-3.12, ...), with the interpreters FIND_PYTHON finds; a missing one
@@ -81,7 +87,7 @@ test-pythons:
 	failed=""; for pair in $$pythons; do \
 		version=$${pair%%=*}; python=$${pair#*=}; \
 		echo "== test-pythons: Python $$version ($$python) in .venv-$$version"; \
-		$(MAKE) --no-print-directory test test-reliability test-folders VENV=.venv-$$version BOOTSTRAP_PYTHON=$$python || failed="$$failed $$version"; \
+		$(MAKE) --no-print-directory test test-reliability test-envs VENV=.venv-$$version BOOTSTRAP_PYTHON=$$python || failed="$$failed $$version"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "test-pythons: failed on Python$$failed" >&2; exit 1; fi; \
 	echo "test-pythons: passed on Python $(TEST_PYTHONS)"
