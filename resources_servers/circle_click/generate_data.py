@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 
-from resources_servers.circle_click.images import PALETTE, draw_png, place_circles, png_data_url
+from resources_servers.circle_count.images import PALETTE, draw_png, place_circles, png_data_url
 
 SYSTEM_PROMPT = (
     "You operate on pictures by clicking. Pixel coordinates start at (0, 0) in the top-left corner, x to "

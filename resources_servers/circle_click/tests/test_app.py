@@ -20,7 +20,7 @@ from nemo_gym.testing import (
     run_resources_server,
 )
 from resources_servers.circle_click.generate_data import make_row
-from resources_servers.circle_click.images import PALETTE, read_data_url
+from resources_servers.circle_count.images import PALETTE, read_data_url
 
 FOLDER = Path(__file__).resolve().parents[1]
 INSTANCE = "circle_click"
