@@ -26,7 +26,7 @@ ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
 ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
 A_RESPONSE = ROLLOUTS[0]["response"]
 PC_ROW = {**ROWS[0], "expected_answer": "Hello, Maria. Did the train leave on time?"}
-DEADLINE_S = 2.0
+DEADLINE_S = 3.0
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ ALL_ROW = {
     "task": "mk_niah_basic",
 }
 CHOICE_ROW = ROWS[4]
-DEADLINE_S = 1.0
+DEADLINE_S = 3.0
 
 
 @pytest.fixture(scope="module")
