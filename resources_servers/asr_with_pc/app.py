@@ -117,15 +117,21 @@ def ungradable_reason(task_type: str, reference: str, audio_duration: float | No
     return f"expected_answer has nothing to compare once normalized for {task_type}" if empty else None
 
 
+def number(value: Any) -> float | None:
+    """A rollout field as a number, or None when it is not one (aggregated rows are only loosely typed)."""
+    return float(value) if isinstance(value, (int, float)) else None
+
+
 def score_names(rollout: dict[str, Any]) -> dict[str, float]:
     """The per-rollout scores pass@k is computed on."""
+    pred_text = rollout.get("pred_text")
     scores = {
-        "accuracy": float(rollout.get("is_correct") or False),
-        "per": float(rollout.get("per") or 0.0),
-        "no_answer": 0.0 if (rollout.get("pred_text") or "").strip() else 1.0,
+        "accuracy": 1.0 if rollout.get("is_correct") is True else 0.0,
+        "per": number(rollout.get("per")) or 0.0,
+        "no_answer": 0.0 if isinstance(pred_text, str) and pred_text.strip() else 1.0,
     }
-    if rollout.get("hallucination_rate") is not None:
-        scores["hallucination_rate"] = float(rollout["hallucination_rate"])
+    if (hallucination_rate := number(rollout.get("hallucination_rate"))) is not None:
+        scores["hallucination_rate"] = hallucination_rate
     return scores
 
 
@@ -134,14 +140,16 @@ def rate_metrics(tasks: list[list[dict[str, Any]]], k: int) -> dict[str, float]:
     mean WER_C, WER_PC and PER, and a corpus WER per further reference (`wer_tn@k=1`)."""
     rollouts = [rollout for task in tasks for rollout in task[:k]]
     pairs = [
-        (r["text"], r["pred_text"]) for r in rollouts if r.get("text") and r.get("pred_text") is not None
+        (r["text"], r["pred_text"])
+        for r in rollouts
+        if isinstance(r.get("text"), str) and r["text"] and isinstance(r.get("pred_text"), str)
     ]
     metrics: dict[str, float] = {}
     if not pairs:
         return metrics
     metrics[f"corpus_wer@k={k}"] = 100.0 * corpus_wer([ref for ref, _ in pairs], [hyp for _, hyp in pairs])
     for name in ("wer_c", "wer_pc", "per"):
-        values = [float(r[name]) for r in rollouts if r.get(name) is not None]
+        values = [value for r in rollouts if (value := number(r.get(name))) is not None]
         if values:
             metrics[f"{name}@k={k}"] = 100.0 * sum(values) / len(values)
     suffixes = {
@@ -154,7 +162,7 @@ def rate_metrics(tasks: list[list[dict[str, Any]]], k: int) -> dict[str, float]:
         extra = [
             (r[f"text_{suffix}"], r["pred_text"])
             for r in rollouts
-            if isinstance(r.get(f"text_{suffix}"), str)
+            if isinstance(r.get(f"text_{suffix}"), str) and isinstance(r.get("pred_text"), str)
         ]
         extra = [(standard_text(ref), standard_text(hyp) or "empty") for ref, hyp in extra]
         extra = [(ref, hyp) for ref, hyp in extra if ref]

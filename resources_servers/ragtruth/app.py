@@ -105,7 +105,7 @@ class RagtruthResourcesServer(SimpleResourcesServer):
         metrics: dict[str, Any] = {
             "mean_reward": mean_reward(rows),
             "count": len(rows),
-            "parse_fail_rate": sum(int(row.get("parse_fail") or 0) for row in rows) / len(rows),
+            "parse_fail_rate": sum(1 for row in rows if row.get("parse_fail")) / len(rows),
             **precision_recall_f1(rows),
         }
         by_type: dict[str, list[dict[str, Any]]] = defaultdict(list)
