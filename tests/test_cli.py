@@ -236,7 +236,7 @@ def test_list_cuts_a_long_description_at_a_word(tmp_path):
         (["list", "resources-servers", "mcqa"], ["mcqa"]),
         (["list", "environment-servers"], ["legacy_agent", "single_agent_turn", "single_agent_turn_legacy"]),
         (["search", "agents", "simple"], ["simple_agent"]),
-        (["search", "mcq"], ["mcqa"]),
+        (["search", "mcq"], ["bunsenbench_chemistry_mcq", "mcqa"]),
     ],
 )
 def test_list_by_name_and_search(args, names, tmp_path):

@@ -23,6 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVER_KINDS = ("resources_servers", "responses_api_agents", "responses_api_models", "environment_servers")
 # Re-exports core names under the path environments written for NeMo Gym import them from.
 SHARED_SHIM = "resources_servers.gymnasium"
+# Folders that build on another folder, as their NeMo Gym namesakes do; each says so in its README.
+BUILDS_ON = {
+    "resources_servers.polymath": "resources_servers.math_with_judge",  # its server, with more metrics
+    "resources_servers.circle_click": "resources_servers.circle_count",  # the same synthetic pictures
+}
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 LAYER_ROW = re.compile(r"^\s*\|\s*(\w+)\s*\|\s*([\w ]+?)\s*\|\s*$")
@@ -82,7 +87,8 @@ def server_folder_violations(root: Path, folder: Path) -> list[str]:
             if level:
                 problems.append(f"{where}relative import `{'.' * level}{module}`; write it from `{package}`")
             elif top in SERVER_KINDS:
-                if not (is_within(module, package) or is_within(module, SHARED_SHIM)):
+                allowed = (package, SHARED_SHIM, *([BUILDS_ON[package]] if package in BUILDS_ON else []))
+                if not any(is_within(module, base) for base in allowed):
                     problems.append(f"{where}`{module}` is another server folder")
             elif top == REPO_TESTS:
                 if not is_test_code:
