@@ -1,5 +1,9 @@
 """One deployment of every shipped server, shared by the reliability tests of this folder, and the tally
-of what each test file sent."""
+of what each test file sent.
+
+The tests that use it run on one xdist worker, so the machine starts the deployment (a hundred server
+processes) once, not once per worker; and their timeout covers the test alone, since the deployment's
+start is bounded by the launcher's own verdict (`LAUNCHER_VERDICT_S`), which a busy machine needs."""
 
 from collections.abc import Iterator
 
@@ -7,6 +11,15 @@ import pytest
 
 from tests.reliability.deployment import Server, Tally, every_shipped_server
 from tests.upstream_script import ScriptedUpstream
+
+TEST_TIMEOUT_S = 120
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "every_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("every_shipped_server"))
+            item.add_marker(pytest.mark.timeout(TEST_TIMEOUT_S, func_only=True))
 
 
 @pytest.fixture(scope="session")
