@@ -55,7 +55,7 @@ test: lint sandbox-tools
 		--ignore=tests/envs
 
 # Every shipped server in one deployment under malformed and fuzzed requests (no 5xx), bad bodies, upstream
-# faults, orphaned processes and secret masking (about 4 minutes on two cores).
+# faults, orphaned processes and secret masking (about 6 minutes on two cores).
 test-reliability: $(INSTALLED) sandbox-tools
 	$(PYTHON) -m pytest -q -n auto --dist loadgroup tests/reliability
 
