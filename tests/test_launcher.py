@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import (
+    REPO_ROOT,
     OutputReader,
     all_output,
     established_connections,
@@ -407,3 +408,40 @@ def test_same_named_modules_imported_by_package_can_be_co_hosted(workdir):
     config = {"first": counter_instance(), "second": counter_instance("noisy"), "colocate": True}
     result = run_gym("validate", write_config(workdir, config), "++head_server.port=0", cwd=workdir)
     assert result.returncode == 0, result.stderr
+
+
+def loaded_ray(pid: int) -> bool:
+    """Whether process `pid` has Ray's native core mapped, which importing `ray` always loads."""
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    return any(line.rstrip().endswith("_raylet.so") for line in maps.splitlines())
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/<pid>/maps (Linux)")
+def test_a_single_host_deployment_neither_imports_nor_starts_ray(scripted_upstream):
+    args = [
+        "+config_paths=[resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml,"
+        "configs/policy_model.yaml]",
+        f"+policy_base_url={scripted_upstream.base_url}",
+        "+policy_api_key=sk-no-ray",
+        "+policy_model_name=no-ray",
+    ]
+    with running_deployment(args, REPO_ROOT) as deployment:
+        processes = [deployment.process.pid, *deployment.pids()]
+        assert len(processes) >= 4  # the launcher, the resources server, the agent, the model server
+        assert [pid for pid in processes if loaded_ray(pid)] == []
+        assert not {"raylet", "gcs_server"} & set(child_names(processes))
+
+
+def child_names(parents: list[int]) -> list[str]:
+    """The command names of the processes whose parent is one of `parents`."""
+    names = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            name, rest = (entry / "stat").read_text().rsplit(")", 1)
+        except OSError:
+            continue  # the process ended while /proc was read
+        if int(rest.split()[1]) in parents:
+            names.append(name.split("(", 1)[1])
+    return names
