@@ -46,7 +46,9 @@ class SimpleResponsesAPIAgent(AggregateMetricsMixin, SimpleServer):
         app = new_app()
         self.setup_session_middleware(app)
         app.post("/v1/responses")(self.responses)
-        app.post("/run", dependencies=[Depends(self._captured_without_prefix)])(self.run)
+        # Only a captured agent pays for reading the rollout's identity out of each /run body.
+        capture = [Depends(self._captured_without_prefix)] if self._token_capture else []
+        app.post("/run", dependencies=capture)(self.run)
         app.post("/v1/agent_sessions")(self.seed_agent_session)
         app.post("/v1/agent_sessions/close")(self.close_agent_session)
         app.post("/aggregate_metrics")(self.aggregate_metrics)
@@ -55,7 +57,7 @@ class SimpleResponsesAPIAgent(AggregateMetricsMixin, SimpleServer):
     async def _captured_without_prefix(self, request: Request) -> None:
         """A captured agent's `/run` called without a rollout prefix (a 0.4-style collector or trainer, a
         legacy_agent relay) records its model calls under the key the body names, as under a prefix."""
-        if not self._token_capture or rollout_key_of(request) is not None:
+        if rollout_key_of(request) is not None:
             return
         try:
             key = capture_key_of_run(await request.json())

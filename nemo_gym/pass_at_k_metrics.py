@@ -99,7 +99,7 @@ def _per_sample_aggregate(score_dicts: ScoreDicts, name: str, max_k: int) -> lis
     return [100.0 * statistics.fmean(run) for run in runs if run]
 
 
-def _pass_at_k(values: Sequence[float], k: int) -> float:
+def pass_at_k(values: Sequence[float], k: int) -> float:
     """Binary scores: the unbiased estimator over all n rollouts; other scores: best of the first k."""
     if all(value in (0.0, 1.0) for value in values):
         return 1.0 - math.comb(values.count(0.0), k) / math.comb(len(values), k)
@@ -109,7 +109,7 @@ def _pass_at_k(values: Sequence[float], k: int) -> float:
 def _metrics_at_k(score_dicts: ScoreDicts, name: str, k: int, per_sample: list[float]) -> dict[str, float]:
     metrics: dict[str, float] = {}
     if drawn := [values for task in score_dicts if len(values := _values(task, name)) >= k]:
-        metrics[f"pass@{k}/{name}"] = 100.0 * statistics.fmean(_pass_at_k(values, k) for values in drawn)
+        metrics[f"pass@{k}/{name}"] = 100.0 * statistics.fmean(pass_at_k(values, k) for values in drawn)
     if averages := [statistics.fmean(values) for task in score_dicts if (values := _values(task[:k], name))]:
         metrics[f"pass@1[avg-of-{k}]/{name}"] = 100.0 * statistics.fmean(averages)
     runs = per_sample[:k]

@@ -168,10 +168,11 @@ class RolloutCollector:
             async for row, result in self.helper.run_rows(
                 rows, attempt_of, budget if budget.limited else None
             ):
-                key = rollout_key(row)
                 if result is NOT_STARTED:
                     progress.not_started += 1
-                elif FAILURE_CLASS_KEY in result:
+                    continue
+                key = rollout_key(row)
+                if FAILURE_CLASS_KEY in result:
                     failures.append(result)
                     ledger.record_failure(
                         key,
@@ -181,8 +182,7 @@ class RolloutCollector:
                     )
                 elif ledger.mark_done(key) and not result.get(NO_PERSIST_KEY):
                     results.append(result)
-                if result is not NOT_STARTED:
-                    progress.add(result)
+                progress.add(result)
                 if progress.finished % 1000 == 0:
                     ledger.commit()
         finally:

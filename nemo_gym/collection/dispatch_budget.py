@@ -33,6 +33,7 @@ class DispatchBudget:
         self._clock = clock
         self._started_at: float | None = None
         self._durations: deque[float] = deque(maxlen=DURATIONS_KEPT)
+        self._adaptive_margin_s: float | None = None  # worked out again only after a rollout finishes
 
     @property
     def limited(self) -> bool:
@@ -43,7 +44,9 @@ class DispatchBudget:
             return self._fixed_margin_s
         if len(self._durations) < ADAPTIVE_AFTER_COMPLETIONS:
             return 0.0
-        return statistics.quantiles(self._durations, n=4, method="inclusive")[2]
+        if self._adaptive_margin_s is None:
+            self._adaptive_margin_s = statistics.quantiles(self._durations, n=4, method="inclusive")[2]
+        return self._adaptive_margin_s
 
     def may_start(self) -> bool:
         """Whether a rollout may start now; the first call starts the budget's clock."""
@@ -57,3 +60,4 @@ class DispatchBudget:
     def finished(self, duration_s: float) -> None:
         """A rollout took `duration_s`: the adaptive margin learns from it."""
         self._durations.append(duration_s)
+        self._adaptive_margin_s = None

@@ -141,13 +141,12 @@ class RolloutRunner:
         longer lets start gives `NOT_STARTED` as its result."""
 
         async def run(row: dict[str, Any]) -> dict[str, Any]:
-            if budget is None:
-                return await self.run_one(row, attempt_of(row) if attempt_of else 1)
-            if not budget.may_start():
+            if budget is not None and not budget.may_start():
                 return NOT_STARTED
             started = time.monotonic()
             result = await self.run_one(row, attempt_of(row) if attempt_of else 1)
-            budget.finished(time.monotonic() - started)
+            if budget is not None:
+                budget.finished(time.monotonic() - started)
             return result
 
         async with contextlib.aclosing(completed_in_any_order(rows, run, self.max_in_flight)) as pairs:

@@ -10,11 +10,11 @@ of that name take part at k. Results are in percent, keys suffixed `_weighted`
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from nemo_gym.pass_at_k_metrics import pass_at_k
 from nemo_gym.reward_profile import is_metric
 
 DEFAULT_WEIGHT = 1.0
@@ -40,8 +40,7 @@ def vote_key(answer: Any) -> Any:
 
 def unbiased_pass_at_k(solved: Sequence[bool], k: int) -> float:
     """The chance that k of these attempts drawn without replacement hold a solved one."""
-    failed = solved.count(False)
-    return 1.0 - math.comb(failed, k) / math.comb(len(solved), k)
+    return pass_at_k([1.0 if attempt else 0.0 for attempt in solved], k)
 
 
 def majority_solved(votes: Sequence[tuple[Any, bool]]) -> float:
