@@ -5,7 +5,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test test-load test-reliability test-envs test-folders test-pythons lint sandbox-tools browser-tools test-browser demo bench bench-liveness bench-viewer bench-training clean
+.PHONY: test test-load test-reliability test-ray test-envs test-folders test-pythons lint sandbox-tools browser-tools test-browser demo bench bench-liveness bench-viewer bench-training clean
 
 # The benchmark harness (load generator, fake upstream) runs in a venv of its own, apart from what it measures.
 BENCH_VENV := .venv-bench
@@ -52,7 +52,12 @@ sandbox-tools:
 # their own, so that `make test` stays near 8 minutes on two cores; CI runs them all.
 test: lint sandbox-tools
 	$(PYTHON) -m pytest -q -n auto --dist loadgroup tests --ignore=tests/browser --ignore=tests/reliability \
-		--ignore=tests/envs
+		--ignore=tests/envs --ignore=tests/ray
+
+# Scale-out on Ray (tests/ray): a real two-node Ray cluster on 127.0.0.1, shards placed on both nodes, CPU work
+# spread over them, one node killed in the middle of a collection. One test at a time: each starts a cluster.
+test-ray: $(INSTALLED)
+	$(PYTHON) -m pytest -q tests/ray
 
 # Every shipped server in one deployment under malformed and fuzzed requests (no 5xx), bad bodies, upstream
 # faults, orphaned processes and secret masking (about 6 minutes on two cores).
