@@ -15,13 +15,17 @@ from __future__ import annotations
 import ast
 import os
 import runpy
+import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 
+from nemo_gym.child_processes import ChildProcess, start_child
+from nemo_gym.config_handoff import ConfigHandoff, child_environment
 from nemo_gym.config_types import ConfigError
-from nemo_gym.global_config import NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME, get_global_config_dict
+from nemo_gym.global_config import NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME, get_global_config_dict, install_root
 from nemo_gym.http_protocol import RequestLimits
 from nemo_gym.in_process import host_in_process
 from nemo_gym.server_utils import configure_http_client_from
@@ -70,6 +74,43 @@ def check_module_names(servers: list[tuple[str, Path, str]]) -> None:
                     f"server instances '{owner}' and '{instance_name}' both have a module named '{name}', "
                     "which one process cannot hold twice; set colocate: false or deploy them apart"
                 )
+
+
+def hosted_server_spec(
+    name: str, folder: Path, entrypoint: str, sock: socket.socket, address_file: Path
+) -> dict[str, str]:
+    """How the co-hosting process finds one server: its folder and entrypoint, the inherited socket, and
+    the file it reports its bound address to."""
+    return {
+        "name": name,
+        "dir": str(folder),
+        "entrypoint": entrypoint,
+        "listen_fd": str(sock.fileno()),
+        "address_file": str(address_file),
+    }
+
+
+async def start_cohosting_child(
+    specs: list[dict[str, str]],
+    config: ConfigHandoff,
+    cwd: Path,
+    num_workers: int,
+    extra_env: dict[str, str],
+    on_line: Callable[[str], None],
+) -> ChildProcess:
+    """`python -m nemo_gym.colocation` serving the servers of `specs` on their inherited sockets."""
+    env = child_environment(
+        specs[0]["name"],
+        install_root(),
+        config.child_path,
+        {
+            **extra_env,
+            COLOCATED_SERVERS_ENV_VAR_NAME: orjson.dumps(specs).decode(),
+            COLOCATED_WORKERS_ENV_VAR_NAME: str(num_workers),
+        },
+    )
+    pass_fds = [int(spec["listen_fd"]) for spec in specs] + list(config.pass_fds)
+    return await start_child(["-m", "nemo_gym.colocation"], cwd, env, pass_fds, on_line)
 
 
 def load_servers(specs: list[dict[str, str]]) -> list[BoundApp]:

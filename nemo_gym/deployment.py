@@ -15,13 +15,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-import orjson
 from omegaconf import DictConfig
 
 from nemo_gym.child_processes import KILL_WAIT_S, OUTPUT_DRAIN_S, ChildProcess, all_exit_within, start_child
-from nemo_gym.colocation import COLOCATED_SERVERS_ENV_VAR_NAME, COLOCATED_WORKERS_ENV_VAR_NAME
+from nemo_gym.colocation import hosted_server_spec, start_cohosting_child
 from nemo_gym.config.environment_servers import (
     agents_without_environment_server_deprecation,
     generated_relays,
@@ -31,14 +30,21 @@ from nemo_gym.config_types import BaseServerConfig
 from nemo_gym.global_config import (
     GlobalConfigDictParser,
     GlobalConfigDictParserConfig,
-    install_root,
+    get_first_server_config_dict,
     parse_global_config_dict,
     require_server_instances,
     to_yaml,
 )
 from nemo_gym.http_client import RequestFailedError, RetryPolicy, request
 from nemo_gym.http_protocol import RequestLimits
-from nemo_gym.preflight import check_startable, colocation_from, implementation_dir, readiness_deadline_from
+from nemo_gym.preflight import (
+    check_shards,
+    check_startable,
+    colocation_from,
+    implementation_dir,
+    readiness_deadline_from,
+)
+from nemo_gym.ray_cluster import deployment_needs_ray, initialize_ray, shutdown_ray
 from nemo_gym.server_processes import ServerProcess, SocketReserver
 from nemo_gym.server_utils import HeadServer, RunningServer, head_server_config_from
 from nemo_gym.serving import BOUND_ADDRESS_FILE_ENV_VAR_NAME, LISTEN_FD_ENV_VAR_NAME
@@ -82,6 +88,14 @@ class Deployment:
             self.global_config_dict: DictConfig = parsed
             self.instances = require_server_instances(self.global_config_dict)
             check_startable(self.global_config_dict, self.instances, self.cwd)
+            self.shards = check_shards(self.global_config_dict, self.instances, self.cwd)
+            self.needs_ray = deployment_needs_ray(
+                self.global_config_dict,
+                [
+                    implementation_dir(instance, self.cwd) / instance.get_inner_run_server_config().entrypoint
+                    for instance in self.instances
+                ],
+            )
             self.colocated_workers = colocation_from(self.global_config_dict)
             self.readiness_deadline_s = readiness_deadline_s or readiness_deadline_from(
                 self.global_config_dict
@@ -100,6 +114,7 @@ class Deployment:
         self.stop_signal: int = signal.SIGINT
         self.interruption: str | None = None
         self._child_exited = asyncio.Event()
+        self._placement: Any = None  # a ShardPlacement once the shards are placed (it imports Ray)
 
     # ---- starting -------------------------------------------------------------------------------------
 
@@ -108,14 +123,19 @@ class Deployment:
         try:
             self._reserve_sockets()
             self._start_head_server()
+            if self.needs_ray:  # before the config is handed over: it then names the cluster to join
+                await asyncio.to_thread(initialize_ray, self.global_config_dict)
             self._run_dir = Path(tempfile.mkdtemp(prefix="gym-run-"))
-            self._config = ConfigHandoff(to_yaml(self.global_config_dict, mask=False))
+            config_yaml = to_yaml(self.global_config_dict, mask=False)
+            self._config = ConfigHandoff(config_yaml)
             secret = new_session_secret()
-            if self.colocated_workers is not None:
+            if self.servers and self.colocated_workers is not None:
                 await self._spawn_colocated(secret, self.colocated_workers)
             else:
                 for server in self.servers:
                     await self._spawn(server, secret)
+            if self.shards:
+                await self._place_shards(config_yaml, secret)
             await self._wait_until_ready()
             self._head_server.ready = True
         finally:
@@ -126,7 +146,10 @@ class Deployment:
             print(agents_without_environment_server_deprecation(relays), file=self.output, flush=True)
 
     def _reserve_sockets(self) -> None:
+        sharded = {name for spec in self.shards for name in spec.servers}
         for instance in self.instances:
+            if instance.name in sharded:
+                continue  # every replica binds its own ports on its node
             inner = instance.get_inner_run_server_config()
             owner = f"Server instance '{instance.name}'"
             advice = "Give it another port, or leave its port unset to get a free one."
@@ -174,28 +197,22 @@ class Deployment:
         """One child hosting every server instance (see `nemo_gym.colocation`)."""
         assert self._config is not None and all(server.sock is not None for server in self.servers)
         specs = [
-            {
-                "name": server.name,
-                "dir": str(server.dir_path),
-                "entrypoint": server.instance.get_inner_run_server_config().entrypoint,
-                "listen_fd": str(server.sock.fileno()),
-                "address_file": str(self._address_file(server)),
-            }
+            hosted_server_spec(
+                server.name,
+                server.dir_path,
+                server.instance.get_inner_run_server_config().entrypoint,
+                server.sock,
+                self._address_file(server),
+            )
             for server in self.servers
         ]
-        env = child_environment(
-            self.servers[0].name,
-            install_root(),
-            self._config.child_path,
-            {
-                SESSION_SECRET_ENV_VAR_NAME: secret,
-                COLOCATED_SERVERS_ENV_VAR_NAME: orjson.dumps(specs).decode(),
-                COLOCATED_WORKERS_ENV_VAR_NAME: str(num_workers),
-            },
-        )
-        pass_fds = [int(spec["listen_fd"]) for spec in specs] + list(self._config.pass_fds)
-        process = await start_child(
-            ["-m", "nemo_gym.colocation"], self.cwd, env, pass_fds, self._copy_colocated_line
+        process = await start_cohosting_child(
+            specs,
+            self._config,
+            self.cwd,
+            num_workers,
+            {SESSION_SECRET_ENV_VAR_NAME: secret},
+            self._copy_colocated_line,
         )
         started = time.time()
         for server in self.servers:
@@ -206,13 +223,42 @@ class Deployment:
         self._watchers.append(asyncio.create_task(self._watch_exit(process)))
         self._publish_spawned_servers()
 
+    async def _place_shards(self, config_yaml: str, secret: str) -> None:
+        """Every replica of every shard started on the Ray cluster (see `nemo_gym.shard_placement`)."""
+        from nemo_gym.shard_placement import ShardedServer, ShardPlacement, ShardPlacementError
+
+        by_name = {instance.name: instance for instance in self.instances}
+        servers = {
+            name: ShardedServer(by_name[name], implementation_dir(by_name[name], self.cwd))
+            for spec in self.shards
+            for name in spec.servers
+        }
+        self._placement = ShardPlacement(self.shards, servers, self.cwd, self.output)
+        try:
+            await self._placement.place(
+                config_yaml, secret, self.readiness_deadline_s, self._replicas_changed
+            )
+        except ShardPlacementError as error:
+            raise DeploymentError(str(error)) from None
+        self._replicas_changed()
+
+    def _replicas_changed(self) -> None:
+        """Point the served config's sharded servers at a live replica (for clients that do not balance)
+        and republish the instance list."""
+        for name, url in self._placement.first_live_urls().items():
+            inner = get_first_server_config_dict(self.global_config_dict, name)
+            host, port = url.rsplit("//", 1)[1].rsplit(":", 1)
+            inner.host, inner.port = host, int(port)
+        self._head_server.publish_config()
+        self._publish_spawned_servers()
+
     def _publish_spawned_servers(self) -> None:
         """List every spawned server on the head server's `/server_instances` at once: a server that
         already answers may be looked up while the others are still starting. The list is replaced, not
         changed in place, so the head server's thread never sees a half-built one."""
         self._head_server.server_instances = [
             server.describe() for server in self.servers if server.process is not None
-        ]
+        ] + (self._placement.describe() if self._placement is not None else [])
 
     def _copy_colocated_line(self, text: str) -> None:
         """A co-hosting child speaks for all its servers: every one keeps the line for error reports."""
@@ -312,8 +358,20 @@ class Deployment:
             rows.append(
                 (server.name, server.instance.SERVER_TYPE, server.instance.impl_name, server.url, pid)
             )
+        replicas = self._placement.describe() if self._placement is not None else []
+        for entry in replicas:
+            rows.append(
+                (
+                    f"{entry['process_name']}[{entry['shard']}#{entry['replica']}]",
+                    entry["server_type"],
+                    entry["name"],
+                    entry["url"],
+                    f"{entry['pid']}@{entry['node_id'][:8]}",
+                )
+            )
         print(format_table(rows), file=self.output, flush=True)
-        print(f"All {len(self.servers)} server(s) are up. Ctrl-C stops them.", file=self.output, flush=True)
+        count = len(self.servers) + len(replicas)
+        print(f"All {count} server(s) are up. Ctrl-C stops them.", file=self.output, flush=True)
 
     def server_url(self, instance_name: str) -> str:
         return next(server.url for server in self.servers if server.name == instance_name)
@@ -335,13 +393,23 @@ class Deployment:
         """Block until a stop is requested (0) or a child dies (1, after saying which)."""
         stop = asyncio.create_task(self.stop_requested.wait())
         exited = asyncio.create_task(self._child_exited.wait())
+        waits = [stop, exited]
+        if self._placement is not None:
+            waits.append(asyncio.create_task(self._placement.shard_emptied.wait()))
         try:
-            await asyncio.wait([stop, exited], return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            stop.cancel()
-            exited.cancel()
+            for waiting in waits:
+                waiting.cancel()
         if self.stop_requested.is_set():
             return 0
+        if self._placement is not None and self._placement.shard_emptied.is_set():
+            print(
+                f"Error: {self._placement.emptied_message}; stopping the deployment",
+                file=sys.stderr,
+                flush=True,
+            )
+            return 1
         try:
             await self._fail_if_a_child_exited("while running; stopping the deployment")
         except DeploymentError as error:
@@ -353,11 +421,14 @@ class Deployment:
         remove the run folder. Never fails: whatever goes wrong stopping the children (even cancellation),
         the cleanup still happens, and an error is only reported."""
         try:
+            if self._placement is not None:
+                await self._placement.stop()
             await self._stop_children()
         except Exception as error:
             print(f"Warning: stopping the servers went wrong ({error!r}).", file=sys.stderr, flush=True)
         finally:
             self._release()
+            shutdown_ray()
 
     async def _stop_children(self) -> None:
         children = self._children()

@@ -9,6 +9,7 @@ import contextlib
 import math
 import signal
 from collections import deque
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -16,6 +17,8 @@ from omegaconf import DictConfig
 from nemo_gym import extra_roots
 from nemo_gym.child_processes import KILL_WAIT_S, OUTPUT_DRAIN_S, RECENT_LINES_KEPT, start_child
 from nemo_gym.colocation import check_module_names
+from nemo_gym.config.server_refs import is_server_ref
+from nemo_gym.config.shards import ShardSpec, shard_specs
 from nemo_gym.config_handoff import ConfigHandoff, child_environment
 from nemo_gym.config_types import ConfigError, ServerInstanceConfig
 from nemo_gym.global_config import install_root, resolve_instance_config, to_yaml
@@ -74,6 +77,39 @@ def check_colocatable(instances: list[ServerInstanceConfig], cwd: Path) -> None:
             for instance in instances
         ]
     )
+
+
+def check_shards(cfg: DictConfig, instances: list[ServerInstanceConfig], cwd: Path) -> list[ShardSpec]:
+    """The config's shards, each one co-hostable (a replica is one process), and no server referring to a
+    server of another shard: a rollout's calls stay inside the replica that took its `/run`."""
+    specs = shard_specs(cfg, [instance.name for instance in instances])
+    shard_of = {name: spec.name for spec in specs for name in spec.servers}
+    by_name = {instance.name: instance for instance in instances}
+    for spec in specs:
+        check_colocatable([by_name[name] for name in spec.servers], cwd)
+    for instance in instances:
+        own = shard_of.get(instance.name)
+        for name in referred_servers(instance.get_inner_run_server_config_dict()):
+            other = shard_of.get(name)
+            if other is not None and other != own:
+                where = f"in shard '{own}'" if own else "in no shard"
+                raise ConfigError(
+                    f"server instance '{instance.name}' ({where}) refers to '{name}' of shard '{other}'; a "
+                    f"rollout stays inside one shard replica, so add '{instance.name}' to shard '{other}'"
+                )
+    return specs
+
+
+def referred_servers(value: object) -> list[str]:
+    """The instance names of every server reference (`{type: ..., name: ...}`) inside a config value."""
+    ref = is_server_ref(value)
+    if ref is not None:
+        return [ref.name]
+    if isinstance(value, Mapping):
+        return [name for item in value.values() for name in referred_servers(item)]
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return [name for item in value for name in referred_servers(item)]
+    return []
 
 
 def colocation_from(cfg: DictConfig) -> int | None:

@@ -47,7 +47,11 @@ def entrypoint_declares_ray(entrypoint: Path) -> bool:
         if not isinstance(node, ast.ClassDef):
             continue
         for statement in node.body:
-            targets = statement.targets if isinstance(statement, ast.Assign) else [getattr(statement, "target", None)]
+            targets = (
+                statement.targets
+                if isinstance(statement, ast.Assign)
+                else [getattr(statement, "target", None)]
+            )
             value = getattr(statement, "value", None)
             if any(isinstance(t, ast.Name) and t.id == "ray_enabled" for t in targets) and (
                 isinstance(value, ast.Constant) and value.value is True

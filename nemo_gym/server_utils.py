@@ -390,10 +390,15 @@ class HeadServer(BaseModel):
     server_instances: list[dict[str, Any]] = []
     # Set by the launcher once every server answers: until then the readiness routes answer 503.
     ready: bool = False
+    _masked_yaml: str = PrivateAttr(default="")
+
+    def publish_config(self) -> None:
+        """Serve the config as it is now (the launcher changed it: a shard replica moved)."""
+        self._masked_yaml = to_yaml(self.global_config_dict, mask=True)
 
     def setup_webserver(self) -> FastAPI:
         app = new_app()
-        masked_yaml = to_yaml(self.global_config_dict, mask=True)
+        self.publish_config()
 
         async def readiness() -> JSONResponse:
             if self.ready:
@@ -405,7 +410,7 @@ class HeadServer(BaseModel):
 
         @app.get("/global_config_dict_yaml")
         async def global_config_dict_yaml() -> str:
-            return masked_yaml
+            return self._masked_yaml
 
         @app.get("/server_instances")
         async def server_instances() -> list[dict[str, Any]]:

@@ -35,6 +35,9 @@ logger = logging.getLogger("nemo_gym.server")
 BOUND_ADDRESS_FILE_ENV_VAR_NAME = "NEMO_GYM_BOUND_ADDRESS_FILE"
 LISTEN_FD_ENV_VAR_NAME = "NEMO_GYM_LISTEN_FD"
 LAUNCHER_PID_ENV_VAR_NAME = "NEMO_GYM_LAUNCHER_PID"
+# The signal a server gets when its launcher dies: SIGTERM (stop gracefully) unless it names another. A shard
+# replica's servers get SIGKILL: their launcher's death is their node's, and nothing may finish there.
+LAUNCHER_DEATH_SIGNAL_ENV_VAR_NAME = "NEMO_GYM_LAUNCHER_DEATH_SIGNAL"
 SERVER_KEEPALIVE_S = 30
 TARGET_NOFILE_LIMIT = 65535
 # Collections of the young generation every 10,000 allocations instead of 700, full ones 50x rarer: a
@@ -79,7 +82,7 @@ def exit_with_the_launcher() -> None:
     launcher_pid = os.environ.get(LAUNCHER_PID_ENV_VAR_NAME)
     if not launcher_pid or not sys.platform.startswith("linux"):
         return
-    die_with_parent(signal.SIGTERM)
+    die_with_parent(signal.Signals[os.environ.get(LAUNCHER_DEATH_SIGNAL_ENV_VAR_NAME, "SIGTERM")])
     if os.getppid() != int(launcher_pid):
         sys.exit("Error: the launcher exited before this server started.")
 

@@ -48,6 +48,8 @@ RESERVED_TOP_LEVEL_KEYS: frozenset[str] = frozenset(
         "skip_venv_if_present",
         "hf_token",
         "ray_head_node_address",
+        "shards",
+        "cpu_pool_backend",
         "port_range_low",
         "port_range_high",
         "dry_run",

@@ -51,7 +51,7 @@ NEMO_GYM_KEYS = frozenset(
 # this list complete), and keys read outside a model.
 GYM_KEYS = frozenset(
     """
-    colocate colocate_num_workers readiness_deadline_s gitlab_token gitlab_url gitlab_project
+    colocate colocate_num_workers readiness_deadline_s shards gitlab_token gitlab_url gitlab_project
     all allow_partial_rollouts artifact_fpath commit_description commit_message create_pr data_source
     dataset_name delete_from_gitlab failed full global_http_connect_timeout_s global_http_deadline_s
     global_http_max_attempts global_max_request_body_mb global_request_read_timeout_s hf_collection_name

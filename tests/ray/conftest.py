@@ -42,11 +42,11 @@ class TwoNodeCluster:
 
 @pytest.fixture(scope="module")
 def two_node_cluster() -> Iterator[TwoNodeCluster]:
-    from ray.cluster_utils import Cluster
-
     env = {**RAY_TEST_ENV, "RAY_AUTH_TOKEN": secrets.token_hex(16)}
     saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
+    os.environ.update(env)  # before Ray is imported: it reads some of them once, at import
+    from ray.cluster_utils import Cluster
+
     cluster = Cluster(
         initialize_head=True,
         head_node_args={"num_cpus": NODE_CPUS, "include_dashboard": False, "resources": {"node_a": 1}},
