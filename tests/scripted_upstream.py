@@ -18,6 +18,8 @@ Control routes (JSON):
     DELETE /_script/{model}     drops the model's queued steps and rules
     GET    /_requests/{model}   [{"path", "headers", "body"}, ...] every request received, in order
     POST   /_reset              forgets every script and every recorded request
+    GET    /_gates/{name}       {"waiting": n, "open": bool}: requests held at the gate right now
+    POST   /_gates/{name}       opens the gate: held requests go on, later ones pass straight through
 
 A step is an object; every key is optional and at most one action key is allowed:
 
@@ -39,6 +41,7 @@ A step is an object; every key is optional and at most one action key is allowed
       "match": str            a standing rule instead of a queued step: served, never consumed, to every
                               request whose JSON body contains this text (rules are tried first, in order)
       "delay_s": float        wait this long before acting
+      "gate": str             wait until the named gate is opened (POST /_gates/{name}) before acting
 
 A step without an action key (for example `{"delay_s": 1}`), or a request whose model has no queued
 step, gets the default answer: an assistant message whose text is "ok".
@@ -76,6 +79,7 @@ MODIFIER_KEYS = (
     "repeat",
     "delay_s",
     "match",
+    "gate",
 )
 DEFAULT_INPUT_TOKENS = 10
 DEFAULT_OUTPUT_TOKENS = 5
@@ -98,6 +102,19 @@ class Upstream:
         self.rules: dict[str, list[dict[str, Any]]] = {}
         self.requests: dict[str, list[dict[str, Any]]] = {}
         self.ids = itertools.count(1)
+        self.gates: dict[str, asyncio.Event] = {}
+        self.waiting: dict[str, int] = {}
+
+    def gate(self, name: str) -> asyncio.Event:
+        return self.gates.setdefault(name, asyncio.Event())
+
+    async def pass_gate(self, name: str) -> None:
+        """Hold the request until the gate opens, counted as waiting meanwhile (also if it is cancelled)."""
+        self.waiting[name] = self.waiting.get(name, 0) + 1
+        try:
+            await self.gate(name).wait()
+        finally:
+            self.waiting[name] -= 1
 
     def next_id(self, prefix: str) -> str:
         return f"{prefix}_{next(self.ids)}"
@@ -157,6 +174,8 @@ def validate_step(step: Any) -> dict[str, Any]:
     repeat = step.get("repeat", 1)
     if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
         raise StepError(f"'repeat' must be a positive integer, got {repeat!r}")
+    if "gate" in step and not isinstance(step["gate"], str):
+        raise StepError(f"'gate' must name a gate, got {step['gate']!r}")
     delay = step.get("delay_s", 0)
     if not isinstance(delay, int | float) or delay < 0:
         raise StepError(f"'delay_s' must be a non-negative number, got {delay!r}")
@@ -261,6 +280,8 @@ async def disconnect(request: web.Request) -> web.StreamResponse:
 
 
 async def answer(state: Upstream, request: web.Request, body: dict[str, Any], step: dict[str, Any]):
+    if "gate" in step:
+        await state.pass_gate(step["gate"])
     if step.get("delay_s"):
         await asyncio.sleep(step["delay_s"])
     if step.get("hang"):
@@ -367,7 +388,17 @@ def make_control_routes(state: Upstream) -> list[web.RouteDef]:
         state.requests.clear()
         return json_response({"reset": True})
 
+    async def gate_state(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        return json_response({"waiting": state.waiting.get(name, 0), "open": state.gate(name).is_set()})
+
+    async def open_gate(request: web.Request) -> web.Response:
+        state.gate(request.match_info["name"]).set()
+        return json_response({"open": True})
+
     return [
+        web.get("/_gates/{name}", gate_state),
+        web.post("/_gates/{name}", open_gate),
         web.post("/_script/{model:.+}", append_steps),
         web.delete("/_script/{model:.+}", clear_steps),
         web.get("/_requests/{model:.+}", recorded),

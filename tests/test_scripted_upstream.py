@@ -309,3 +309,18 @@ async def test_reset_forgets_scripts_and_requests(tmp_path: Path):
         upstream.reset()
         assert upstream.requests(model) == []
         assert (await post_json(url, {"model": model}))[0] == 200
+
+
+async def test_a_gate_holds_requests_until_it_is_opened_and_counts_them(scripted_upstream):
+    model, gate = fresh_model(), fresh_model("gate")
+    scripted_upstream.script(model, [{"gate": gate, "output": [assistant_message("released")], "repeat": 3}])
+    url = f"{scripted_upstream.base_url}/responses"
+    held = [asyncio.ensure_future(post_json(url, {"model": model})) for _ in range(2)]
+    while scripted_upstream.gate_waiting(gate) < 2:
+        await asyncio.sleep(0.01)
+    assert not any(call.done() for call in held)
+    scripted_upstream.open_gate(gate)
+    answers = await asyncio.gather(*held, post_json(url, {"model": model}))
+    assert [status for status, _ in answers] == [200, 200, 200]
+    assert {body["output"][0]["content"][0]["text"] for _, body in answers} == {"released"}
+    assert scripted_upstream.gate_waiting(gate) == 0

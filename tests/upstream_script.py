@@ -47,6 +47,7 @@ class Step(TypedDict, total=False):
     finish_reason: str
     repeat: int
     delay_s: float
+    gate: str
 
 
 class RecordedRequest(TypedDict):
@@ -138,6 +139,14 @@ class ScriptedUpstream:
     def reset(self) -> None:
         """Forget all scripts and request logs of every model."""
         self._call("POST", "/_reset", {})
+
+    def gate_waiting(self, gate: str) -> int:
+        """How many requests the named gate (a step's `gate`) is holding right now."""
+        return self._call("GET", f"/_gates/{_quote(gate)}")["waiting"]
+
+    def open_gate(self, gate: str) -> None:
+        """Let the requests held at the gate go on; later ones pass straight through."""
+        self._call("POST", f"/_gates/{_quote(gate)}", {})
 
     def _call(self, method: str, path: str, payload: Any = None) -> Any:
         data = None if payload is None else orjson.dumps(payload)

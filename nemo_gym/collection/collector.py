@@ -162,6 +162,16 @@ class RolloutCollector:
         results = LineAppender(self.paths.output)
         failures = LineAppender(self.paths.failures)
         budget = DispatchBudget(self.config.dispatch_budget_s, self.config.drain_margin_s)
+
+        def record_lost_attempt(record: dict[str, Any]) -> None:
+            """An attempt a lost shard replica took with it: kept, as any failure; the row runs again."""
+            failures.append(record)
+            ledger.record_failure(
+                rollout_key(record), agent_name_of(record), record[FAILURE_CLASS_KEY], False
+            )
+            progress.lost_attempts += 1
+
+        self.helper.on_lost_attempt = record_lost_attempt
         try:
             rows = self._runnable(ledger, max_attempts)
             attempt_of = lambda row: ledger.failed_attempts(rollout_key(row))[0] + 1  # noqa: E731
@@ -186,6 +196,7 @@ class RolloutCollector:
                 if progress.finished % 1000 == 0:
                     ledger.commit()
         finally:
+            self.helper.on_lost_attempt = None
             results.close()
             failures.close()
             progress.close()

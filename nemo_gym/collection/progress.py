@@ -28,6 +28,7 @@ class CollectionProgress:
     reward_sum: float = 0.0
     failures: Counter[str] = field(default_factory=Counter)
     not_started: int = 0  # rows the dispatch budget did not let start
+    lost_attempts: int = 0  # attempts a lost shard replica took with it (each row then ran elsewhere)
     _bar: Any = None
     _next_milestone: int = 0
 
@@ -129,6 +130,11 @@ class CollectionSummary:
                 else "; none would succeed on a retry (see the failures file)"
             )
             lines.append(f"{unresolved} rollout(s) have no result{advice}")
+        if progress.lost_attempts:
+            lines.append(
+                f"{progress.lost_attempts} attempt(s) were lost with a shard replica and ran again on another "
+                "(see the failures file, class shard_lost)"
+            )
         if progress.not_started:
             lines.append(
                 f"{progress.not_started} rollout(s) not started: the dispatch budget ran out; rerun with "

@@ -26,6 +26,12 @@ from nemo_gym.collection.records import (
     failure_record,
     status_failure_class,
 )
+from nemo_gym.collection.shard_balancer import (
+    SHARD_LOST_FAILURE_CLASS,
+    SHARD_REPLICA_KEY,
+    ShardBalancer,
+    ShardLostError,
+)
 from nemo_gym.config.key_names import ATTEMPT_INDEX_KEY_NAME, ROLLOUT_ID_KEY_NAME
 from nemo_gym.config_types import AGENT_REF_KEY, BaseServerConfig, ConfigError, ServerRefNotFoundError
 from nemo_gym.http_client import (
@@ -68,6 +74,13 @@ class RolloutRunner:
         self.rollout_timeout_s = rollout_timeout_s or (
             default_retry_policy().deadline_s + COLLECTOR_DEADLINE_MARGIN_S
         )
+        self.balancer = ShardBalancer.for_deployment(self.server_client.head_server_config)
+        # Told of each attempt a lost shard replica took with it (the row then runs on a live replica).
+        self.on_lost_attempt: Callable[[dict[str, Any]], None] | None = None
+
+    def _note_lost_attempt(self, row: dict[str, Any], lost: ShardLostError, attempt: int) -> None:
+        if self.on_lost_attempt is not None:
+            self.on_lost_attempt(failure_record(row, SHARD_LOST_FAILURE_CLASS, str(lost), attempt))
 
     def check_agent(self, agent: str) -> None:
         """A config error unless rows of `agent` have an environment server (or are run by it directly)."""
@@ -81,7 +94,7 @@ class RolloutRunner:
         """One `/run` of the row's environment server, classified: the stamped result, or a failure record."""
         try:
             target = self.router.target(row)
-            url = self.server_client.server_base_url(target.server) + "/run"
+            base_url = self.server_client.server_base_url(target.server)
             body = self.router.request_body(row, target)
         except (ServerRefNotFoundError, ValueError) as error:
             return failure_record(row, "invalid_request", str(error), attempt)
@@ -91,23 +104,37 @@ class RolloutRunner:
             deadline_s=self.rollout_timeout_s,
             connect_timeout_s=min(default_retry_policy().connect_timeout_s, self.rollout_timeout_s),
         )
-        try:
+
+        async def post(base_url: str) -> tuple[int, bytes]:
             async with asyncio.timeout(self.rollout_timeout_s):
-                response = await request("POST", url, json=body, retry_policy=policy, idempotent=False)
-                body = await response.read()
+                response = await request(
+                    "POST", base_url + "/run", json=body, retry_policy=policy, idempotent=False
+                )
+                return response.status, await response.read()
+
+        replica = None
+        try:
+            if self.balancer is not None and self.balancer.serves(agent):
+                (status, answer), replica = await self.balancer.dispatch(
+                    agent,
+                    row.get(TASK_INDEX_KEY),
+                    post,
+                    lambda lost: self._note_lost_attempt(row, lost, attempt),
+                )
+            else:
+                status, answer = await post(base_url)
+        except ShardLostError as error:
+            return failure_record(row, SHARD_LOST_FAILURE_CLASS, str(error), attempt)
         except (DeadlineExceededError, TimeoutError):
             return failure_record(
                 row, "timeout", f"no answer from {agent} within {self.rollout_timeout_s:g}s", attempt
             )
         except (RequestFailedError, aiohttp.ClientError, OSError) as error:
             return failure_record(row, "connection", f"{agent}: {error}", attempt)
-        if not 200 <= response.status < 300:
-            message = error_message(body)
-            return failure_record(
-                row, status_failure_class(response.status), message, attempt, response.status
-            )
+        if not 200 <= status < 300:
+            return failure_record(row, status_failure_class(status), error_message(answer), attempt, status)
         try:
-            result = self.router.result_of(target, orjson.loads(body))
+            result = self.router.result_of(target, orjson.loads(answer))
         except orjson.JSONDecodeError as error:
             return failure_record(row, "invalid_response", f"{agent} answered non-JSON ({error})", attempt)
         except EpisodeFailedError as failure:
@@ -127,6 +154,8 @@ class RolloutRunner:
         for key in (ATTEMPT_INDEX_KEY_NAME, ROLLOUT_ID_KEY_NAME):
             if key in row:
                 result[key] = row[key]
+        if replica is not None:
+            result[SHARD_REPLICA_KEY] = replica.label
         return result
 
     async def run_rows(

@@ -34,6 +34,7 @@ from nemo_gym.collection.environments import EnvironmentRouter, EpisodeFailedErr
 from nemo_gym.collection.records import DEFAULT_MAX_ATTEMPTS, NO_PERSIST_KEY
 from nemo_gym.collection.routing import preprocessed_rows, resolve_agent_refs
 from nemo_gym.collection.runner import COLLECTOR_DEADLINE_MARGIN_S
+from nemo_gym.collection.shard_balancer import ShardBalancer
 from nemo_gym.config_types import BaseServerConfig
 from nemo_gym.global_config import get_global_config_dict
 from nemo_gym.http_client import (
@@ -44,7 +45,7 @@ from nemo_gym.http_client import (
     default_retry_policy,
     request,
 )
-from nemo_gym.jsonl import FAILURE_CLASS_KEY, iter_jsonl
+from nemo_gym.jsonl import FAILURE_CLASS_KEY, TASK_INDEX_KEY, iter_jsonl
 from nemo_gym.server_utils import ServerClient, configure_http_client_from
 
 DISPATCH_DRAINED_KEY = "_ng_dispatch_drained"
@@ -151,10 +152,18 @@ class RolloutCollectionHelper(BaseModel):
         deadline_s = (
             self.rollout_deadline_s or default_retry_policy().deadline_s + COLLECTOR_DEADLINE_MARGIN_S
         )
+        balancer = ShardBalancer.for_deployment(server_client.head_server_config)
         dispatcher = _Dispatcher(
             rows,
             lambda row: _run_one(
-                server_client, router, targets[id(row)], row, semaphore, deadline_s, route_failures_to_sidecar
+                server_client,
+                router,
+                targets[id(row)],
+                row,
+                semaphore,
+                deadline_s,
+                route_failures_to_sidecar,
+                balancer,
             ),
             max_resident_tasks,
             DispatchBudget(dispatch_budget_s, drain_margin_s),
@@ -170,30 +179,39 @@ async def _run_one(
     semaphore: AbstractAsyncContextManager[Any] | None,
     deadline_s: float,
     route_failures_to_sidecar: bool,
+    balancer: ShardBalancer | None = None,
 ) -> Outcome:
     agent = target.server
-    url = server_client.server_base_url(target.server) + "/run"
     policy = RetryPolicy(
         max_attempts=DEFAULT_MAX_ATTEMPTS,
         deadline_s=deadline_s,
         connect_timeout_s=min(default_retry_policy().connect_timeout_s, deadline_s),
     )
+
+    async def post(base_url: str) -> tuple[aiohttp.ClientResponse, bytes]:
+        url = base_url + "/run"
+        try:
+            response = await request(
+                "POST", url, json=router.request_body(row, target), retry_policy=policy, idempotent=False
+            )
+            return response, await response.read()
+        except DeadlineExceededError as error:
+            raise RolloutTimeoutError(
+                "POST",
+                url,
+                error.attempts,
+                error.elapsed_s,
+                None,
+                f"no answer from {agent} within {deadline_s:g}s",
+            ) from None
+
     try:
         async with semaphore or contextlib.nullcontext():
-            try:
-                response = await request(
-                    "POST", url, json=router.request_body(row, target), retry_policy=policy, idempotent=False
-                )
-            except DeadlineExceededError as error:
-                raise RolloutTimeoutError(
-                    "POST",
-                    url,
-                    error.attempts,
-                    error.elapsed_s,
-                    None,
-                    f"no answer from {agent} within {deadline_s:g}s",
-                ) from None
-        body = await response.read()
+            # With shards, a rollout a lost replica took with it runs again on a live one.
+            if balancer is not None and balancer.serves(agent):
+                (response, body), _ = await balancer.dispatch(agent, row.get(TASK_INDEX_KEY), post)
+            else:
+                response, body = await post(server_client.server_base_url(agent))
         if not response.ok:
             raise HTTPStatusError(response, body)
         answer = orjson.loads(body)
