@@ -79,7 +79,9 @@ def test_killing_a_node_mid_collection_reruns_its_rollouts_on_the_other_with_not
         assert keys == Counter({(task, rollout): 1 for task in range(TASKS) for rollout in range(REPEATS)})
         survivor = f"weather#{({0, 1} - on_node_b).pop()}"
         assert {row["_ng_shard_replica"] for row in results} == {survivor}
-        lost = [orjson.loads(line) for line in (tmp_path / "results_failures.jsonl").read_bytes().splitlines()]
+        lost = [
+            orjson.loads(line) for line in (tmp_path / "results_failures.jsonl").read_bytes().splitlines()
+        ]
         assert len(lost) == ROLLOUTS // 2
         assert {row["_ng_failure_class"] for row in lost} == {"shard_lost"}
         assert {(row["_ng_task_index"], row["_ng_rollout_index"]) for row in lost} <= set(keys)
