@@ -25,6 +25,7 @@ from nemo_gym.config.environment_servers import (
     agents_without_environment_server_deprecation,
     generated_relays,
 )
+from nemo_gym.config.shards import shard_specs
 from nemo_gym.config_handoff import ConfigHandoff, child_environment
 from nemo_gym.config_types import BaseServerConfig
 from nemo_gym.global_config import (
@@ -38,7 +39,6 @@ from nemo_gym.global_config import (
 from nemo_gym.http_client import RequestFailedError, RetryPolicy, request
 from nemo_gym.http_protocol import RequestLimits
 from nemo_gym.preflight import (
-    check_shards,
     check_startable,
     colocation_from,
     implementation_dir,
@@ -88,7 +88,7 @@ class Deployment:
             self.global_config_dict: DictConfig = parsed
             self.instances = require_server_instances(self.global_config_dict)
             check_startable(self.global_config_dict, self.instances, self.cwd)
-            self.shards = check_shards(self.global_config_dict, self.instances, self.cwd)
+            self.shards = shard_specs(self.global_config_dict, [instance.name for instance in self.instances])
             self.needs_ray = deployment_needs_ray(
                 self.global_config_dict,
                 [

@@ -47,6 +47,7 @@ def check_startable(cfg: DictConfig, instances: list[ServerInstanceConfig], cwd:
     entrypoint, or a config value it cannot resolve (such as an unset `${policy_api_key}`)."""
     if colocation_from(cfg) is not None:
         check_colocatable(instances, cwd)
+    check_shards(cfg, instances, cwd)
     for instance in instances:
         resolve_instance_config(cfg, instance.name)
         folder = implementation_dir(instance, cwd)

@@ -22,13 +22,11 @@ from ray.exceptions import RayError
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from nemo_gym.config.shards import ShardSpec
+from nemo_gym.config.shards import REPLICA_LOST, REPLICA_UP, ShardSpec
 from nemo_gym.config_types import ServerInstanceConfig
 from nemo_gym.shard_replica import ShardReplica
 
 STOP_DEADLINE_S = 15.0
-REPLICA_UP = "up"
-REPLICA_LOST = "lost"
 
 
 class ShardPlacementError(Exception):

@@ -387,6 +387,10 @@ def test_workers_share_the_connections_of_a_burst(workdir):
     ],
 )
 def test_colocation_settings_are_checked_in_one_line(workdir, setting, expected):
+    check_settings_in_one_line(workdir, setting, expected)
+
+
+def check_settings_in_one_line(workdir: Path, setting: dict, expected: str) -> None:
     for implementation in ("counter", "noisy"):
         folder = workdir / "resources_servers" / implementation
         (folder / "grading.py").write_text("")
@@ -414,6 +418,39 @@ def loaded_ray(pid: int) -> bool:
     """Whether process `pid` has Ray's native core mapped, which importing `ray` always loads."""
     maps = Path(f"/proc/{pid}/maps").read_text()
     return any(line.rstrip().endswith("_raylet.so") for line in maps.splitlines())
+
+
+def referring_to(name: str) -> dict:
+    return counter_instance(peer={"type": "resources_servers", "name": name})
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        ({"shards": 5}, "shards must map shard names to {servers, replicas, num_cpus, placement_strategy}"),
+        ({"shards": {"s": {"servers": ["nope"]}}}, "shards.s.servers: 'nope' is not a server instance"),
+        ({"shards": {"s": {"servers": ["first"], "replicas": 0}}}, "shards.s: replicas"),
+        ({"shards": {"s": {"servers": ["first"], "placement_strategy": "EVERYWHERE"}}}, "placement_strategy"),
+        ({"shards": {"s": {"servers": ["first"], "gpus": 1}}}, "shards.s: gpus"),
+        (
+            {
+                "second": counter_instance(),
+                "shards": {"a": {"servers": ["first"]}, "b": {"servers": ["first", "second"]}},
+            },
+            "'first' is in shards 'a' and 'b'",
+        ),
+        (
+            {"second": referring_to("first"), "shards": {"a": {"servers": ["first"]}}},
+            "'second' (in no shard) refers to 'first' of shard 'a'",
+        ),
+        (
+            {"second": counter_instance("noisy"), "shards": {"a": {"servers": ["first", "second"]}}},
+            "instances 'first' and 'second' both have a module named 'grading'",
+        ),
+    ],
+)
+def test_shard_settings_are_checked_in_one_line_before_ray_is_needed(workdir, setting, expected):
+    check_settings_in_one_line(workdir, setting, expected)
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/<pid>/maps (Linux)")

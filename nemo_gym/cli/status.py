@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from nemo_gym.config.shards import REPLICA_LOST
 from nemo_gym.global_config import parse_global_config_dict
 from nemo_gym.http_client import (
     HTTPStatusError,
@@ -33,6 +34,31 @@ async def instance_health(url: str) -> str:
     except RequestFailedError as error:
         return "timeout" if error.kind == "timeout" else "connection_error"
     return "success"
+
+
+async def health_of(instance: dict[str, Any]) -> str:
+    """A shard replica the launcher knows is lost is `lost`; any other instance is asked."""
+    if instance.get("status") == REPLICA_LOST:
+        return REPLICA_LOST
+    return await instance_health(instance["url"])
+
+
+def status_rows(instances: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    """The table of `gym status`; with shards, each instance's shard replica and node too."""
+    sharded = any("shard" in instance for instance in instances)
+    rows = [("INSTANCE", "TYPE", "IMPLEMENTATION", "URL", "PID", "STATUS", "UPTIME_S")]
+    if sharded:
+        rows[0] += ("SHARD", "NODE")
+    for i in instances:
+        row = (
+            i["process_name"], i["server_type"], i["name"], i["url"], str(i["pid"]), i["status"],
+            f"{i['uptime_seconds']:g}",
+        )  # fmt: skip
+        if sharded:
+            shard = f"{i['shard']}#{i['replica']}" if "shard" in i else "-"
+            row += (shard, str(i.get("node_id") or "-")[:12])
+        rows.append(row)
+    return rows
 
 
 INSTANCE_KEYS = frozenset({"process_name", "server_type", "name", "url", "pid", "start_time"})
@@ -75,20 +101,12 @@ async def print_status(overrides: Sequence[str], as_json: bool = False) -> int:
             file=sys.stderr,
         )
         return 1
-    statuses = await asyncio.gather(*(instance_health(instance["url"]) for instance in instances))
+    statuses = await asyncio.gather(*(health_of(instance) for instance in instances))
     for instance, status in zip(instances, statuses, strict=True):
         instance["status"] = status
         instance["uptime_seconds"] = round(time.time() - instance["start_time"], 1)
     if as_json or cfg.get("json"):
         print(orjson.dumps(instances, option=orjson.OPT_INDENT_2).decode())
     else:
-        rows = [("INSTANCE", "TYPE", "IMPLEMENTATION", "URL", "PID", "STATUS", "UPTIME_S")]
-        rows += [
-            (
-                i["process_name"], i["server_type"], i["name"], i["url"], str(i["pid"]), i["status"],
-                f"{i['uptime_seconds']:g}",
-            )
-            for i in instances
-        ]  # fmt: skip
-        print(format_table(rows))
+        print(format_table(status_rows(instances)))
     return 0 if all(status == "success" for status in statuses) else 1

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import aiohttp
 import orjson
 
+from nemo_gym.config.shards import REPLICA_LOST
 from nemo_gym.config_types import BaseServerConfig
 from nemo_gym.http_client import (
     BadResponseError,
@@ -43,7 +44,6 @@ HEALTH_POLL_S = 2.0
 HEAD_FETCH_TIMEOUT_S = 10.0
 PROBE_POLICY = RetryPolicy(max_attempts=1, deadline_s=3.0, connect_timeout_s=2.0)
 HEAD_POLICY = RetryPolicy(max_attempts=1, deadline_s=5.0, connect_timeout_s=2.0)
-REPLICA_LOST = "lost"
 # What a node's death looks like to a caller; anything else (an HTTP error status) is the rollout's own.
 LOSS_SYMPTOMS = (
     ConnectionFailedError,

@@ -28,6 +28,9 @@ from nemo_gym.config.settings import top_level_setting
 from nemo_gym.validation_errors import describe_validation_error
 
 SHARDS_KEY_NAME = "shards"
+# A replica's `status` in the head server's `/server_instances`.
+REPLICA_UP = "up"
+REPLICA_LOST = "lost"
 PlacementStrategy = Literal["SPREAD", "STRICT_SPREAD", "PACK", "STRICT_PACK"]
 
 

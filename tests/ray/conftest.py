@@ -22,6 +22,8 @@ RAY_TEST_ENV = {
     # Ray's single-machine mode: every node and the GCS use the loopback address.
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
     "RAY_AUTH_MODE": "token",
+    # One token for the session: Ray reads it once per process, and each module starts a cluster of its own.
+    "RAY_AUTH_TOKEN": secrets.token_hex(16),
 }
 
 
@@ -42,7 +44,7 @@ class TwoNodeCluster:
 
 @pytest.fixture(scope="module")
 def two_node_cluster() -> Iterator[TwoNodeCluster]:
-    env = {**RAY_TEST_ENV, "RAY_AUTH_TOKEN": secrets.token_hex(16)}
+    env = dict(RAY_TEST_ENV)
     saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)  # before Ray is imported: it reads some of them once, at import
     from ray.cluster_utils import Cluster

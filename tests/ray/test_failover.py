@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -30,6 +31,11 @@ def wait_until(condition, what: str) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"never happened: {what}"
         time.sleep(0.05)
+
+
+def replica_states(head_url: str, replicas: set[int]) -> set[str]:
+    with urllib.request.urlopen(f"{head_url}/server_instances", timeout=10) as answer:
+        return {entry["status"] for entry in orjson.loads(answer.read()) if entry.get("replica") in replicas}
 
 
 def test_killing_a_node_mid_collection_reruns_its_rollouts_on_the_other_with_nothing_lost_or_duplicated(
@@ -86,11 +92,15 @@ def test_killing_a_node_mid_collection_reruns_its_rollouts_on_the_other_with_not
         assert {row["_ng_failure_class"] for row in lost} == {"shard_lost"}
         assert {(row["_ng_task_index"], row["_ng_rollout_index"]) for row in lost} <= set(keys)
 
+        # The launcher learns from Ray that the actor is gone (once the cluster declares node b dead).
+        wait_until(
+            lambda: replica_states(deployment.head_url, on_node_b) == {"lost"}, "the replica marked lost"
+        )
         status = subprocess.run(
             gym_command("env", "status", f"++head_server.port={head_port(deployment)}", "--json"),
             capture_output=True, text=True, timeout=60, cwd=REPO_ROOT,
         )  # fmt: skip
         listed = orjson.loads(status.stdout)
         lost_replica = {entry["status"] for entry in listed if entry.get("replica") in on_node_b}
-        assert status.returncode == 1 and lost_replica == {"connection_error"}
+        assert status.returncode == 1 and lost_replica == {"lost"}
         assert deployment.process.poll() is None  # one live replica is enough to go on
