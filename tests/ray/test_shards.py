@@ -13,6 +13,8 @@ import orjson
 import pytest
 import requests
 
+from nemo_gym.rollout_collection import RolloutCollectionHelper
+from nemo_gym.server_utils import BaseServerConfig
 from tests.helpers import REPO_ROOT, RunningDeployment, gym_command, running_deployment, write_config
 from tests.ray.conftest import TwoNodeCluster
 from tests.upstream_script import ScriptedUpstream, fresh_model
@@ -125,3 +127,20 @@ def collect(deployment: RunningDeployment, workdir: Path, tasks: int, repeats: i
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     return [orjson.loads(line) for line in output.read_bytes().splitlines()]
+
+
+async def test_a_trainer_runs_rows_through_the_sharded_deployment_from_python(sharded):
+    deployment, _, _ = sharded
+    agent_ref = {"type": "responses_api_agents", "name": SHARDED_SERVERS[1]}
+    rows = [
+        {"responses_create_params": {"input": f"Weather in town {index}?"}, "agent_ref": agent_ref}
+        for index in range(6)
+    ]
+    head = BaseServerConfig(host="127.0.0.1", port=int(head_port(deployment)))
+    outcomes = [
+        await outcome for outcome in RolloutCollectionHelper().run_examples(rows, head_server_config=head)
+    ]
+    assert sorted(row["responses_create_params"]["input"] for row, _ in outcomes) == sorted(
+        row["responses_create_params"]["input"] for row in rows
+    )
+    assert all(isinstance(result["reward"], float) for _, result in outcomes)
