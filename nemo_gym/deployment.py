@@ -234,12 +234,20 @@ class Deployment:
             for name in spec.servers
         }
         self._placement = ShardPlacement(self.shards, servers, self.cwd, self.output)
+        started = time.monotonic()
         try:
             await self._placement.place(
                 config_yaml, secret, self.readiness_deadline_s, self._replicas_changed
             )
         except ShardPlacementError as error:
             raise DeploymentError(str(error)) from None
+        nodes = {replica.node_id for replica in self._placement.replicas}
+        print(
+            f"Placed {len(self._placement.replicas)} shard replica(s) on {len(nodes)} Ray node(s) in "
+            f"{time.monotonic() - started:.1f}s.",
+            file=self.output,
+            flush=True,
+        )
         self._replicas_changed()
 
     def _replicas_changed(self) -> None:

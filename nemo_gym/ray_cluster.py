@@ -14,12 +14,10 @@ RAY_USAGE_STATS_ENABLED is set.
 from __future__ import annotations
 
 import ast
-import atexit
 import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig, open_dict
 
@@ -30,6 +28,7 @@ from nemo_gym.config.shards import SHARDS_KEY_NAME, ray_address_from
 logger = logging.getLogger("nemo_gym.ray")
 CPU_POOL_BACKEND_KEY_NAME = "cpu_pool_backend"
 USAGE_STATS_ENV_VAR_NAME = "RAY_USAGE_STATS_ENABLED"
+_joined_here = False  # whether initialize_ray connected this process (and shutdown_ray may disconnect it)
 
 
 def server_uses_ray(server_class: type) -> bool:
@@ -70,28 +69,31 @@ def deployment_needs_ray(cfg: DictConfig, entrypoints: list[Path]) -> bool:
 
 
 def initialize_ray(cfg: DictConfig | None = None) -> None:
-    """Join the cluster at `ray_head_node_address` (or `auto`), or start a private local one and write its
-    address into `cfg`; nothing when this process has already joined one."""
+    """Join the cluster at `ray_head_node_address` (or `auto`), or start a private local one, unless this
+    process is already connected (a trainer's Ray actor); then make sure `cfg` names the cluster, so the
+    children join the same one."""
+    global _joined_here
     import ray
 
-    if ray.is_initialized():
-        return
-    os.environ.setdefault(USAGE_STATS_ENV_VAR_NAME, "0")
-    address = ray_address_from(cfg) if cfg is not None else None
-    if address is None:
-        context = ray.init(include_dashboard=False, logging_level=logging.WARNING)
-    else:
-        context = ray.init(address=address, logging_level=logging.WARNING)
-    if address is None:
-        atexit.register(ray.shutdown)
-        if cfg is not None:
-            with open_dict(cfg):
-                cfg[RAY_HEAD_NODE_ADDRESS_KEY_NAME] = context.address_info["gcs_address"]
-    logger.info("joined the Ray cluster at %s", context.address_info["gcs_address"])
+    if not ray.is_initialized():
+        os.environ.setdefault(USAGE_STATS_ENV_VAR_NAME, "0")
+        address = ray_address_from(cfg) if cfg is not None else None
+        if address is None:
+            ray.init(include_dashboard=False, logging_level=logging.WARNING)
+        else:
+            ray.init(address=address, logging_level=logging.WARNING)
+        _joined_here = True
+    gcs_address = ray.get_runtime_context().gcs_address
+    if cfg is not None and ray_address_from(cfg) in (None, "auto"):
+        with open_dict(cfg):
+            cfg[RAY_HEAD_NODE_ADDRESS_KEY_NAME] = gcs_address
+    logger.info("joined the Ray cluster at %s", gcs_address)
 
 
 def shutdown_ray() -> None:
-    """Leave the cluster (and stop it, if this process started it); nothing if Ray was never loaded."""
-    ray: Any = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():
-        ray.shutdown()
+    """Leave the cluster (stopping it, if this process started it) when this process joined it through
+    `initialize_ray`; a connection the process had before (a trainer's) is left alone."""
+    global _joined_here
+    if _joined_here:
+        sys.modules["ray"].shutdown()
+        _joined_here = False
