@@ -16,6 +16,9 @@ loop and client threads can copy a held lock into the child.
 
 No worker outlives its server: servers stop the pool when they shut down (`shutdown_pool`, which does not
 wait for busy workers), and a worker also dies when its server dies without shutting down (SIGKILL).
+
+With `cpu_pool_backend: ray` (applied by each server at start, `use_backend`), the calls run as Ray tasks
+spread over the deployment's cluster instead (`nemo_gym.cpu_pool_ray`), under the same contract.
 """
 
 from __future__ import annotations
@@ -26,14 +29,19 @@ import logging
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
+from nemo_gym.defaults import DEFAULT_CPU_POOL_BACKEND, CPUPoolBackend
 from nemo_gym.parent_death import die_with_parent
+
+if TYPE_CHECKING:  # workers import this module: they load no config machinery
+    from omegaconf import DictConfig
 
 logger = logging.getLogger("nemo_gym.cpu_pool")
 ResultT = TypeVar("ResultT")
@@ -44,9 +52,23 @@ CALLER_GRACE_S = 2.0
 ORPHAN_CHECK_INTERVAL_S = 0.5
 WORKER_EXIT_WAIT_S = 5.0
 
+BACKENDS: tuple[CPUPoolBackend, ...] = get_args(CPUPoolBackend)
+
 _pool: ProcessPoolExecutor | None = None
+_backend: CPUPoolBackend = DEFAULT_CPU_POOL_BACKEND
+_cluster_config: DictConfig | None = None
+"""The config whose `ray_head_node_address` the `ray` backend joins on its first call."""
 _RAISE: Any = object()
 """`on_timeout` left out: a call past its deadline raises."""
+
+
+def use_backend(backend: CPUPoolBackend, cluster_config: DictConfig | None = None) -> None:
+    """Where this process's calls run from now on: its own worker processes (`process`) or Ray tasks on
+    the cluster of `cluster_config` (`ray`), joined on the first call so that choosing costs nothing."""
+    global _backend, _cluster_config
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown CPU pool backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    _backend, _cluster_config = backend, cluster_config
 
 
 # The fallbacks answered within the current `fallbacks_noted()` block (None outside one).
@@ -68,6 +90,17 @@ class CPUCallTimeoutError(TimeoutError):
     """The work did not finish within its deadline."""
 
 
+def deadline_error(timeout_s: float) -> CPUCallTimeoutError:
+    return CPUCallTimeoutError(f"CPU-bound call exceeded its {timeout_s} s deadline")
+
+
+def caller_wait_s(timeout_s: float) -> float:
+    """How long the caller waits for a call's answer: its deadline, the grace for a worker that did not
+    stop itself in time, and a few turns of the pool for the time it waits for a free worker (its own
+    deadline starts only once a worker picks it up)."""
+    return timeout_s + CALLER_GRACE_S + 4 * timeout_s
+
+
 class _DeadlineInterrupt(BaseException):
     """Raised inside the worker when the timer fires. Not an Exception, so a library's own
     `except Exception` (math-verify has several) cannot swallow it and carry on computing."""
@@ -84,7 +117,7 @@ def _call_with_deadline(fn: Callable[..., ResultT], args: tuple[Any, ...], timeo
     try:
         return fn(*args)
     except _DeadlineInterrupt:
-        raise CPUCallTimeoutError(f"CPU-bound call exceeded its {timeout_s} s deadline") from None
+        raise deadline_error(timeout_s) from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
 
@@ -134,21 +167,25 @@ def _exit_when_orphaned(parent_pid: int) -> None:
 async def run_cpu_bound(
     fn: Callable[..., ResultT], *args: Any, timeout_s: float = DEFAULT_TIMEOUT_S, on_timeout: Any = _RAISE
 ) -> ResultT:
-    """`fn(*args)` in the worker pool; raises CPUCallTimeoutError past `timeout_s` (plus queueing time:
-    the deadline starts when a worker picks the call up).
+    """`fn(*args)` in the worker pool (or as a Ray task); raises CPUCallTimeoutError past `timeout_s` (plus
+    queueing time: the deadline starts when a worker picks the call up).
 
     With `on_timeout`, a call past its deadline logs one warning and returns `on_timeout` itself instead of
     raising. It is a value, never called: call sites build their fallback (a reward of 0.0, an empty grade)
     from what they already hold, and `None` is a fallback like any other.
     """
-    future = asyncio.get_running_loop().run_in_executor(
-        _shared_pool(), _call_with_deadline, fn, args, timeout_s
-    )
     try:
+        if _backend == "ray":
+            from nemo_gym.cpu_pool_ray import run_as_ray_task
+
+            return await run_as_ray_task(fn, args, timeout_s, _cluster_config)
+        future = asyncio.get_running_loop().run_in_executor(
+            _shared_pool(), _call_with_deadline, fn, args, timeout_s
+        )
         try:
-            return await asyncio.wait_for(future, timeout_s + CALLER_GRACE_S + _queue_allowance(timeout_s))
+            return await asyncio.wait_for(future, caller_wait_s(timeout_s))
         except TimeoutError as error:
-            raise CPUCallTimeoutError(f"CPU-bound call exceeded its {timeout_s} s deadline") from error
+            raise deadline_error(timeout_s) from error
     except CPUCallTimeoutError:
         if on_timeout is _RAISE:
             raise
@@ -160,20 +197,19 @@ async def run_cpu_bound(
         return on_timeout
 
 
-def _queue_allowance(timeout_s: float) -> float:
-    """Calls wait for a free worker before their own deadline starts; allow a few turns of the pool."""
-    return 4 * timeout_s
-
-
 def shutdown_pool() -> None:
     """Kill the workers, busy or not, and release the pool's semaphores (servers call this on shutdown;
     a later call starts a new pool).
 
     A server stopped by a signal dies right after its shutdown hooks, before exit handlers would clean
     up: the pool must be gone by then, or the workers live on and the resource tracker reports leaked
-    semaphores. Workers are killed first: a graceful pool shutdown would wait for every busy call.
+    semaphores. Workers are killed first: a graceful pool shutdown would wait for every busy call. The
+    `ray` backend leaves the cluster it joined, whose raylets then end this process's tasks.
     """
     global _pool
+    ray_backend = sys.modules.get("nemo_gym.cpu_pool_ray")  # loaded only if a call ever went to Ray
+    if ray_backend is not None:
+        ray_backend.leave_cluster()
     pool, _pool = _pool, None
     if pool is None:
         return

@@ -1,10 +1,12 @@
-"""The default numbers of a Gym deployment, in one place that imports nothing.
+"""The default numbers of a Gym deployment, in one place that imports nothing but `typing`.
 
 Config models, the HTTP client and the launcher all start from these values; keeping them free of
 imports lets a type module use them without pulling in the HTTP layer.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 # Outbound HTTP: every call has a deadline and a capped number of attempts.
 MAX_NUM_TRIES = 3
@@ -23,3 +25,7 @@ DEFAULT_HEAD_SERVER_PORT = 11000
 DEFAULT_PORT_RANGE_LOW = 10001
 DEFAULT_PORT_RANGE_HIGH = 20000
 MAX_PORT_PROBES = 50
+
+# Where `run_cpu_bound` work runs: each server's own worker processes, or Ray tasks over the cluster.
+CPUPoolBackend = Literal["process", "ray"]
+DEFAULT_CPU_POOL_BACKEND: CPUPoolBackend = "process"

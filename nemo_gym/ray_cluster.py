@@ -90,6 +90,12 @@ def initialize_ray(cfg: DictConfig | None = None) -> None:
     logger.info("joined the Ray cluster at %s", gcs_address)
 
 
+def ray_initialized() -> bool:
+    """Whether this process has joined a cluster, asked without loading Ray."""
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
+
+
 def shutdown_ray() -> None:
     """Leave the cluster (stopping it, if this process started it) when this process joined it through
     `initialize_ray`; a connection the process had before (a trainer's) is left alone."""

@@ -32,7 +32,7 @@ from nemo_gym.config.server_instances import unknown_setting
 from nemo_gym.config_types import BaseRunServerInstanceConfig as BaseRunServerInstanceConfig
 from nemo_gym.config_types import BaseServerConfig as BaseServerConfig
 from nemo_gym.config_types import ConfigError
-from nemo_gym.cpu_pool import shutdown_pool
+from nemo_gym.cpu_pool import shutdown_pool, use_backend
 from nemo_gym.deadlines import CallerDeadlineMiddleware
 from nemo_gym.defaults import DEFAULT_HEAD_SERVER_PORT as DEFAULT_HEAD_SERVER_PORT
 from nemo_gym.errors import ErrorEnvelopeMiddleware
@@ -323,13 +323,15 @@ class SimpleServer(BaseServer):
             sys.exit(f"Error: {NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME} must name this server's instance.")
         try:
             global_config_dict = get_global_config_dict()
-            if deployment_settings(global_config_dict).knobs.verbose:  # `gym ... -v`: debug logging
+            knobs = deployment_settings(global_config_dict).knobs
+            if knobs.verbose:  # `gym ... -v`: debug logging
                 logging.getLogger().setLevel(logging.DEBUG)
             config = cls.load_config(global_config_dict, instance_name)
             if logger.isEnabledFor(logging.DEBUG):  # the masked dump is not made for nothing
                 logger.debug("%s: settings %s", instance_name, mask_secrets(config.model_dump(mode="json")))
             configure_http_client_from(global_config_dict, config.num_workers)
             limits = RequestLimits.from_config(global_config_dict)
+            use_backend(knobs.cpu_pool_backend, global_config_dict)  # a `ray` pool joins on its first call
             server = cls(
                 config=config,
                 server_client=ServerClient(

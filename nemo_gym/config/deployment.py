@@ -23,6 +23,7 @@ from nemo_gym.defaults import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_CONNECTOR_LIMIT,
     DEFAULT_CONNECTOR_LIMIT_PER_HOST,
+    DEFAULT_CPU_POOL_BACKEND,
     DEFAULT_DEADLINE_S,
     DEFAULT_HEAD_SERVER_PORT,
     DEFAULT_HOST,
@@ -31,6 +32,7 @@ from nemo_gym.defaults import (
     DEFAULT_PORT_RANGE_LOW,
     DEFAULT_REQUEST_READ_TIMEOUT_S,
     MAX_NUM_TRIES,
+    CPUPoolBackend,
 )
 
 
@@ -48,7 +50,8 @@ class HTTPClientSettings(BaseModel):
 
 class ServerKnobs(BaseModel):
     """Plain top-level switches, each under its own key: how strict parsing is about blocks that almost are
-    servers, whether servers log at debug level, and how big and slow a request a server accepts."""
+    servers, whether servers log at debug level, how big and slow a request a server accepts, and where
+    `run_cpu_bound` work runs."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -56,6 +59,7 @@ class ServerKnobs(BaseModel):
     verbose: bool = False
     global_max_request_body_mb: float = Field(default=DEFAULT_MAX_REQUEST_BODY_MB, gt=0)
     global_request_read_timeout_s: float = Field(default=DEFAULT_REQUEST_READ_TIMEOUT_S, gt=0)
+    cpu_pool_backend: CPUPoolBackend = DEFAULT_CPU_POOL_BACKEND
 
 
 class DeploymentSettings(BaseModel):
