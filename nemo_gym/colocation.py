@@ -28,6 +28,7 @@ from nemo_gym.config_types import ConfigError
 from nemo_gym.global_config import NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME, get_global_config_dict, install_root
 from nemo_gym.http_protocol import RequestLimits
 from nemo_gym.in_process import host_in_process
+from nemo_gym.ray_cluster import ray_initialized
 from nemo_gym.server_utils import configure_http_client_from
 from nemo_gym.serving import (
     BOUND_ADDRESS_FILE_ENV_VAR_NAME,
@@ -141,6 +142,11 @@ def main() -> None:
     specs = orjson.loads(os.environ.pop(COLOCATED_SERVERS_ENV_VAR_NAME))
     num_workers = int(os.environ.get(COLOCATED_WORKERS_ENV_VAR_NAME, "1"))
     bound_apps = load_servers(specs)
+    if num_workers > 1 and ray_initialized():
+        sys.exit(
+            "Error: a co-hosted server declares ray_enabled, and its connection to Ray cannot be shared by "
+            "forked workers; set colocate_num_workers: 1"
+        )
     # Every instance configured the pooled client for itself; the pool is shared by the workers.
     global_config_dict = get_global_config_dict()
     configure_http_client_from(global_config_dict, num_workers)

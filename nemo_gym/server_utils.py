@@ -57,6 +57,7 @@ from nemo_gym.http_client import (
 )
 from nemo_gym.http_protocol import RequestLimits, gym_protocol
 from nemo_gym.in_process import LocalResponse, call_in_process, is_hosted_here
+from nemo_gym.ray_cluster import initialize_ray, server_uses_ray, shutdown_ray
 from nemo_gym.request_bodies import OrjsonBodyRoute, validation_error_response
 from nemo_gym.rollout_paths import RolloutPrefixMiddleware
 from nemo_gym.rollout_paths import rollout_path_prefix as rollout_path_prefix
@@ -283,8 +284,15 @@ def finalize_app(app: FastAPI, server_label: str) -> FastAPI:
 
 
 class SimpleServer(BaseServer):
-    """A server with a FastAPI app, started by `run_webserver()` from its `app.py`."""
+    """A server with a FastAPI app, started by `run_webserver()` from its `app.py`.
 
+    `ray_enabled = True` (NeMo Gym 0.7's declaration) joins the deployment's Ray cluster
+    (`ray_head_node_address`) before the server is built, so the folder's own `ray.remote` / `ray.get` run
+    there. Undeclared means no Ray, unlike 0.7, which joins with a warning: a server that never uses Ray
+    should not pay for loading it.
+    """
+
+    ray_enabled: ClassVar[bool | None] = None
     server_client: ServerClient
 
     def setup_webserver(self) -> FastAPI:
@@ -332,6 +340,8 @@ class SimpleServer(BaseServer):
             configure_http_client_from(global_config_dict, config.num_workers)
             limits = RequestLimits.from_config(global_config_dict)
             use_backend(knobs.cpu_pool_backend, global_config_dict)  # a `ray` pool joins on its first call
+            if server_uses_ray(cls):
+                join_ray_before_setup(config.num_workers, global_config_dict)
             server = cls(
                 config=config,
                 server_client=ServerClient(
@@ -341,6 +351,8 @@ class SimpleServer(BaseServer):
             )
             # A server checks its own settings (files it loads, values it parses) while setting up.
             app = finalize_app(server.complete_app(server.setup_webserver()), server.server_label)
+            if server_uses_ray(cls):
+                app.router.on_shutdown.append(shutdown_ray)
         except ValidationError as error:
             problems = describe_validation_error(error)
             sys.exit(f"Error: invalid config for server instance '{instance_name}': {problems}")
@@ -351,6 +363,17 @@ class SimpleServer(BaseServer):
         raise_open_file_limit()
         bound = BoundApp(instance_name, app, listening_socket(instance_name, config))
         serve_instance(bound, server.server_label, limits, config.num_workers or 1)
+
+
+def join_ray_before_setup(num_workers: int | None, global_config_dict: DictConfig) -> None:
+    """Join the cluster for a `ray_enabled` server. Its setup may already use Ray, so this comes before
+    forked workers would; Ray's client does not survive a fork, hence one worker only."""
+    if (num_workers or 1) > 1:
+        raise ConfigError(
+            f"num_workers is {num_workers}, but a ray_enabled server's connection to Ray cannot be shared "
+            "by forked workers; set num_workers: 1"
+        )
+    initialize_ray(global_config_dict)
 
 
 class RunningServer:
