@@ -228,6 +228,11 @@ class ServerClient(BaseModel):
             url = self._base_urls[server_name] = f"http://{inner['host']}:{inner['port']}"
         return url
 
+    def use_address(self, server_name: str, base_url: str) -> None:
+        """Call `server_name` at `base_url` from now on (a live replica of a sharded server, when the one
+        the config named is gone)."""
+        self._base_urls[server_name] = base_url
+
     async def request(
         self, server_name: str, url_path: str, method: str, **kwargs: Any
     ) -> aiohttp.ClientResponse | LocalResponse:

@@ -96,6 +96,8 @@ class RolloutCollector:
                 required=self._line_count(self.paths.materialized) if self.config.require_complete else None,
             )
             if not self.config.disable_aggregation:
+                if self.helper.balancer is not None:
+                    self.helper.balancer.route_to_live(self.helper.server_client)
                 try:
                     summary.aggregates = await aggregate_results(
                         (result for _, _, _, result in iter_jsonl(self.paths.output)),

@@ -36,6 +36,7 @@ from nemo_gym.http_client import (
     checked_json,
     request,
 )
+from nemo_gym.server_utils import ServerClient
 
 SHARD_LOST_FAILURE_CLASS = "shard_lost"
 # Stamped on a collected result: the shard replica (`<shard>#<index>`) that ran it.
@@ -121,6 +122,13 @@ class ShardBalancer:
 
     def live_replicas(self, server: str) -> list[Replica]:
         return [r for r in self.replicas.values() if server in r.urls and not r.lost.is_set()]
+
+    def route_to_live(self, server_client: ServerClient) -> None:
+        """Point `server_client`'s calls to sharded servers (`/aggregate_metrics`, say) at live replicas."""
+        for server in {name for replica in self.replicas.values() for name in replica.urls}:
+            live = self.live_replicas(server)
+            if live:
+                server_client.use_address(server, live[0].urls[server])
 
     async def dispatch(
         self,

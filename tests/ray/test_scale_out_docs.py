@@ -9,6 +9,7 @@ import re
 import shlex
 import signal
 import socket
+import string
 import subprocess
 import sys
 from pathlib import Path
@@ -56,8 +57,10 @@ def test_the_existing_cluster_commands_of_the_docs_run_a_sharded_collection(
     ray_head = [str(Path(sys.executable).parent / "ray"), *head[1:], "--block", "--disable-usage-stats"]
     node = subprocess.Popen(
         [arg.replace("6379", str(ray_port)) for arg in ray_head],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )  # fmt: skip
+    # What `ray start` prints once its node is up (without --block, it returns then).
+    OutputReader(node).wait_for("Ray runtime started", VERDICT_S)
     head_port = f"++head_server.port={free_port()}"
     rows = [
         {"responses_create_params": {"input": f"Weather in {city}?"}} for city in ("Oslo", "Lima", "Pune")
@@ -67,7 +70,7 @@ def test_the_existing_cluster_commands_of_the_docs_run_a_sharded_collection(
     deployment = None
     try:
         deployment = subprocess.Popen(
-            gym_command(*[os.path.expandvars(arg) for arg in start[1:]], head_port),
+            gym_command(*[string.Template(arg).substitute(env) for arg in start[1:]], head_port),
             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         output = OutputReader(deployment)
