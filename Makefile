@@ -5,7 +5,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test test-load test-reliability test-ray test-envs test-folders test-pythons lint sandbox-tools browser-tools test-browser demo bench bench-liveness bench-viewer bench-training clean
+.PHONY: test test-load test-reliability test-ray test-envs test-folders test-pythons lint sandbox-tools browser-tools test-browser demo bench bench-liveness bench-viewer bench-training bench-ray clean
 
 # The benchmark harness (load generator, fake upstream) runs in a venv of its own, apart from what it measures.
 BENCH_VENV := .venv-bench
@@ -130,6 +130,11 @@ bench-liveness: $(INSTALLED) $(BENCH_VENV)/.installed
 # How fast `gym view` shows a 100,000-line results file (bench/viewer.py); Chromium's first paint when installed.
 bench-viewer: $(INSTALLED)
 	$(PYTHON) bench/viewer.py $(BENCH_ARGS)
+
+# The weather deployment on Ray shards (bench/ray_shards.py): CPU and rollouts/s against plain placements,
+# placement time, node loss, 100,000 rollouts through two shards (~12 min; BENCH_ARGS="--quick" ~2 min).
+bench-ray: $(INSTALLED)
+	$(PYTHON) bench/ray_shards.py $(BENCH_ARGS)
 
 # vllm_model in training mode against plain, 5-turn tool rollouts on the fake vLLM (bench/training_path.py).
 bench-training: $(INSTALLED)

@@ -26,15 +26,19 @@ import os
 import re
 import secrets
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
+from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GYM = str(Path(sys.executable).parent / "gym")
@@ -66,6 +70,24 @@ def peak_rss_mib(pid: int) -> float:
         return 0.0
     match = re.search(r"VmHWM:\s+(\d+) kB", status)
     return int(match[1]) / 1024 if match else 0.0
+
+
+def with_descendants(pids: list[int]) -> list[int]:
+    """`pids` and every process below them (a co-hosting process's forked workers)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+    found = set(pids)
+    grew = True
+    while grew:
+        below = {pid for pid, parent in parents.items() if parent in found} - found
+        found |= below
+        grew = bool(below)
+    return sorted(found)
 
 
 def ray_pids() -> list[int]:
@@ -150,8 +172,6 @@ class Deployment:
                 self.up.set()
 
     def instances(self) -> list[dict[str, Any]]:
-        import orjson
-
         with urllib.request.urlopen(
             f"http://127.0.0.1:{self.head_port}/server_instances", timeout=10
         ) as answer:
@@ -186,11 +206,13 @@ def rows_file(workdir: Path, count: int) -> Path:
     return path
 
 
-def collect(deployment: Deployment, rows: Path, output: Path, concurrency: int) -> subprocess.Popen:
+def collect(
+    deployment: Deployment, rows: Path, output: Path, concurrency: int, *extra: str
+) -> subprocess.Popen:
     return subprocess.Popen(
         [
             GYM, "collect", f"++head_server.port={deployment.head_port}", "-a", AGENT, "-i", str(rows),
-            "-o", str(output), "--concurrency", str(concurrency), "+overwrite=true",
+            "-o", str(output), "--concurrency", str(concurrency), "+overwrite=true", *extra,
         ],
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
@@ -205,13 +227,13 @@ def line_count(path: Path) -> int:
 
 
 def measured_collection(
-    deployment: Deployment, rows: Path, count: int, workdir: Path, concurrency: int
+    deployment: Deployment, rows: Path, count: int, workdir: Path, concurrency: int, *extra: str
 ) -> dict:
-    servers = deployment.server_pids()
+    servers = with_descendants(deployment.server_pids())
     ray = [pid for pid in ray_pids() if pid not in servers]
     before = {pid: cpu_seconds(pid) for pid in servers + ray}
     started = time.monotonic()
-    run = collect(deployment, rows, workdir / "results.jsonl", concurrency)
+    run = collect(deployment, rows, workdir / "results.jsonl", concurrency, *extra)
     report, _ = run.communicate(timeout=DEADLINE_S)
     elapsed = time.monotonic() - started
     if run.returncode != 0:
@@ -228,6 +250,16 @@ def measured_collection(
         "ray_ms": 1000 * ray_cpu / max(results, 1),
         "startup_s": deployment.startup_s,
         "placement_s": deployment.placement_s(),
+    }
+
+
+def median_figures(measured: list[dict]) -> dict:
+    """Each numeric figure's median over the rounds; the others as in the first round."""
+    return {
+        key: statistics.median(round_[key] for round_ in measured)
+        if isinstance(value, int | float)
+        else value
+        for key, value in measured[0].items()
     }
 
 
@@ -279,7 +311,15 @@ def big_run(cluster: Any, upstream: str, workdir: Path, count: int, concurrency:
         workdir, upstream, f"ray_head_node_address: {cluster.address}\n" + shard_block(2, "STRICT_SPREAD")
     )
     try:
-        measured = measured_collection(deployment, rows_file(workdir, count), count, workdir, concurrency)
+        # Without `/aggregate_metrics`, which takes every result in one request: the serving memory alone.
+        measured = measured_collection(
+            deployment, rows_file(workdir, count), count, workdir, concurrency, "+disable_aggregation=true"
+        )
+        measured["split"] = dict(
+            Counter(
+                orjson.loads(line).get("_ng_shard_replica") for line in (workdir / "results.jsonl").open("rb")
+            )
+        )
         by_node: dict[str, float] = {}
         for entry in deployment.instances():
             if "node_id" in entry:
@@ -296,8 +336,8 @@ def start_cluster() -> tuple[Any, Any]:
     os.environ.update(RAY_ENV)
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    node_b = cluster.add_node(num_cpus=1)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    node_b = cluster.add_node(num_cpus=2)
     cluster.wait_for_nodes()
     return cluster, node_b
 
@@ -307,36 +347,48 @@ def main() -> None:
     parser.add_argument("--rollouts", type=int, default=4000)
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--big", type=int, default=100_000, help="rollouts of the large run (0 skips it)")
-    parser.add_argument("--quick", action="store_true", help="1,000 rollouts, no large run")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds of each placement")
+    parser.add_argument("--quick", action="store_true", help="1,000 rollouts, one round, no large run")
     args = parser.parse_args()
     if args.quick:
-        args.rollouts, args.big = 1000, 0
+        args.rollouts, args.big, args.repeats = 1000, 0, 1
     report: list[str] = [f"# Ray shards ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", ""]
     with tempfile.TemporaryDirectory(prefix="gym-bench-ray-") as folder, fake_upstream() as upstream:
         workdir = Path(folder)
         rows = rows_file(workdir, args.rollouts)
         cluster, node_b = start_cluster()
         try:
-            figures = {}
-            for name, extra in (
-                ("plain (colocate, 1 process)", "colocate: true\n"),
-                ("1 shard", f"ray_head_node_address: {cluster.address}\n" + shard_block(1, "PACK")),
-                (
-                    "2 shards (STRICT_SPREAD)",
-                    f"ray_head_node_address: {cluster.address}\n" + shard_block(2, "STRICT_SPREAD"),
-                ),
-            ):
-                deployment = Deployment(workdir, upstream, extra)
-                try:
-                    figures[name] = measured_collection(
-                        deployment, rows, args.rollouts, workdir, args.concurrency
-                    )
-                finally:
+            placements = {
+                "plain (colocate, 1 process)": "colocate: true\n",
+                "plain (colocate, 2 workers)": "colocate: true\ncolocate_num_workers: 2\n",
+                "1 shard": f"ray_head_node_address: {cluster.address}\n" + shard_block(1, "PACK"),
+                "2 shards (STRICT_SPREAD)": f"ray_head_node_address: {cluster.address}\n"
+                + shard_block(2, "STRICT_SPREAD"),
+            }
+            # All four run side by side and take turns, round after round, so that a slower stretch of this
+            # shared machine hits each of them alike; each figure is the median of its rounds.
+            deployments: dict[str, Deployment] = {}
+            rounds: dict[str, list[dict]] = {name: [] for name in placements}
+            try:
+                for index, (name, extra) in enumerate(placements.items()):
+                    (workdir / str(index)).mkdir()
+                    deployments[name] = Deployment(workdir / str(index), upstream, extra)
+                for _ in range(args.repeats):
+                    for index, (name, deployment) in enumerate(deployments.items()):
+                        rounds[name].append(
+                            measured_collection(
+                                deployment, rows, args.rollouts, workdir / str(index), args.concurrency
+                            )
+                        )
+                        print(name, rounds[name][-1], flush=True)
+            finally:
+                for deployment in deployments.values():
                     deployment.stop()
-                print(name, figures[name], flush=True)
+            figures = {name: median_figures(measured) for name, measured in rounds.items()}
             base = figures["plain (colocate, 1 process)"]
             report += [
-                f"{args.rollouts} rollouts at {args.concurrency} in flight, fake upstream, 2 local Ray nodes of 1 CPU.",
+                f"{args.rollouts} rollouts at {args.concurrency} in flight, fake upstream, 2 local Ray nodes of 2 CPUs; "
+                f"medians of {args.repeats} interleaved rounds.",
                 "",
                 "| placement | rollouts/s | ratio | serving CPU ms/rollout | ratio | Ray processes CPU ms/rollout | start s | placement s | failures |",
                 "|---|---|---|---|---|---|---|---|---|",
@@ -353,7 +405,7 @@ def main() -> None:
                 report += [
                     "",
                     f"Large run: {big['rollouts']} rollouts through 2 shards at 1,024 in flight: {big['rate']:.0f}/s, "
-                    f"{big['failures']} failure records; peak RSS of each replica's servers (MiB): "
+                    f"{big['failures']} failure records, split {big['split']}; peak RSS of each replica's servers (MiB): "
                     f"{ {node: round(mib) for node, mib in big['replica_peak_mib'].items()} }; "
                     f"all Ray processes together: {big['ray_processes_peak_mib']:.0f} MiB.",
                 ]
