@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from nemo_gym import extra_roots
 from nemo_gym.child_processes import KILL_WAIT_S, OUTPUT_DRAIN_S, RECENT_LINES_KEPT, start_child
@@ -84,13 +84,16 @@ def check_shards(cfg: DictConfig, instances: list[ServerInstanceConfig], cwd: Pa
     """The config's shards, each one co-hostable (a replica is one process), and no server referring to a
     server of another shard: a rollout's calls stay inside the replica that took its `/run`."""
     specs = shard_specs(cfg, [instance.name for instance in instances])
+    if not specs:
+        return specs
     shard_of = {name: spec.name for spec in specs for name in spec.servers}
     by_name = {instance.name: instance for instance in instances}
     for spec in specs:
         check_colocatable([by_name[name] for name in spec.servers], cwd)
     for instance in instances:
         own = shard_of.get(instance.name)
-        for name in referred_servers(instance.get_inner_run_server_config_dict()):
+        inner = OmegaConf.to_container(instance.get_inner_run_server_config_dict(), resolve=False)
+        for name in referred_servers(inner):
             other = shard_of.get(name)
             if other is not None and other != own:
                 where = f"in shard '{own}'" if own else "in no shard"
