@@ -114,10 +114,13 @@ def free_port() -> int:
 
 
 @contextmanager
-def fake_upstream() -> Any:
+def fake_upstream(latency_ms: float = 0.0) -> Any:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, str(REPO_ROOT / "bench/harness/fake_upstream.py"), "--port", str(port)],
+        [
+            sys.executable, str(REPO_ROOT / "bench/harness/fake_upstream.py"), "--port", str(port),
+            "--latency-ms", str(latency_ms),
+        ],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -331,6 +334,65 @@ def big_run(cluster: Any, upstream: str, workdir: Path, count: int, concurrency:
         deployment.stop()
 
 
+def upstream_arrivals(upstream: str) -> int:
+    with urllib.request.urlopen(upstream.removesuffix("/v1") + "/stats", timeout=10) as answer:
+        return orjson.loads(answer.read())["responses"]
+
+
+def inflight_run(cluster: Any, workdir: Path, count: int, latency_s: float) -> dict:
+    """`count` rollouts started at once (two collectors, each all its rows in flight) through four shard
+    replicas, the model answering each call after `latency_s`: how many were in flight together (model
+    calls that arrived before any could have been answered), failures, and peak memory per node."""
+    pool = "++global_aiohttp_connector_limit_per_host=20000"
+    with fake_upstream(latency_s * 1000) as upstream:
+        extra = f"ray_head_node_address: {cluster.address}\n{pool[2:].replace('=', ': ')}\n" + shard_block(
+            4, "SPREAD"
+        )
+        deployment = Deployment(workdir, upstream, extra.replace("num_cpus: 1", "num_cpus: 0.5"))
+        try:
+            halves = [
+                rows_file(workdir / name, count // 2)
+                for name in ("a", "b")
+                if (workdir / name).mkdir() is None
+            ]
+            runs = [
+                collect(
+                    deployment,
+                    rows,
+                    rows.parent / "results.jsonl",
+                    count // 2,
+                    pool,
+                    "+disable_aggregation=true",
+                )
+                for rows in halves
+            ]
+            first_seen = None
+            together = 0
+            while any(run.poll() is None for run in runs):
+                arrivals = upstream_arrivals(upstream)
+                now = time.monotonic()
+                if arrivals and first_seen is None:
+                    first_seen = now
+                if first_seen is not None and now - first_seen < latency_s - 1:
+                    together = arrivals  # nothing can have been answered yet: all of these are in flight
+                time.sleep(0.5)
+            failures = sum(line_count(rows.parent / "results_failures.jsonl") for rows in halves)
+            results = sum(line_count(rows.parent / "results.jsonl") for rows in halves)
+            per_node: dict[str, float] = {}
+            for entry in deployment.instances():
+                if "node_id" in entry and entry["process_name"] == AGENT:
+                    node = entry["node_id"][:8]
+                    per_node[node] = per_node.get(node, 0.0) + peak_rss_mib(entry["pid"])
+            return {
+                "together": together,
+                "results": results,
+                "failures": failures,
+                "replicas_peak_mib": per_node,
+            }
+        finally:
+            deployment.stop()
+
+
 def start_cluster() -> tuple[Any, Any]:
     """A two-node local cluster and its second node (the one the node-loss run kills)."""
     os.environ.update(RAY_ENV)
@@ -347,11 +409,12 @@ def main() -> None:
     parser.add_argument("--rollouts", type=int, default=4000)
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--big", type=int, default=100_000, help="rollouts of the large run (0 skips it)")
+    parser.add_argument("--inflight", type=int, default=16_000, help="rollouts started at once (0 skips it)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds of each placement")
     parser.add_argument("--quick", action="store_true", help="1,000 rollouts, one round, no large run")
     args = parser.parse_args()
     if args.quick:
-        args.rollouts, args.big, args.repeats = 1000, 0, 1
+        args.rollouts, args.big, args.repeats, args.inflight = 1000, 0, 1, 0
     report: list[str] = [f"# Ray shards ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", ""]
     with tempfile.TemporaryDirectory(prefix="gym-bench-ray-") as folder, fake_upstream() as upstream:
         workdir = Path(folder)
@@ -408,6 +471,17 @@ def main() -> None:
                     f"{big['failures']} failure records, split {big['split']}; peak RSS of each replica's servers (MiB): "
                     f"{ {node: round(mib) for node, mib in big['replica_peak_mib'].items()} }; "
                     f"all Ray processes together: {big['ray_processes_peak_mib']:.0f} MiB.",
+                ]
+            if args.inflight:
+                (workdir / "inflight").mkdir()
+                held = inflight_run(cluster, workdir / "inflight", args.inflight, latency_s=60.0)
+                print("in flight", held, flush=True)
+                report += [
+                    "",
+                    f"In flight: {args.inflight} rollouts started at once over 4 replicas (model latency 60 s): "
+                    f"{held['together']} model calls were waiting together; {held['results']} results, "
+                    f"{held['failures']} failure records; peak RSS of the replicas' servers per node (MiB): "
+                    f"{ {node: round(mib) for node, mib in held['replicas_peak_mib'].items()} }.",
                 ]
             loss = node_loss(cluster, node_b, upstream, workdir, args.concurrency)
             print("node loss", loss, flush=True)
