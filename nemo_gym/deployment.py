@@ -233,7 +233,7 @@ class Deployment:
             for spec in self.shards
             for name in spec.servers
         }
-        self._placement = ShardPlacement(self.shards, servers, self.cwd, self.output)
+        self._placement = ShardPlacement(self.shards, servers, self.cwd)
         started = time.monotonic()
         try:
             await self._placement.place(

@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import ray
 from ray.exceptions import RayError
@@ -67,13 +68,10 @@ class ShardedServer:
 class ShardPlacement:
     """The replicas of every shard of one deployment."""
 
-    def __init__(
-        self, specs: list[ShardSpec], servers: dict[str, ShardedServer], cwd: Path, output: TextIO
-    ) -> None:
+    def __init__(self, specs: list[ShardSpec], servers: dict[str, ShardedServer], cwd: Path) -> None:
         self.specs = specs
         self.servers = servers
         self.cwd = cwd
-        self.output = output
         self.replicas: list[PlacedReplica] = []
         self.shard_emptied = asyncio.Event()
         self.emptied_message = ""
@@ -82,7 +80,11 @@ class ShardPlacement:
         self._stopping = False
 
     async def place(
-        self, config_yaml: str, session_secret: str, readiness_deadline_s: float, on_change: Any
+        self,
+        config_yaml: str,
+        session_secret: str,
+        readiness_deadline_s: float,
+        on_change: Callable[[], None],
     ) -> None:
         """Place and start every replica; raise ShardPlacementError naming what could not be placed or did
         not come up. `on_change()` is called whenever a replica is lost."""
@@ -140,7 +142,7 @@ class ShardPlacement:
             "add nodes"
         )
 
-    async def _watch(self, replica: PlacedReplica, on_change: Any) -> None:
+    async def _watch(self, replica: PlacedReplica, on_change: Callable[[], None]) -> None:
         try:
             code = await replica.actor.wait_for_exit.remote()
             reason = f"its servers exited with code {code}"

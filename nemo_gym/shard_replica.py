@@ -23,14 +23,11 @@ from omegaconf import OmegaConf
 from nemo_gym.child_processes import KILL_WAIT_S, RECENT_LINES_KEPT, ChildProcess, all_exit_within
 from nemo_gym.colocation import hosted_server_spec, start_cohosting_child
 from nemo_gym.config_handoff import ConfigHandoff
+from nemo_gym.deployment import LIVENESS_POLICY, READINESS_POLL_S, STOP_GRACE_S
 from nemo_gym.global_config import get_first_server_config_dict, to_yaml
-from nemo_gym.http_client import RequestFailedError, RetryPolicy, request
+from nemo_gym.http_client import RequestFailedError, request
 from nemo_gym.serving import LAUNCHER_DEATH_SIGNAL_ENV_VAR_NAME, bind_listening_socket
 from nemo_gym.sessions import SESSION_SECRET_ENV_VAR_NAME
-
-READINESS_POLL_S = 0.05
-STOP_GRACE_S = 3.0
-LIVENESS_POLICY = RetryPolicy(max_attempts=1, deadline_s=5.0, connect_timeout_s=2.0)
 
 
 class ReplicaStartError(RuntimeError):
