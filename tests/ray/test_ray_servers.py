@@ -46,17 +46,16 @@ def verify(deployment: RunningDeployment, instance: str) -> dict:
     return response.json()
 
 
-def test_a_ray_enabled_folder_runs_its_remote_function_on_the_deployments_cluster(
-    deployment: RunningDeployment, two_node_cluster: TwoNodeCluster
+@pytest.mark.parametrize(
+    "instance",
+    [
+        "ray_remote_probe",  # a ray_enabled folder calling its own @ray.remote function
+        "cpu_pool_probe",  # a folder grading through run_cpu_bound with cpu_pool_backend: ray
+    ],
+)
+def test_a_folder_runs_its_cpu_work_on_the_deployments_cluster(
+    deployment: RunningDeployment, two_node_cluster: TwoNodeCluster, instance: str
 ) -> None:
-    answer = verify(deployment, "ray_remote_probe")
-    assert answer["reward"] == 1.0
-    assert answer["node_id"] in {two_node_cluster.node_a.node_id, two_node_cluster.node_b.node_id}
-
-
-def test_a_folder_grading_through_run_cpu_bound_grades_on_the_cluster(
-    deployment: RunningDeployment, two_node_cluster: TwoNodeCluster
-) -> None:
-    answer = verify(deployment, "cpu_pool_probe")
+    answer = verify(deployment, instance)
     assert answer["reward"] == 1.0
     assert answer["node_id"] in {two_node_cluster.node_a.node_id, two_node_cluster.node_b.node_id}
