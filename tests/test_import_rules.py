@@ -28,6 +28,8 @@ BUILDS_ON = {
     "resources_servers.polymath": "resources_servers.math_with_judge",  # its server, with more metrics
     "resources_servers.circle_click": "resources_servers.circle_count",  # the same synthetic pictures
     "resources_servers.physics_judge": "resources_servers.math_with_judge",  # its server, another judge
+    "resources_servers.ugphysics_judge": "resources_servers.math_with_judge",  # its server, another judge
+    "resources_servers.imo_proofbench_judge": "resources_servers.math_with_judge",  # its symbolic check
 }
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"

@@ -1,0 +1,256 @@
+"""ugphysics_judge over HTTP: the server runs as a real process and judges through a real openai_model
+server in front of the scripted upstream (the one test double)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from nemo_gym.config_types import ConfigError
+from nemo_gym.testing import (
+    JUDGE_MODEL_REF,
+    ScriptedJudge,
+    StartedServer,
+    check_environment_config,
+    instance_config,
+    post_json,
+    read_jsonl,
+    response_with,
+    run_instance,
+    run_scripted_judge,
+    without_verify_flags,
+)
+from resources_servers.ugphysics_judge.app import UGPhysicsJudgeConfig, read_verdict
+from resources_servers.ugphysics_judge.prompting import load_judge_prompt
+from tests.upstream_script import ScriptedUpstream, assistant_message
+
+FOLDER = Path(__file__).resolve().parents[1]
+NAME = "ugphysics_judge"
+ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
+ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
+SHIPPED = yaml.safe_load((FOLDER / "configs" / f"{NAME}.yaml").read_text())[NAME]["resources_servers"][NAME]
+ROW = ROWS[2]  # the Carnot engine: 1/2
+
+
+@dataclass
+class Judged:
+    server: StartedServer
+    judge: ScriptedJudge
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+
+@pytest.fixture(scope="module")
+def judged(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judged]:
+    workdir = tmp_path_factory.mktemp(NAME)
+    with ExitStack() as servers:
+        judge = servers.enter_context(run_scripted_judge(scripted_upstream, workdir))
+        settings = {**SHIPPED, "judge_model_server": JUDGE_MODEL_REF}
+        config = {**judge.config, NAME: instance_config("resources_servers", NAME, **settings)}
+        yield Judged(servers.enter_context(run_instance(config, NAME, workdir)), judge)
+
+
+async def verify(judged: Judged, text: str, **row: Any) -> dict:
+    status, result = await post_json(
+        judged.url + "/verify", {**ROW, **row, "response": response_with(assistant_message(text))}
+    )
+    assert status == 200, result
+    return result
+
+
+async def test_math_verify_decides_first_and_the_judge_is_not_asked(judged):
+    judged.judge.script("## Equivalence Judgement\nFALSE")
+    result = await verify(judged, "1 - 300/600 = 0.5, so \\boxed{0.5}")
+    assert (result["reward"], result["library_reward"], result["extracted_verdict"]) == (1.0, 1.0, "TRUE")
+    assert (result["judge_evaluations"], result["judge_failure"]) == (None, None)
+    assert result["subject"] == "Thermodynamics" and judged.judge.requests() == []
+
+
+async def test_the_judge_agreeing_earns_1_and_sees_the_reference_solution(judged):
+    judged.judge.script("50 percent is one half.\n## Equivalence Judgement\nTRUE")
+    result = await verify(judged, "The engine converts \\boxed{50\\%\\text{ of the heat}}")
+    assert (result["reward"], result["library_reward"], result["extracted_verdict"]) == (1.0, 0.0, "TRUE")
+    (evaluation,) = result["judge_evaluations"]
+    assert evaluation["response"]["output"][-1]["content"][-1]["text"].endswith("TRUE")
+    (sent,) = judged.judge.requests()
+    assert [item["role"] for item in sent["input"]] == ["system", "user"]
+    prompt = sent["input"][-1]["content"]
+    assert f"Problem:\n{ROW['question']}\n" in prompt
+    assert f"Reference solution:\n{ROW['solution']}\n" in prompt
+    assert f"Reference answer:\n{ROW['expected_answer']}\n" in prompt
+    assert "Student's answer:\nThe engine converts \\boxed{50\\%\\text{ of the heat}}\n" in prompt
+    assert (sent["temperature"], sent["max_output_tokens"], sent["top_p"]) == (0.0, 2048, 1.0)
+
+
+@pytest.mark.parametrize(
+    "judge_text",
+    [
+        "Wrong.\n## Equivalence Judgement\nFALSE",
+        "## equivalence judgement\n  false",
+        "It is TRUE that the student tried, but the final verdict is FALSE",
+        "## Equivalence Judgement\nFALSE\n(not TRUE)",
+    ],
+)
+async def test_the_judge_disagreeing_earns_0(judged, judge_text):
+    judged.judge.script(judge_text)
+    result = await verify(judged, "\\boxed{2/3}")
+    assert (result["reward"], result["extracted_verdict"], result["judge_failure"]) == (0.0, "FALSE", None)
+    assert len(result["judge_evaluations"]) == 1
+
+
+async def test_a_judge_answer_without_a_verdict_is_a_judge_failure_not_a_grade(judged):
+    judged.judge.script("The two answers describe the same efficiency.")
+    result = await verify(judged, "\\boxed{\\text{half}}")
+    assert (result["reward"], result["extracted_verdict"], result["judge_evaluations"]) == (0.0, None, [])
+    failure = result["judge_failure"]
+    assert (failure["kind"], failure["attempts"]) == ("bad_response", 1)
+    assert "no verdict" in failure["message"]
+
+
+async def test_a_failing_judge_is_a_judge_failure(judged):
+    judged.judge.script(
+        {"status": 403, "body": {"error": {"message": "this model is not enabled for the project"}}}
+    )
+    result = await verify(judged, "\\boxed{\\text{half}}")
+    failure = result["judge_failure"]
+    assert (failure["kind"], failure["attempts"]) == ("upstream_error", 1)
+    assert "not enabled for the project" in failure["message"]
+    assert (result["reward"], result["extracted_verdict"]) == (0.0, None)
+
+
+async def test_a_row_without_solution_is_judged_with_an_empty_one(judged):
+    row = {key: value for key, value in ROW.items() if key != "solution"}
+    judged.judge.script("## Equivalence Judgement\nTRUE")
+    status, result = await post_json(
+        judged.url + "/verify", {**row, "response": response_with(assistant_message("\\boxed{\\text{half}}"))}
+    )
+    assert status == 200, result
+    assert (result["reward"], result["solution"]) == (1.0, "")
+    assert "Reference solution:\n\n" in judged.judge.requests()[0]["input"][-1]["content"]
+
+
+async def test_a_row_without_question_is_a_422_naming_it(judged):
+    row = {key: value for key, value in ROW.items() if key != "question"}
+    status, result = await post_json(judged.url + "/verify", {**row, "response": response_with()})
+    assert status == 422
+    assert ["body", "question"] in [error["loc"] for error in result["detail"]]
+
+
+def rollout(task: int, subject: str, reward: float, library: float, failed: bool = False) -> dict:
+    failure = {"kind": "timeout", "message": "late", "attempts": 1} if failed else None
+    return {
+        **ROW,
+        "subject": subject,
+        "response": response_with(),
+        "reward": reward,
+        "library_reward": library,
+        "extracted_verdict": None if failed else ("TRUE" if reward else "FALSE"),
+        "judge_evaluations": None if library else [],
+        "judge_failure": failure,
+        "_ng_task_index": task,
+        "_ng_rollout_index": 0,
+    }
+
+
+async def test_metrics_split_symbolic_and_judge_accuracy_per_subject(judged):
+    rollouts = [
+        rollout(0, "Optics", 1.0, 1.0),
+        rollout(1, "Optics", 1.0, 0.0),
+        rollout(2, "Thermodynamics", 0.0, 0.0),
+        rollout(3, "Thermodynamics", 0.0, 0.0, failed=True),
+    ]
+    status, result = await post_json(judged.url + "/aggregate_metrics", {"verify_responses": rollouts})
+    assert status == 200, result
+    metrics = result["agent_metrics"]
+    assert metrics["pass@1/symbolic_accuracy"] == pytest.approx(25.0)
+    assert metrics["pass@1/judge_accuracy"] == pytest.approx(200 / 3)
+    assert metrics["Optics/pass@1/symbolic_accuracy"] == pytest.approx(50.0)
+    assert metrics["Optics/pass@1/judge_accuracy"] == pytest.approx(100.0)
+    assert metrics["Thermodynamics/pass@1/judge_accuracy"] == pytest.approx(0.0)
+    assert metrics["judge_failure_rate"] == pytest.approx(0.25)
+    assert result["key_metrics"]["judge_failure_rate"] == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize("recorded", ROLLOUTS, ids=lambda recorded: recorded["id"])
+async def test_recorded_rollouts_reproduce_their_reward(judged, recorded):
+    row = next(row for row in ROWS if row["id"] == recorded["id"])
+    evaluations = recorded["judge_evaluations"] or []
+    judged.judge.script(*(last_text(evaluation["response"]) for evaluation in evaluations))
+    status, result = await post_json(judged.url + "/verify", {**row, "response": recorded["response"]})
+    assert status == 200, result
+    assert result["reward"] == recorded["reward"]
+    assert without_judge_ids(without_verify_flags(result)) == without_judge_ids(recorded), (
+        "the recorded line is exactly the /verify answer, the judge's request included (a replay plays it)"
+    )
+
+
+def without_judge_ids(record: dict) -> dict:
+    """The record with each judge evaluation reduced to its request and answer text (the ids and times of
+    a judge's response are new on every call)."""
+    evaluations = record["judge_evaluations"]
+    if evaluations is None:
+        return record
+    reduced = [
+        (evaluation["responses_create_params"], last_text(evaluation["response"]))
+        for evaluation in evaluations
+    ]
+    return {**record, "judge_evaluations": reduced}
+
+
+def last_text(response: dict) -> str:
+    return response["output"][-1]["content"][-1]["text"]
+
+
+def test_config_declares_the_environment():
+    _, resources, _ = check_environment_config(FOLDER, NAME, "knowledge")
+    assert resources.model_extra["should_use_judge"] is True
+    assert resources.model_extra["judge_prompt_path"] == "prompts/judge.yaml"
+
+
+def test_chat_completions_for_the_judge_is_refused_naming_the_key():
+    base = {"name": NAME, "host": "127.0.0.1", "port": 0, **SHIPPED}
+    with pytest.raises(ValidationError, match="use_chat_completions_for_judge"):
+        UGPhysicsJudgeConfig.model_validate({**base, "use_chat_completions_for_judge": True})
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [("user: 'Q: {problem} {answer}'", "answer"), ("system: hi", "user"), ("user: '{0}'", "positional")],
+)
+def test_a_broken_prompt_file_is_a_config_error(tmp_path, content, problem):
+    (tmp_path / "judge.yaml").write_text(content)
+    with pytest.raises(ConfigError, match=f"judge_prompt_path.*{problem}"):
+        load_judge_prompt(tmp_path, "judge.yaml")
+
+
+def test_the_shipped_prompt_names_the_four_fields_and_the_verdict_line():
+    prompt = load_judge_prompt(FOLDER, SHIPPED["judge_prompt_path"])
+    filled = prompt.user.format(problem="P", solution="S", expected_answer="E", generation="G")
+    assert "Problem:\nP\n" in filled and "Reference solution:\nS\n" in filled
+    assert "Reference answer:\nE\n" in filled and "Student's answer:\nG\n" in filled
+    assert "## Equivalence Judgement\nTRUE or FALSE" in filled
+
+
+@pytest.mark.parametrize(
+    ("text", "verdict"),
+    [
+        ("## Equivalence Judgement\nTRUE", "TRUE"),
+        ("##Equivalence Judgement\n  false", "FALSE"),
+        ("## Equivalence Judgement\nTRUE\nnot FALSE", "TRUE"),
+        ("first true, finally false", "FALSE"),
+        ("TRUE.", "TRUE"),
+        ("TRUEST answer", None),
+        ("", None),
+    ],
+)
+def test_read_verdict(text, verdict):
+    assert read_verdict(text) == verdict
