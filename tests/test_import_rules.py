@@ -28,6 +28,7 @@ BUILDS_ON = {
     "resources_servers.polymath": "resources_servers.math_with_judge",  # its server, with more metrics
     "resources_servers.circle_click": "resources_servers.circle_count",  # the same synthetic pictures
     "resources_servers.physics_judge": "resources_servers.math_with_judge",  # its server, another judge
+    "resources_servers.math_with_autograder": "resources_servers.math_with_judge",  # its server, an autograder
 }
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
