@@ -8,6 +8,7 @@ come from one place, and silently preferring one of the two would hide a data mi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,30 @@ def load_prompt_config(path: str) -> PromptConfig:
             f"{PROMPT_CONFIG_KEY} {located}: needs a `user` template string and optionally a `system` one "
             f"({where}: {first['msg']})"
         ) from error
+
+
+def load_judge_prompt_file(folder: Path, path: str, placeholders: Sequence[str]) -> PromptConfig:
+    """A judge's prompt config at `path`: in the server's `folder` when the file is there, else where
+    `prompt_config` paths are found (the current directory, then the repository root). Its templates must
+    fill with `placeholders` alone, so a broken prompt stops the server at start instead of failing every
+    verify."""
+    local = folder / path
+    located = str(local) if not Path(path).is_absolute() and local.is_file() else path
+    try:
+        prompt = load_prompt_config(located)
+    except ConfigError as error:
+        raise ConfigError(f"judge_prompt_path: {error}") from None
+    names = [f"{{{name}}}" for name in placeholders]
+    allowed = f"{', '.join(names[:-1])} and {names[-1]}" if len(names) > 1 else names[0]
+    for template in (prompt.system, prompt.user):
+        try:
+            (template or "").format_map(dict.fromkeys(placeholders, ""))
+        except (KeyError, IndexError, ValueError) as error:
+            raise ConfigError(
+                f"judge_prompt_path: {located}: templates may use only {allowed} (literal braces doubled): "
+                f"{error!r}"
+            ) from None
+    return prompt
 
 
 def fill_prompt(prompt_config: PromptConfig, row: dict[str, Any]) -> list[dict[str, str]]:

@@ -158,3 +158,14 @@ def test_the_render_command_config_has_nemo_gyms_fields():
         "prompt_config": "p.yaml",
         "output_jsonl_fpath": "b",
     }
+
+
+def test_a_judge_prompt_is_found_in_its_folder_and_may_use_only_its_placeholders(tmp_path):
+    from nemo_gym.config_types import ConfigError
+    from nemo_gym.prompt import load_judge_prompt_file
+
+    (tmp_path / "judge.yaml").write_text("user: 'Is {generation} equal to {expected_answer}? {{keep}}'\n")
+    prompt = load_judge_prompt_file(tmp_path, "judge.yaml", ("generation", "expected_answer"))
+    assert prompt.user.format(generation="4", expected_answer="4") == "Is 4 equal to 4? {keep}"
+    with pytest.raises(ConfigError, match=r"templates may use only \{generation\} and \{answer\}"):
+        load_judge_prompt_file(tmp_path, "judge.yaml", ("generation", "answer"))

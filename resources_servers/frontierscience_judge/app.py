@@ -23,7 +23,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ConfigError, ModelServerRef
+from nemo_gym.config_types import ModelServerRef
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     Judge,
@@ -36,11 +36,11 @@ from nemo_gym.judge import (
 )
 from nemo_gym.openai_utils import NeMoGymResponse
 from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, PassAtK, pass_at_k_key_metrics
-from nemo_gym.prompt import PromptConfig, load_prompt_config
+from nemo_gym.prompt import PromptConfig, load_judge_prompt_file
 
 FOLDER = Path(__file__).resolve().parent
 DEFAULT_PROMPTS = {"olympiad": "prompts/judge.yaml", "research": "prompts/research_judge.yaml"}
-PLACEHOLDERS = {"question": "", "expected_answer": "", "rubric": "", "generation": ""}
+PLACEHOLDERS = ("question", "expected_answer", "rubric", "generation")
 
 NUMBER = r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))"
 JUDGEMENT = re.compile(r"judge?ment\s*:\s*\**\s*(yes|no)\b", re.IGNORECASE)
@@ -142,23 +142,8 @@ def read_rubric_score(judge_text: str, max_score: float) -> float | None:
 
 
 def load_judge_prompt(path: str) -> PromptConfig:
-    """The prompt at `path` (this folder first, then the current directory or the repository root), checked
-    to fill with the four placeholders alone, so a broken prompt stops the server at startup."""
-    local = FOLDER / path
-    located = str(local) if not Path(path).is_absolute() and local.is_file() else path
-    try:
-        prompt = load_prompt_config(located)
-    except ConfigError as error:
-        raise ConfigError(f"judge_prompt_path: {error}") from None
-    for template in (prompt.system, prompt.user):
-        try:
-            (template or "").format_map(PLACEHOLDERS)
-        except (KeyError, IndexError, ValueError) as error:
-            raise ConfigError(
-                f"judge_prompt_path: {located}: templates may use only {{question}}, {{expected_answer}}, "
-                f"{{rubric}} and {{generation}} (literal braces doubled): {error!r}"
-            ) from None
-    return prompt
+    """The prompt at `path` (this folder first), its templates using only the placeholders."""
+    return load_judge_prompt_file(FOLDER, path, PLACEHOLDERS)
 
 
 def rollout_scores(rollout: dict[str, Any]) -> dict[str, float]:

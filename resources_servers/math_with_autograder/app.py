@@ -16,10 +16,9 @@ from typing import Literal
 from fastapi import FastAPI
 from pydantic import ConfigDict, PrivateAttr, field_validator
 
-from nemo_gym.config_types import ConfigError
 from nemo_gym.judge import JudgeEvaluation, JudgeFailed, last_assistant_text
 from nemo_gym.openai_utils import NeMoGymResponse
-from nemo_gym.prompt import PromptConfig, load_prompt_config
+from nemo_gym.prompt import PromptConfig, load_judge_prompt_file
 from resources_servers.math_with_judge.app import MathWithJudgeResourcesServer
 from resources_servers.math_with_judge.models import (
     MathVerifyRequest,
@@ -30,7 +29,7 @@ from resources_servers.math_with_judge.models import (
 FOLDER = Path(__file__).resolve().parent
 CORRECT_LABEL = r"\boxed{Correct}"
 INCORRECT_LABEL = r"\boxed{Incorrect}"
-PLACEHOLDERS = {"problem": "", "predicted_answer": "", "expected_answer": ""}
+PLACEHOLDERS = ("problem", "predicted_answer", "expected_answer")
 
 Verdict = Literal["correct", "incorrect"]
 
@@ -99,23 +98,8 @@ def without_verdict(response: NeMoGymResponse) -> str | None:
 
 
 def load_judge_prompt(path: str) -> PromptConfig:
-    """The prompt at `path` (this folder first, then the current directory or the repository root), checked
-    to fill with the three placeholders alone, so a broken prompt stops the server at startup."""
-    local = FOLDER / path
-    located = str(local) if not Path(path).is_absolute() and local.is_file() else path
-    try:
-        prompt = load_prompt_config(located)
-    except ConfigError as error:
-        raise ConfigError(f"judge_prompt_path: {error}") from None
-    for template in (prompt.system, prompt.user):
-        try:
-            (template or "").format_map(PLACEHOLDERS)
-        except (KeyError, IndexError, ValueError) as error:
-            raise ConfigError(
-                f"judge_prompt_path: {located}: templates may use only {{problem}}, {{predicted_answer}} and "
-                f"{{expected_answer}} (literal braces doubled): {error!r}"
-            ) from None
-    return prompt
+    """The prompt at `path` (this folder first), its templates using only the placeholders."""
+    return load_judge_prompt_file(FOLDER, path, PLACEHOLDERS)
 
 
 class MathWithAutograderResourcesServer(MathWithJudgeResourcesServer):
