@@ -253,10 +253,9 @@ class Deployment:
     def _replicas_changed(self) -> None:
         """Point the served config's sharded servers at a live replica (for clients that do not balance)
         and republish the instance list."""
-        for name, url in self._placement.first_live_urls().items():
+        for name, (host, port) in self._placement.first_live_addresses().items():
             inner = get_first_server_config_dict(self.global_config_dict, name)
-            host, port = url.rsplit("//", 1)[1].rsplit(":", 1)
-            inner.host, inner.port = host, int(port)
+            inner.host, inner.port = host, port
         self._head_server.publish_config()
         self._publish_spawned_servers()
 

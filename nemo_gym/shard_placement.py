@@ -45,12 +45,15 @@ class PlacedReplica:
     node_id: str = ""
     node_ip: str = ""
     pid: int | None = None
-    urls: dict[str, str] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)
     start_time: float = 0.0
 
     @property
     def label(self) -> str:
         return f"{self.shard}#{self.index}"
+
+    def url(self, server: str) -> str:
+        return f"http://{self.node_ip}:{self.ports[server]}"
 
 
 @dataclass(frozen=True)
@@ -128,7 +131,7 @@ class ShardPlacement:
         for replica, info in zip(self.replicas, started, strict=True):
             replica.status = REPLICA_UP
             replica.node_id, replica.node_ip = info["node_id"], info["node_ip"]
-            replica.pid, replica.urls = info["pid"], info["urls"]
+            replica.pid, replica.ports = info["pid"], info["ports"]
             replica.start_time = time.time()
             self._watchers.append(asyncio.create_task(self._watch(replica, on_change)))
 
@@ -171,9 +174,8 @@ class ShardPlacement:
         """The head server's `/server_instances` entries of every started replica's servers."""
         entries = []
         for replica in self.replicas:
-            for name, url in replica.urls.items():
+            for name, port in replica.ports.items():
                 server = self.servers[name]
-                host, port = url.rsplit("//", 1)[1].rsplit(":", 1)
                 entries.append(
                     {
                         "process_name": name,
@@ -182,9 +184,9 @@ class ShardPlacement:
                         "name": server.instance.impl_name,
                         "dir_path": str(server.dir_path),
                         "entrypoint": server.spec()["entrypoint"],
-                        "host": host,
-                        "port": int(port),
-                        "url": url,
+                        "host": replica.node_ip,
+                        "port": port,
+                        "url": replica.url(name),
                         "pid": replica.pid,
                         "start_time": replica.start_time,
                         "status": replica.status,
@@ -197,15 +199,15 @@ class ShardPlacement:
                 )
         return entries
 
-    def first_live_urls(self) -> dict[str, str]:
-        """Each sharded server's address in its shard's first live replica (what a client that does not
-        balance over replicas is given)."""
-        urls: dict[str, str] = {}
+    def first_live_addresses(self) -> dict[str, tuple[str, int]]:
+        """Each sharded server's host and port in its shard's first live replica (what a client that does
+        not balance over replicas is given)."""
+        addresses: dict[str, tuple[str, int]] = {}
         for replica in self.replicas:
             if replica.status == REPLICA_UP:
-                for name, url in replica.urls.items():
-                    urls.setdefault(name, url)
-        return urls
+                for name, port in replica.ports.items():
+                    addresses.setdefault(name, (replica.node_ip, port))
+        return addresses
 
     async def stop(self) -> None:
         """Stop every replica's servers, then the actors and their placement groups; never raises."""

@@ -59,12 +59,11 @@ class ShardReplica:
         """Start the servers and return where they listen once every one answers `GET /`."""
         node_ip = ray.util.get_node_ip_address()
         sockets = {spec["name"]: bind_listening_socket(node_ip, 0) for spec in self.servers}
+        ports = {name: sock.getsockname()[1] for name, sock in sockets.items()}
         cfg = OmegaConf.create(yaml.safe_load(self.config_yaml))
-        urls: dict[str, str] = {}
-        for name, sock in sockets.items():
+        for name, port in ports.items():
             inner = get_first_server_config_dict(cfg, name)
-            inner.host, inner.port = node_ip, sock.getsockname()[1]
-            urls[name] = f"http://{node_ip}:{inner.port}"
+            inner.host, inner.port = node_ip, port
         run_dir = Path(tempfile.mkdtemp(prefix="gym-shard-"))
         config = ConfigHandoff(to_yaml(cfg, mask=False))
         try:
@@ -89,7 +88,9 @@ class ShardReplica:
             for sock in sockets.values():
                 sock.close()
             await self._wait_until_ready(
-                [Path(spec["address_file"]) for spec in specs], list(urls.values()), readiness_deadline_s
+                [Path(spec["address_file"]) for spec in specs],
+                [f"http://{node_ip}:{port}" for port in ports.values()],
+                readiness_deadline_s,
             )
         finally:
             config.close()
@@ -98,7 +99,7 @@ class ShardReplica:
             "node_id": ray.get_runtime_context().get_node_id(),
             "node_ip": node_ip,
             "pid": self.process.pid,
-            "urls": urls,
+            "ports": ports,
         }
 
     def _keep_line(self, text: str) -> None:
