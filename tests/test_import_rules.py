@@ -31,6 +31,8 @@ BUILDS_ON = {
     "resources_servers.ugphysics_judge": "resources_servers.math_with_judge",  # its server, another judge
     "resources_servers.imo_proofbench_judge": "resources_servers.math_with_judge",  # its symbolic check
     "resources_servers.math_with_autograder": "resources_servers.math_with_judge",  # its server, an autograder
+    "resources_servers.bird_sql": "resources_servers.text_to_sql",  # its read-only, time-limited run_query
+    "resources_servers.spider2_lite": "resources_servers.bird_sql",  # its database lookup and SQL runner
 }
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
