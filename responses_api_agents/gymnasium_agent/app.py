@@ -12,6 +12,8 @@ User-simulator mode (`user_model_server` set): a second model plays the user. Th
 observations become private notes for it instead of messages to the policy; after each policy turn without
 tool calls the simulated user answers, and its reply is the policy's next user message. A reply containing
 `user_stop_marker` ends the episode (terminated, `info.user_stopped`); rewards still come from the steps.
+Each user-model call (request and answer) is kept in the answer's `user_model_calls`, so replay_model can
+play the user's side offline.
 If the prompt does not end with a user message, the simulated user opens the conversation.
 
 Compatible with NeMo Gym's gymnasium_agent (config keys, routes, request and answer shapes, cookie
@@ -80,6 +82,7 @@ class GymnasiumRunResponse(BaseModel):
     terminated: bool
     truncated: bool
     info: dict[str, Any]
+    user_model_calls: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class GymnasiumAgent(RolloutAgent):
@@ -145,6 +148,7 @@ class GymnasiumAgent(RolloutAgent):
             terminated=step.terminated or user_stopped,
             truncated=step.truncated or not (step.terminated or user_stopped),
             info={**step.info, "user_stopped": True} if user_stopped else step.info,
+            user_model_calls=user.calls if user else [],
         )
 
     async def _open(
@@ -170,6 +174,7 @@ class GymnasiumAgent(RolloutAgent):
         """The simulated user's next message (the user model's output text)."""
         params = {**self.config.user_responses_create_params, "input": user.model_input()}
         turn, user.cookies = await self.model_turn(self.config.user_model_server.name, params, user.cookies)
+        user.called(params, turn)
         text = NeMoGymResponse.model_validate(turn).output_text
         user.said(text)
         return text

@@ -32,6 +32,7 @@ class SimulatedUser:
     notes: list[str] = field(default_factory=list)
     conversation: list[dict[str, str]] = field(default_factory=list)
     cookies: dict[str, str] = field(default_factory=dict)
+    calls: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def joining(
@@ -55,6 +56,11 @@ class SimulatedUser:
 
     def said(self, text: str) -> None:
         self.conversation.append({"role": "assistant", "content": text})
+
+    def called(self, params: dict[str, Any], response: dict[str, Any]) -> None:
+        """Keep one user-model call, request and answer: the rollout carries them so a replay can play the
+        user's side too."""
+        self.calls.append({"responses_create_params": params, "response": response})
 
     def stops(self, text: str) -> bool:
         return self.stop_marker in text

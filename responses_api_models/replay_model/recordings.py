@@ -69,15 +69,24 @@ def recording_from_row(row: Any, source: str) -> Recording:
     )
 
 
-def judge_recordings(row: Any, source: str) -> list[Recording]:
-    """The judge calls a verify answer recorded (`judge_evaluations`, each a request and its answer): a
-    replay plays them too, so an environment graded by a judge replays offline."""
-    evaluations = row.get("judge_evaluations") if isinstance(row, dict) else None
-    if not isinstance(evaluations, list):
+def side_recordings(row: Any, source: str) -> list[Recording]:
+    """The other model calls a rollout recorded, each a request and its answer: a verify's judge calls
+    (`judge_evaluations`, also inside a reset/step environment's `info`) and a simulated user's calls
+    (`user_model_calls`). A replay plays them too, so a judged or simulated-user environment replays
+    offline."""
+    if not isinstance(row, dict):
         return []
+    info = row.get("info")
+    lists = {
+        "judge_evaluations": row.get("judge_evaluations"),
+        "info.judge_evaluations": info.get("judge_evaluations") if isinstance(info, dict) else None,
+        "user_model_calls": row.get("user_model_calls"),
+    }
     return [
-        recording_from_row(evaluation, f"{source} judge_evaluations[{number}]")
-        for number, evaluation in enumerate(evaluations)
+        recording_from_row(call, f"{source} {field}[{number}]")
+        for field, calls in lists.items()
+        if isinstance(calls, list)
+        for number, call in enumerate(calls)
     ]
 
 
@@ -99,7 +108,7 @@ def load_index(raw_paths: list[str]) -> ReplayIndex:
                             f"{source}: not valid JSON at column {error.pos + 1}: {error.msg}"
                         ) from None
                     index.add(recording_from_row(row, source))
-                    for recording in judge_recordings(row, source):
+                    for recording in side_recordings(row, source):
                         index.add(recording)
         except OSError as error:
             raise RolloutsFileError(f"cannot read rollouts file {raw}: {error.strerror or error}") from None

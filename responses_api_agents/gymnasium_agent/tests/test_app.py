@@ -342,6 +342,13 @@ async def test_the_simulated_user_speaks_between_policy_turns_until_it_stops(sta
         {"role": "assistant", "content": "Hi, a table for two please."},
         {"role": "user", "content": "What time?"},
     ]
+    recorded = result["user_model_calls"]
+    assert [call["responses_create_params"]["input"] for call in recorded] == user_inputs
+    assert [texts(call["response"]["output"]) for call in recorded] == [
+        ["Hi, a table for two please."],
+        ["At 8pm, by the window if possible."],
+        [f"Perfect, thanks! {DEFAULT_STOP_MARKER}"],
+    ]
 
 
 async def test_the_simulated_user_waits_while_the_policy_uses_tools(stack):

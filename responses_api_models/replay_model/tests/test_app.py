@@ -268,6 +268,25 @@ async def test_a_rollouts_recorded_judge_calls_are_answered_too(tmp_path: Path) 
                 assert answer["output"] == evaluation["response"]["output"]
 
 
+async def test_a_simulated_users_calls_and_an_environments_judge_calls_in_info_are_answered_too(
+    tmp_path: Path,
+) -> None:
+    """gymnasium_agent keeps the user model's calls in `user_model_calls`; a reset/step environment reports
+    its judge calls in `info.judge_evaluations`."""
+    judged = [json.loads(line) for line in (REPO_ROOT / JUDGED_FILE).read_text().splitlines()]
+    calls = [evaluation for rollout in judged for evaluation in rollout["judge_evaluations"]]
+    assert len(calls) >= 2
+    conversation = {key: value for key, value in judged[0].items() if key != "judge_evaluations"}
+    conversation |= {"user_model_calls": calls[:1], "info": {"judge_evaluations": calls[1:]}}
+    rollouts = tmp_path / "conversation_rollouts.jsonl"
+    rollouts.write_text(json.dumps(conversation) + "\n")
+    with run_instance(replay_config([str(rollouts)]), "policy_model", tmp_path) as started:
+        for call in calls:
+            status, answer = await post(started, call["responses_create_params"])
+            assert status == 200, answer
+            assert answer["output"] == call["response"]["output"]
+
+
 async def test_instructions_are_part_of_the_task(server: StartedServer) -> None:
     status, answer = await post(server, {"input": "what is x?"})
     assert (status, answer["error"]["type"]) == (404, "unknown_task")
