@@ -31,6 +31,7 @@ BUILDS_ON = {
     "resources_servers.ugphysics_judge": "resources_servers.math_with_judge",  # its server, another judge
     "resources_servers.imo_proofbench_judge": "resources_servers.math_with_judge",  # its symbolic check
     "resources_servers.math_with_autograder": "resources_servers.math_with_judge",  # its server, an autograder
+    "resources_servers.code_fim": "resources_servers.evalplus",  # its code extraction and sandbox end reasons
 }
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
