@@ -137,7 +137,14 @@ class EvalPlusResourcesServer(SimpleResourcesServer):
             "groups": {"base": problem.base_input, "plus": problem.plus_input},
         }
         budget = (limit + 1) * (len(problem.base_input) + len(problem.plus_input)) + 5
-        limits = self.config.sandbox.model_copy(update={"wall_seconds": budget, "cpu_seconds": budget})
+        # Room for every report line even when the expected values are large (a right answer is never cut).
+        room = 4 * len(json.dumps([problem.base_expected, problem.plus_expected])) + 65536
+        update = {
+            "wall_seconds": budget,
+            "cpu_seconds": budget,
+            "output_bytes": max(room, self.config.sandbox.output_bytes),
+        }
+        limits = self.config.sandbox.model_copy(update=update)
         files = {"harness.py": HARNESS, "solution.py": code, "tests.json": json.dumps(spec)}
         async with self._slots:
             run = await run_sandboxed([*python_command(), "harness.py"], files=files, limits=limits)
