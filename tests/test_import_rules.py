@@ -34,6 +34,7 @@ BUILDS_ON = {
     "resources_servers.bird_sql": "resources_servers.text_to_sql",  # its read-only, time-limited run_query
     "resources_servers.spider2_lite": "resources_servers.bird_sql",  # its database lookup and SQL runner
     "resources_servers.proof_verification": "resources_servers.proof_judge",  # its score reading, judge keys
+    "resources_servers.code_fim": "resources_servers.evalplus",  # its code extraction and sandbox end reasons
 }
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
