@@ -344,8 +344,8 @@ def test_recorded_rollouts_cover_both_verdicts_and_carry_every_simulated_turn():
     assert sorted(rollout["reward"] for rollout in rollouts) == [0.0, 0.0, 1.0, 1.0, 1.0]
     for rollout in rollouts:
         assert rollout["info"]["user_stopped"] and rollout["info"]["judge_failure"] is None
-        user_calls = [
-            e for e in rollout["judge_evaluations"] if "playing the user" in orjson.dumps(e).decode()
-        ]
+        user_calls = rollout["user_model_calls"]
+        assert all("playing the user" in orjson.dumps(call).decode() for call in user_calls)
+        assert rollout["info"]["judge_evaluations"], "the tool simulator's and judge's calls, for replay"
         user_turns = [item for item in rollout["response"]["output"] if item.get("role") == "user"]
         assert len(user_calls) == 1 + len(user_turns), "the opening message and every later user turn"
