@@ -31,6 +31,7 @@ BUILDS_ON = {
     "resources_servers.ugphysics_judge": "resources_servers.math_with_judge",  # its server, another judge
     "resources_servers.imo_proofbench_judge": "resources_servers.math_with_judge",  # its symbolic check
     "resources_servers.math_with_autograder": "resources_servers.math_with_judge",  # its server, an autograder
+    "resources_servers.arena_judge": "resources_servers.arena",  # its pairwise judging and win-rate fit
 }
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"

@@ -40,6 +40,7 @@ from resources_servers.arena.pairwise import (
     policy_scores,
 )
 
+TEMPLATE_FIELDS = ("question", "answer_a", "answer_b", "answer_1", "answer_2")
 ELO_KEYS = ("arena_elo/score", "arena_elo/ci_lower", "arena_elo/ci_upper", "arena_elo/invalid_scores")
 
 
@@ -82,9 +83,10 @@ GRADING_FIELDS = set(ArenaVerifyResponse.model_fields) - set(BaseVerifyRequest.m
 
 
 def check_template(template: str, key: str) -> str:
-    """A template must fill with {question}, {answer_a}, {answer_b}: checked at start, not on every verify."""
+    """A template must fill with {question}, {answer_a}, {answer_b} (or {answer_1}, {answer_2}): checked at
+    start, not on every verify."""
     try:
-        template.format_map({"question": "", "answer_a": "", "answer_b": ""})
+        template.format_map(dict.fromkeys(TEMPLATE_FIELDS, ""))
     except (KeyError, IndexError, ValueError) as error:
         raise ConfigError(
             f"{key}: use only {{question}}, {{answer_a}} and {{answer_b}} (literal braces doubled): {error!r}"

@@ -67,7 +67,8 @@ async def judge_both_orders(
     baseline_answer: str,
     allow_both_bad: bool = False,
 ) -> tuple[list[PairwiseGame], list[JudgeEvaluation]]:
-    """Game 1 with the policy as A, game 2 with it as B, one after the other (so a scripted or recorded
+    """The templates see {question} and the answers as {answer_a}/{answer_b} (or {answer_1}/{answer_2}).
+    Game 1 with the policy as A, game 2 with it as B, one after the other (so a scripted or recorded
     judge sees them in a fixed order). `JudgeFailed` from either call propagates: no judgment, no grade."""
     games: list[PairwiseGame] = []
     evaluations: list[JudgeEvaluation] = []
@@ -75,7 +76,11 @@ async def judge_both_orders(
         ("A", (policy_answer, baseline_answer)),
         ("B", (baseline_answer, policy_answer)),
     ):
-        fill = {"question": question, "answer_a": answer_a, "answer_b": answer_b}
+        fill = {
+            **dict.fromkeys(("answer_a", "answer_1"), answer_a),
+            **dict.fromkeys(("answer_b", "answer_2"), answer_b),
+        }
+        fill["question"] = question
         messages = [{"role": "system", "content": system.format_map(fill)}] if system else []
         messages.append({"role": "user", "content": user_template.format_map(fill)})
         params = judge.params_for(messages)
@@ -146,11 +151,17 @@ def arena_elo(outcomes: Sequence[float], invalid: int, rounds: int, seed: int) -
     }
 
 
+def judge_call_failed(rollout: dict[str, Any]) -> bool:
+    failure = rollout.get("judge_failure")
+    return isinstance(failure, dict) and failure.get("kind") != "bad_response"
+
+
 def arena_elo_metrics(
     tasks: Sequence[Sequence[dict[str, Any]]], weight: int, rounds: int, seed: int, prefix: str = "arena_elo"
 ) -> dict[str, float]:
-    """`arena_elo/*` over every rollout's two verdicts, and `arena_elo/<category>/*` per category."""
-    rollouts = [rollout for task in tasks for rollout in task if rollout.get("judge_failure") is None]
+    """`arena_elo/*` over every rollout's two verdicts, and `arena_elo/<category>/*` per category. A rollout
+    whose judge call failed has no verdicts and is left out; a malformed verdict counts in `invalid_scores`."""
+    rollouts = [rollout for task in tasks for rollout in task if not judge_call_failed(rollout)]
     groups: dict[str, list[dict[str, Any]]] = {"": rollouts}
     for rollout in rollouts:
         if isinstance(category := rollout.get("category"), str) and category:
