@@ -33,6 +33,7 @@ BUILDS_ON = {
     "resources_servers.math_with_autograder": "resources_servers.math_with_judge",  # its server, an autograder
     "resources_servers.bird_sql": "resources_servers.text_to_sql",  # its read-only, time-limited run_query
     "resources_servers.spider2_lite": "resources_servers.bird_sql",  # its database lookup and SQL runner
+    "resources_servers.inverse_if": "resources_servers.multichallenge",  # its per-item rubric judging
 }
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
