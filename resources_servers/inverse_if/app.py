@@ -1,0 +1,233 @@
+"""inverse_if: counter-intuitive instructions (deliberate errors, odd formats, flawed premises) graded per
+rubric criterion by an LLM judge with the task's own judge prompt.
+
+Each criterion is one judge call: the task's `judge_prompt_template` (else the config's default) filled with
+the prompt, the model's answer (thinking removed), the reference response and the criterion, under the
+task's `judge_system_prompt` (else the default). The judge answers with JSON `{"result": "PASS"|"FAIL",
+"explanation": ...}`. Criterion scores (1/0) make the reward by `aggregation_mode` (default: the mean). The
+calls, the per-item records and the not-computable rule come from multichallenge's `rubric_grading`: a
+criterion without a verdict leaves the reward not computable, marked by `judge_failure`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from nemo_gym.base_resources_server import (
+    BaseResourcesServerConfig,
+    BaseVerifyRequest,
+    BaseVerifyResponse,
+    SimpleResourcesServer,
+)
+from nemo_gym.config_types import ModelServerRef
+from nemo_gym.judge import (
+    JUDGE_FAILURE_RATE_KEY,
+    Judge,
+    JudgeConfig,
+    JudgeEvaluation,
+    JudgeFailure,
+    judge_failure_metrics,
+)
+from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
+from resources_servers.multichallenge.rubric_grading import (
+    AggregationMode,
+    ItemCall,
+    ItemVerdict,
+    aggregate,
+    answer_text,
+    judge_rubric,
+    rubric_metrics,
+)
+
+PLACEHOLDERS = {"prompt": "", "model_response": "", "standard_response": "", "criteria": ""}
+FENCED_JSON = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
+RESULT_OBJECT = re.compile(r"\{[^{}]*\"result\"[^{}]*\}", re.IGNORECASE)
+
+
+def check_template(template: str | None) -> str | None:
+    if template is not None:
+        try:
+            template.format(**PLACEHOLDERS)
+        except (KeyError, IndexError, ValueError) as error:
+            raise ValueError(
+                "the judge prompt template may use only {prompt}, {model_response}, {standard_response} and "
+                f"{{criteria}} (literal braces doubled): {error!r}"
+            ) from None
+    return template
+
+
+class InverseIFConfig(JudgeConfig, BaseResourcesServerConfig):
+    judge_model_server: ModelServerRef
+    aggregation_mode: AggregationMode = AggregationMode.MEAN
+    parallel_evaluation: bool = True
+    # Used for tasks without their own judge prompt / system prompt.
+    default_judge_prompt_template: str
+    default_judge_system_prompt: str
+
+    @field_validator("default_judge_prompt_template")
+    @classmethod
+    def _fills(cls, template: str) -> str | None:
+        return check_template(template)
+
+
+class Criterion(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str | int | None = None
+    criteria: str = Field(min_length=1)
+
+
+class InverseIFVerifyRequest(BaseVerifyRequest):
+    model_config = ConfigDict(extra="allow")
+
+    uuid: str | int | None = None
+    task_id: int | str | None = None
+    prompt: str | None = None
+    rubric: list[Criterion] = []
+    reference_response: str | None = None
+    judge_prompt_template: str | None = None
+    judge_system_prompt: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    @field_validator("judge_prompt_template")
+    @classmethod
+    def _fills(cls, template: str | None) -> str | None:
+        return check_template(template)
+
+    @model_validator(mode="after")
+    def _has_a_rubric(self) -> InverseIFVerifyRequest:
+        if not self.rubric and isinstance(self.metadata, dict) and self.metadata.get("rubric"):
+            self.rubric = [Criterion.model_validate(item) for item in self.metadata["rubric"]]
+        if not self.rubric:
+            raise ValueError("rubric: the task needs at least one criterion (none here or in metadata)")
+        return self
+
+
+class RubricEvaluation(ItemVerdict):
+    criterion_id: str | int | None
+    criteria: str
+    explanation: str | None = None
+
+
+class InverseIFVerifyResponse(BaseVerifyResponse):
+    model_config = ConfigDict(extra="allow")
+
+    generated_response: str
+    rubric_evaluations: list[RubricEvaluation]
+    aggregation_mode: str
+    num_passed: int
+    num_total: int
+    judge_evaluations: list[JudgeEvaluation] = []
+    judge_failure: JudgeFailure | None = None
+
+
+GRADING_FIELDS = (set(InverseIFVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)) | {
+    "reward",
+    "rubric",
+}
+
+
+def read_result(text: str) -> tuple[str, str | None] | None:
+    """(PASS or FAIL, explanation) from the judge's JSON (fenced or bare, the last one counts), else from a
+    last line that is just the word; None when neither is there."""
+    candidates = [*FENCED_JSON.findall(text), *(m.group(0) for m in RESULT_OBJECT.finditer(text))]
+    for candidate in reversed(candidates):
+        try:
+            parsed = json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+        result = parsed.get("result") if isinstance(parsed, dict) else None
+        if isinstance(result, str) and result.strip().upper() in ("PASS", "FAIL"):
+            explanation = parsed.get("explanation")
+            return result.strip().upper(), explanation if isinstance(explanation, str) else None
+    lines = text.strip().splitlines()
+    word = re.sub(r"[^A-Za-z]", "", lines[-1]).upper() if lines else ""
+    return (word, None) if word in ("PASS", "FAIL") else None
+
+
+class InverseIFServer(SimpleResourcesServer):
+    config: InverseIFConfig
+    _judge: Judge = PrivateAttr()
+
+    def setup_webserver(self) -> FastAPI:
+        app = super().setup_webserver()
+        self._judge = Judge(self.config, self.server_client, self.config.name)
+        return app
+
+    def item_call(self, body: InverseIFVerifyRequest, criterion: Criterion, answer: str) -> ItemCall:
+        template = body.judge_prompt_template or self.config.default_judge_prompt_template
+        system = body.judge_system_prompt or self.config.default_judge_system_prompt
+        prompt = template.format(
+            prompt=body.prompt or "",
+            model_response=answer,
+            standard_response=body.reference_response or "",
+            criteria=criterion.criteria,
+        )
+        params = self._judge.params_for(
+            [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
+        )
+
+        def read(text: str) -> tuple[str, float] | None:
+            found = read_result(text)
+            return None if found is None else (found[0], float(found[0] == "PASS"))
+
+        return ItemCall(params, read, 'JSON {"result": "PASS" or "FAIL"}')
+
+    async def verify(self, body: InverseIFVerifyRequest) -> InverseIFVerifyResponse:
+        """One judge call per criterion; reward = the aggregate of the criterion scores, when all have one."""
+        answer = answer_text(body.response)
+        calls = [self.item_call(body, criterion, answer) for criterion in body.rubric]
+        result = await judge_rubric(self._judge, calls, self.config.parallel_evaluation)
+        items = []
+        for criterion, verdict in zip(body.rubric, result.items, strict=True):
+            explanation = read_result(verdict.judge_output)[1] if verdict.judge_output is not None else None
+            items.append(
+                RubricEvaluation(
+                    **verdict.model_dump(),
+                    criterion_id=criterion.id,
+                    criteria=criterion.criteria,
+                    explanation=explanation,
+                )
+            )
+        failure = result.failure
+        scores = [item.score for item in items if item.score is not None]
+        reward = (
+            self.config.judge_failure_reward
+            if failure is not None
+            else aggregate(scores, [1.0] * len(scores), self.config.aggregation_mode)
+        )
+        return InverseIFVerifyResponse(
+            **body.model_dump(exclude=GRADING_FIELDS),
+            rubric=[criterion.model_dump(exclude_unset=True) for criterion in body.rubric],
+            reward=reward,
+            generated_response=answer,
+            rubric_evaluations=items,
+            aggregation_mode=self.config.aggregation_mode.value,
+            num_passed=sum(score == 1.0 for score in scores),
+            num_total=len(items),
+            judge_evaluations=result.evaluations,
+            judge_failure=failure,
+        )
+
+    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        """Overall and per taxonomy axis (`metadata.l1_taxonomy`), plus the judge failures."""
+
+        def taxonomy(rollout: dict[str, Any]) -> Any:
+            metadata = rollout.get("metadata")
+            return metadata.get("l1_taxonomy") if isinstance(metadata, dict) else None
+
+        return {**rubric_metrics(tasks, taxonomy), **judge_failure_metrics(tasks)}
+
+    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
+        return pass_at_k_key_metrics(
+            agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY), best_of=("pass@{k}",)
+        )
+
+
+if __name__ == "__main__":
+    InverseIFServer.run_webserver()
