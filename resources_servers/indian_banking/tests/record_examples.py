@@ -2,9 +2,8 @@
 the scripted upstream (tests/scripted_upstream.py) playing both the policy and the simulated customer from
 `dialogues.py`, one task per run so the queue of scripted turns stays in order.
 
-The customer's model calls leave only their words in the rollout, so each of them is added to its rollout
-as a request/answer pair under `judge_evaluations`, the field replay_model plays besides the trajectory:
-the folder then replays offline, customer turns included.
+The agent keeps the customer's model calls in each rollout's `user_model_calls`, which replay_model plays
+besides the trajectory: the folder then replays offline, customer turns included.
 
 Run from the repository root: `python resources_servers/indian_banking/tests/record_examples.py`.
 """
@@ -25,14 +24,6 @@ from resources_servers.indian_banking.tests.dialogues import DIALOGUES
 ROOT = Path(__file__).resolve().parents[3]
 FOLDER = ROOT / "resources_servers" / "indian_banking"
 POLICY_PROMPT_START = "<instructions>"  # the rows' system prompt; the customer's is the agent's own
-# The customer's answers as recorded: a complete Response without the policy's tool list.
-USER_ANSWER = {
-    "object": "response",
-    "created_at": 0,
-    "parallel_tool_calls": False,
-    "tool_choice": "auto",
-    "tools": [],
-}
 
 
 def call(base: str, method: str, path: str, body: object = None) -> object:
@@ -66,18 +57,11 @@ def record_task(base: str, row: dict, workdir: Path) -> dict:
     assert len(requests) == len(turns), (
         f"{model}: {len(requests)} model calls for {len(turns)} scripted turns"
     )
-    recordings = []
     for body, turn in zip(requests, turns, strict=True):
         assert is_user_call(body) == (turn["who"] == "user"), f"{model}: turns out of order"
-        if turn["who"] == "user":
-            answer = {
-                **USER_ANSWER,
-                "id": f"resp_user_{len(recordings)}",
-                "model": model,
-                "output": turn["output"],
-            }
-            recordings.append({"responses_create_params": {"input": body["input"]}, "response": answer})
-    return {**rollout, "judge_evaluations": recordings}
+    customer_turns = sum(turn["who"] == "user" for turn in turns)
+    assert len(rollout["user_model_calls"]) == customer_turns, f"{model}: customer calls not all kept"
+    return rollout
 
 
 def main() -> None:

@@ -277,7 +277,7 @@ async def test_recorded_rollouts_replay_to_their_rewards(env, rollout):
     assert sum(step.reward for step in steps) == rollout["reward"]
     customer = [item["content"] for item in rollout["response"]["output"] if item.get("role") == "user"]
     assert (
-        customer[-1].endswith("###STOP###") and len(rollout["judge_evaluations"]) == len(customer) + 1
+        customer[-1].endswith("###STOP###") and len(rollout["user_model_calls"]) == len(customer) + 1
     )  # + the opening
 
 
