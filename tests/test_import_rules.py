@@ -37,6 +37,7 @@ BUILDS_ON = {
     "resources_servers.code_fim": "resources_servers.evalplus",  # its code extraction and sandbox end reasons
     "resources_servers.arena_judge": "resources_servers.arena",  # its pairwise judging and win-rate fit
     "resources_servers.inverse_if": "resources_servers.multichallenge",  # its per-item rubric judging
+    "resources_servers.verifif": "resources_servers.instruction_following",  # its words/sentences/paragraphs
 }
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
