@@ -193,6 +193,39 @@ def run_scripted_judge(upstream: ScriptedModels, workdir: Path) -> Iterator[Scri
         yield ScriptedJudge(upstream, model, config)
 
 
+@dataclass
+class JudgedServer:
+    """A judged environment's server under test and the scripted judge it asks."""
+
+    server: StartedServer
+    judge: ScriptedJudge
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+
+@contextmanager
+def run_judged_server(
+    upstream: ScriptedModels, workdir: Path, name: str, **settings: Any
+) -> Iterator[JudgedServer]:
+    """Start the resources server folder `name` with `settings`, its `judge_model_server` the scripted judge
+    (started first, on `upstream`); stop both afterwards."""
+    with run_scripted_judge(upstream, workdir) as judge:
+        inner = {**settings, "judge_model_server": JUDGE_MODEL_REF}
+        config = {**judge.config, name: instance_config("resources_servers", name, **inner)}
+        with run_instance(config, name, workdir) as server:
+            yield JudgedServer(server, judge)
+
+
+def shipped_settings(folder: Path, instance: str | None = None) -> dict[str, Any]:
+    """The settings of a folder's shipped resources server instance (`configs/<instance>.yaml`, the instance
+    and its implementation both named `instance`, by default the folder's name)."""
+    name = instance or folder.name
+    shipped = yaml.safe_load((folder / "configs" / f"{name}.yaml").read_text())
+    return shipped[name]["resources_servers"][folder.name]
+
+
 # A CPU-time budget (not wall time, which a busy machine stretches) far above what linear work on a test's
 # pathological input costs and far below what quadratic or backtracking work would: a complexity check,
 # not a speed test.

@@ -5,27 +5,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from nemo_gym.config_types import ConfigError
 from nemo_gym.prompt import load_judge_prompt_file
 from nemo_gym.testing import (
-    JUDGE_MODEL_REF,
-    ScriptedJudge,
-    StartedServer,
+    JudgedServer,
     check_environment_config,
-    instance_config,
     post_json,
     read_jsonl,
     response_with,
-    run_instance,
-    run_scripted_judge,
+    run_judged_server,
+    shipped_settings,
     without_verify_flags,
 )
 from resources_servers.deepsearchqa.app import PLACEHOLDERS
@@ -36,28 +30,18 @@ FOLDER = Path(__file__).resolve().parents[1]
 NAME = "deepsearchqa"
 ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
 ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
-SHIPPED = yaml.safe_load((FOLDER / "configs" / f"{NAME}.yaml").read_text())[NAME]["resources_servers"][NAME]
+SHIPPED = shipped_settings(FOLDER)
 ROW = ROWS[4]  # the three Great Lakes besides Lake Michigan: Superior, Huron, Erie
 
 
-@dataclass
-class Judged:
-    server: StartedServer
-    judge: ScriptedJudge
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-
 @pytest.fixture(scope="module")
-def judged(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judged]:
-    workdir = tmp_path_factory.mktemp(NAME)
-    with ExitStack() as servers:
-        judge = servers.enter_context(run_scripted_judge(scripted_upstream, workdir))
-        settings = {**SHIPPED, "judge_model_server": JUDGE_MODEL_REF, "judge_max_attempts": 1}
-        config = {**judge.config, NAME: instance_config("resources_servers", NAME, **settings)}
-        yield Judged(servers.enter_context(run_instance(config, NAME, workdir)), judge)
+def judged(
+    scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[JudgedServer]:
+    with run_judged_server(
+        scripted_upstream, tmp_path_factory.mktemp(NAME), NAME, **{**SHIPPED, "judge_max_attempts": 1}
+    ) as started:
+        yield started
 
 
 def decisions(details: dict[str, bool], extra: list[str] | None = None) -> str:
@@ -67,7 +51,7 @@ def decisions(details: dict[str, bool], extra: list[str] | None = None) -> str:
     return json.dumps({"Answer Correctness": correctness})
 
 
-async def verify(judged: Judged, *items: dict, **row: Any) -> dict:
+async def verify(judged: JudgedServer, *items: dict, **row: Any) -> dict:
     status, result = await post_json(
         judged.url + "/verify", {**ROW, **row, "response": response_with(*items)}
     )
@@ -205,7 +189,7 @@ async def test_metrics_average_the_set_scores_of_judged_rollouts_and_count_failu
     status, result = await post_json(judged.url + "/aggregate_metrics", {"verify_responses": rollouts})
     assert status == 200, result
     metrics = result["agent_metrics"]
-    # Judged rollouts: task 0 -> [1.0, 0.5], task 1 -> [0.0] (its failed rollout is left out).
+    # JudgedServer rollouts: task 0 -> [1.0, 0.5], task 1 -> [0.0] (its failed rollout is left out).
     assert metrics["pass@1[avg-of-1]/f1"] == pytest.approx(100 * (1.0 + 0.0) / 2)
     assert metrics["pass@1[avg-of-1]/fully_correct"] == pytest.approx(50.0)
     assert metrics["judge_failure_rate"] == pytest.approx(1 / 4)

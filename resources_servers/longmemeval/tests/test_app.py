@@ -5,25 +5,24 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from nemo_gym.config_types import ConfigError
 from nemo_gym.testing import (
     JUDGE_MODEL_REF,
-    ScriptedJudge,
-    StartedServer,
+    JudgedServer,
     check_environment_config,
     instance_config,
     post_json,
     read_jsonl,
     response_with,
     run_instance,
+    run_judged_server,
     run_scripted_judge,
+    shipped_settings,
     without_verify_flags,
 )
 from resources_servers.longmemeval.longmemeval_grading import (
@@ -38,32 +37,20 @@ FOLDER = Path(__file__).resolve().parents[1]
 NAME = "longmemeval"
 ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
 ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
-SHIPPED = yaml.safe_load((FOLDER / "configs" / f"{NAME}.yaml").read_text())[NAME]["resources_servers"][NAME]
+SHIPPED = shipped_settings(FOLDER)
 PROMPTS = load_prompts(FOLDER, SHIPPED["judge_prompt_paths"])
 ROW = ROWS[1]  # knowledge update: 5k personal best, now 24:10
 
 
-@dataclass
-class Judged:
-    server: StartedServer
-    judge: ScriptedJudge
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-
 @pytest.fixture(scope="module")
-def judged(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judged]:
-    workdir = tmp_path_factory.mktemp(NAME)
-    with ExitStack() as servers:
-        judge = servers.enter_context(run_scripted_judge(scripted_upstream, workdir))
-        settings = {**SHIPPED, "judge_model_server": JUDGE_MODEL_REF}
-        config = {**judge.config, NAME: instance_config("resources_servers", NAME, **settings)}
-        yield Judged(servers.enter_context(run_instance(config, NAME, workdir)), judge)
+def judged(
+    scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[JudgedServer]:
+    with run_judged_server(scripted_upstream, tmp_path_factory.mktemp(NAME), NAME, **SHIPPED) as started:
+        yield started
 
 
-async def verify(judged: Judged, *items: dict, row: dict | None = None, **meta: Any) -> dict:
+async def verify(judged: JudgedServer, *items: dict, row: dict | None = None, **meta: Any) -> dict:
     row = row or ROW
     body = {
         **row,
@@ -75,7 +62,7 @@ async def verify(judged: Judged, *items: dict, row: dict | None = None, **meta: 
     return result
 
 
-def sent_prompt(judged: Judged) -> str:
+def sent_prompt(judged: JudgedServer) -> str:
     (sent,) = judged.judge.requests()
     assert [item["role"] for item in sent["input"]] == ["user"]
     return sent["input"][-1]["content"]
@@ -183,8 +170,8 @@ async def test_a_prompt_path_of_the_users_own_is_used(scripted_upstream, tmp_pat
         config = {**judge.config, NAME: instance_config("resources_servers", NAME, **settings)}
         server = servers.enter_context(run_instance(config, NAME, tmp_path))
         judge.script("yes")
-        await verify(Judged(server, judge), assistant_message("24:10"))
-        assert sent_prompt(Judged(server, judge)) == (
+        await verify(JudgedServer(server, judge), assistant_message("24:10"))
+        assert sent_prompt(JudgedServer(server, judge)) == (
             f"OWN RUBRIC {ROW['verifier_metadata']['question']} | 24 minutes 10 seconds | 24:10"
         )
 

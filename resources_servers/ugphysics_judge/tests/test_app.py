@@ -4,27 +4,21 @@ server in front of the scripted upstream (the one test double)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from pydantic import ValidationError
 
 from nemo_gym.config_types import ConfigError
 from nemo_gym.testing import (
-    JUDGE_MODEL_REF,
-    ScriptedJudge,
-    StartedServer,
+    JudgedServer,
     check_environment_config,
-    instance_config,
     post_json,
     read_jsonl,
     response_with,
-    run_instance,
-    run_scripted_judge,
+    run_judged_server,
+    shipped_settings,
     without_verify_flags,
 )
 from resources_servers.ugphysics_judge.app import UGPhysicsJudgeConfig, read_verdict
@@ -35,31 +29,19 @@ FOLDER = Path(__file__).resolve().parents[1]
 NAME = "ugphysics_judge"
 ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
 ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
-SHIPPED = yaml.safe_load((FOLDER / "configs" / f"{NAME}.yaml").read_text())[NAME]["resources_servers"][NAME]
+SHIPPED = shipped_settings(FOLDER)
 ROW = ROWS[2]  # the Carnot engine: 1/2
 
 
-@dataclass
-class Judged:
-    server: StartedServer
-    judge: ScriptedJudge
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-
 @pytest.fixture(scope="module")
-def judged(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judged]:
-    workdir = tmp_path_factory.mktemp(NAME)
-    with ExitStack() as servers:
-        judge = servers.enter_context(run_scripted_judge(scripted_upstream, workdir))
-        settings = {**SHIPPED, "judge_model_server": JUDGE_MODEL_REF}
-        config = {**judge.config, NAME: instance_config("resources_servers", NAME, **settings)}
-        yield Judged(servers.enter_context(run_instance(config, NAME, workdir)), judge)
+def judged(
+    scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[JudgedServer]:
+    with run_judged_server(scripted_upstream, tmp_path_factory.mktemp(NAME), NAME, **SHIPPED) as started:
+        yield started
 
 
-async def verify(judged: Judged, text: str, **row: Any) -> dict:
+async def verify(judged: JudgedServer, text: str, **row: Any) -> dict:
     status, result = await post_json(
         judged.url + "/verify", {**ROW, **row, "response": response_with(assistant_message(text))}
     )

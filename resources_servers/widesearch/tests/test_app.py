@@ -5,26 +5,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
 
 from nemo_gym.config_types import ConfigError
 from nemo_gym.prompt import load_judge_prompt_file
 from nemo_gym.testing import (
-    JUDGE_MODEL_REF,
-    ScriptedJudge,
-    StartedServer,
+    JudgedServer,
     check_environment_config,
-    instance_config,
     post_json,
     read_jsonl,
     response_with,
-    run_instance,
-    run_scripted_judge,
+    run_judged_server,
+    shipped_settings,
 )
 from resources_servers.widesearch.app import ALIGNMENT_PLACEHOLDERS, COLUMN_PLACEHOLDERS
 from resources_servers.widesearch.widesearch_grading import (
@@ -39,7 +33,7 @@ FOLDER = Path(__file__).resolve().parents[1]
 NAME = "widesearch"
 ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
 ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
-SHIPPED = yaml.safe_load((FOLDER / "configs" / f"{NAME}.yaml").read_text())[NAME]["resources_servers"][NAME]
+SHIPPED = shipped_settings(FOLDER)
 GASES, NORDIC, APOLLO = ROWS[0], ROWS[1], ROWS[3]
 GAS_ROWS = [("Helium", "He", "2"), ("Neon", "Ne", "10"), ("Argon", "Ar", "18"), ("Krypton", "Kr", "36"),
             ("Xenon", "Xe", "54"), ("Radon", "Rn", "86")]  # fmt: skip
@@ -47,24 +41,14 @@ NORDIC_ROWS = [("Denmark", "Copenhagen"), ("Finland", "Helsinki"), ("Iceland", "
                ("Sweden", "Stockholm")]  # fmt: skip
 
 
-@dataclass
-class Judged:
-    server: StartedServer
-    judge: ScriptedJudge
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-
 @pytest.fixture(scope="module")
-def judged(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judged]:
-    workdir = tmp_path_factory.mktemp(NAME)
-    with ExitStack() as servers:
-        judge = servers.enter_context(run_scripted_judge(scripted_upstream, workdir))
-        settings = {**SHIPPED, "judge_model_server": JUDGE_MODEL_REF, "judge_max_attempts": 1}
-        config = {**judge.config, NAME: instance_config("resources_servers", NAME, **settings)}
-        yield Judged(servers.enter_context(run_instance(config, NAME, workdir)), judge)
+def judged(
+    scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[JudgedServer]:
+    with run_judged_server(
+        scripted_upstream, tmp_path_factory.mktemp(NAME), NAME, **{**SHIPPED, "judge_max_attempts": 1}
+    ) as started:
+        yield started
 
 
 def table(header: tuple[str, ...], rows: list[tuple[str, ...]], fenced: bool = True) -> str:
@@ -78,7 +62,7 @@ def decisions(*values: int) -> str:
     return "```json\n" + json.dumps({f"idx_{i}": value for i, value in enumerate(values)}) + "\n```"
 
 
-async def verify(judged: Judged, row: dict, text: str) -> dict:
+async def verify(judged: JudgedServer, row: dict, text: str) -> dict:
     status, result = await post_json(
         judged.url + "/verify", {**row, "response": response_with(assistant_message(text))}
     )
