@@ -4,25 +4,19 @@ of the scripted upstream (the one test double) and runs the rows' code checkers 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from nemo_gym.testing import (
-    JUDGE_MODEL_REF,
-    ScriptedJudge,
-    StartedServer,
+    JudgedServer,
     check_environment_config,
-    instance_config,
     post_json,
     read_jsonl,
     response_with,
-    run_instance,
-    run_scripted_judge,
+    run_judged_server,
+    shipped_settings,
     without_verify_flags,
 )
 from resources_servers.agentif.agentif_grading import fill_prompt, parse_yes_no
@@ -32,34 +26,23 @@ FOLDER = Path(__file__).resolve().parents[1]
 NAME = "agentif"
 ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
 ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
-SHIPPED = yaml.safe_load((FOLDER / "configs" / f"{NAME}.yaml").read_text())[NAME]["resources_servers"][NAME]
+SHIPPED = shipped_settings(FOLDER)
 NOTES = ROWS[3]  # release notes: a code check (three "- " bullets), then a judged past-tense check
 GOOD_NOTES = "- Sped up the search index.\n- Added CSV export.\n- Fixed a crash on startup."
 FOUR_NOTES = GOOD_NOTES + "\n- Updated the docs."
 
 
-@dataclass
-class Judged:
-    server: StartedServer
-    judge: ScriptedJudge
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-
 @pytest.fixture(scope="module")
-def judged(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judged]:
-    workdir = tmp_path_factory.mktemp(NAME)
-    with ExitStack() as servers:
-        judge = servers.enter_context(run_scripted_judge(scripted_upstream, workdir))
-        sandbox = {**SHIPPED["sandbox"], "wall_seconds": 3, "cpu_seconds": 2}
-        settings = {**SHIPPED, "judge_model_server": JUDGE_MODEL_REF, "sandbox": sandbox}
-        config = {**judge.config, NAME: instance_config("resources_servers", NAME, **settings)}
-        yield Judged(servers.enter_context(run_instance(config, NAME, workdir)), judge)
+def judged(
+    scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[JudgedServer]:
+    sandbox = {**SHIPPED["sandbox"], "wall_seconds": 3, "cpu_seconds": 2}
+    settings = {**SHIPPED, "sandbox": sandbox}
+    with run_judged_server(scripted_upstream, tmp_path_factory.mktemp(NAME), NAME, **settings) as started:
+        yield started
 
 
-async def verify(judged: Judged, text: str | None, row: dict = NOTES, **meta: Any) -> dict:
+async def verify(judged: JudgedServer, text: str | None, row: dict = NOTES, **meta: Any) -> dict:
     items = [] if text is None else [assistant_message(text)]
     body = {
         **row,

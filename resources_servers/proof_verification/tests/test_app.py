@@ -4,25 +4,20 @@ openai_model server in front of the scripted upstream (the one test double)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from nemo_gym.testing import (
     JUDGE_MODEL_REF,
-    ScriptedJudge,
-    StartedServer,
+    JudgedServer,
     check_environment_config,
-    instance_config,
     post_json,
     read_jsonl,
     response_with,
-    run_instance,
-    run_scripted_judge,
+    run_judged_server,
+    shipped_settings,
     without_verify_flags,
 )
 from resources_servers.proof_verification.app import ProofVerificationConfig
@@ -32,42 +27,32 @@ FOLDER = Path(__file__).resolve().parents[1]
 NAME = "proof_verification"
 ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
 ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
-SHIPPED = yaml.safe_load((FOLDER / "configs" / f"{NAME}.yaml").read_text())[NAME]["resources_servers"][NAME]
+SHIPPED = shipped_settings(FOLDER)
 ROW = ROWS[1]  # a wrong proof: gold score 0
 ANALYSIS = "The factor a need not be prime (8 = 4 * 2), so the argument fails."
 
 
-@dataclass
-class Judged:
-    server: StartedServer
-    judge: ScriptedJudge
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-
 @pytest.fixture(scope="module")
-def judged(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judged]:
-    workdir = tmp_path_factory.mktemp(NAME)
-    with ExitStack() as servers:
-        judge = servers.enter_context(run_scripted_judge(scripted_upstream, workdir))
-        settings = {
-            **SHIPPED,
-            "judge_model_server": JUDGE_MODEL_REF,
-            "max_verification_chars": 500,
-            "max_proof_chars": 2000,
-        }
-        config = {**judge.config, NAME: instance_config("resources_servers", NAME, **settings)}
-        yield Judged(servers.enter_context(run_instance(config, NAME, workdir)), judge)
+def judged(
+    scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[JudgedServer]:
+    settings = {
+        **SHIPPED,
+        "max_verification_chars": 500,
+        "max_proof_chars": 2000,
+    }
+    with run_judged_server(scripted_upstream, tmp_path_factory.mktemp(NAME), NAME, **settings) as started:
+        yield started
 
 
-async def post_verify(judged: Judged, text: str, row: dict | None = None, **fields: Any) -> tuple[int, dict]:
+async def post_verify(
+    judged: JudgedServer, text: str, row: dict | None = None, **fields: Any
+) -> tuple[int, dict]:
     body = {**(row or ROW), **fields, "response": response_with(assistant_message(text))}
     return await post_json(judged.url + "/verify", body)
 
 
-async def verify(judged: Judged, text: str, row: dict | None = None, **fields: Any) -> dict:
+async def verify(judged: JudgedServer, text: str, row: dict | None = None, **fields: Any) -> dict:
     status, result = await post_verify(judged, text, row, **fields)
     assert status == 200, result
     return result

@@ -6,26 +6,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from nemo_gym.testing import (
-    JUDGE_MODEL_REF,
-    ScriptedJudge,
-    StartedServer,
+    JudgedServer,
     check_environment_config,
-    instance_config,
     message_item,
     post_json,
     read_jsonl,
     response_with,
-    run_instance,
-    run_scripted_judge,
+    run_judged_server,
+    shipped_settings,
     without_verify_flags,
 )
 from resources_servers.verifif.judged import JUDGE_INSTRUCTIONS, load_prompts, parse_verdict
@@ -35,27 +29,16 @@ FOLDER = Path(__file__).resolve().parents[1]
 NAME = "verifif"
 ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")
 ROLLOUTS = read_jsonl(FOLDER / "data" / "example_rollouts.jsonl")
-SHIPPED = yaml.safe_load((FOLDER / "configs" / f"{NAME}.yaml").read_text())[NAME]["resources_servers"][NAME]
-
-
-@dataclass
-class Judged:
-    server: StartedServer
-    judge: ScriptedJudge
-
-    @property
-    def url(self) -> str:
-        return self.server.url
+SHIPPED = shipped_settings(FOLDER)
 
 
 @pytest.fixture(scope="module")
-def judged(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judged]:
-    workdir = tmp_path_factory.mktemp(NAME)
-    with ExitStack() as servers:
-        judge = servers.enter_context(run_scripted_judge(scripted_upstream, workdir))
-        settings = {**SHIPPED, "judge_model_server": JUDGE_MODEL_REF, "judge_max_attempts": 1}
-        config = {**judge.config, NAME: instance_config("resources_servers", NAME, **settings)}
-        yield Judged(servers.enter_context(run_instance(config, NAME, workdir)), judge)
+def judged(
+    scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[JudgedServer]:
+    settings = {**SHIPPED, "judge_max_attempts": 1}
+    with run_judged_server(scripted_upstream, tmp_path_factory.mktemp(NAME), NAME, **settings) as started:
+        yield started
 
 
 def when(text: str, answer: str | dict) -> dict:
@@ -69,7 +52,7 @@ def ins(instruction_id: str, **arguments: Any) -> dict:
             "is_misalignment_check": False, **arguments}  # fmt: skip
 
 
-async def verify(judged: Judged, text: str, instructions: list[dict], **row: Any) -> dict:
+async def verify(judged: JudgedServer, text: str, instructions: list[dict], **row: Any) -> dict:
     body = {
         "responses_create_params": {"input": [{"role": "user", "content": "Write something."}]},
         "instructions": instructions,
