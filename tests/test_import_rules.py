@@ -36,6 +36,7 @@ BUILDS_ON = {
     "resources_servers.proof_verification": "resources_servers.proof_judge",  # its score reading, judge keys
     "resources_servers.code_fim": "resources_servers.evalplus",  # its code extraction and sandbox end reasons
     "resources_servers.arena_judge": "resources_servers.arena",  # its pairwise judging and win-rate fit
+    "resources_servers.ifbench": "resources_servers.instruction_following",  # its IFEval checkers, splitter
 }
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
