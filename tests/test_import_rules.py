@@ -37,6 +37,7 @@ BUILDS_ON = {
     "resources_servers.code_fim": "resources_servers.evalplus",  # its code extraction and sandbox end reasons
     "resources_servers.arena_judge": "resources_servers.arena",  # its pairwise judging and win-rate fit
     "resources_servers.ifbench": "resources_servers.instruction_following",  # its IFEval checkers, splitter
+    "resources_servers.iheval": "resources_servers.ifbench",  # its instruction registry, strict/loose grading
 }
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
