@@ -38,6 +38,8 @@ BUILDS_ON = {
     "resources_servers.arena_judge": "resources_servers.arena",  # its pairwise judging and win-rate fit
     "resources_servers.inverse_if": "resources_servers.multichallenge",  # its per-item rubric judging
     "resources_servers.verifif": "resources_servers.instruction_following",  # its words/sentences/paragraphs
+    "resources_servers.ifbench": "resources_servers.instruction_following",  # its IFEval checkers, splitter
+    "resources_servers.iheval": "resources_servers.ifbench",  # its instruction registry, strict/loose grading
 }
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
