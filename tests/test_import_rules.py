@@ -37,6 +37,7 @@ BUILDS_ON = {
     "resources_servers.code_fim": "resources_servers.evalplus",  # its code extraction and sandbox end reasons
     "resources_servers.arena_judge": "resources_servers.arena",  # its pairwise judging and win-rate fit
     "resources_servers.inverse_if": "resources_servers.multichallenge",  # its per-item rubric judging
+    "resources_servers.gdp_pdf": "resources_servers.labbench2_vlm",  # its check of the prompt's images
 }
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
