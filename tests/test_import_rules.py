@@ -41,6 +41,7 @@ BUILDS_ON = {
     "resources_servers.verifif": "resources_servers.instruction_following",  # its words/sentences/paragraphs
     "resources_servers.ifbench": "resources_servers.instruction_following",  # its IFEval checkers, splitter
     "resources_servers.iheval": "resources_servers.ifbench",  # its instruction registry, strict/loose grading
+    "resources_servers.gdp_pdf": "resources_servers.labbench2_vlm",  # its check of the prompt's images
 }
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
