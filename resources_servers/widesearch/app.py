@@ -37,6 +37,7 @@ from nemo_gym.judge import (
     judge_failure_metrics,
     last_assistant_text,
 )
+from nemo_gym.judged_env import unusable_unless
 from nemo_gym.openai_utils import NeMoGymResponse
 from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
 from nemo_gym.prompt import PromptConfig, fill_prompt, load_judge_prompt_file
@@ -121,9 +122,7 @@ class WideSearchVerifyResponse(BaseVerifyResponse):
 GRADING_FIELDS = set(WideSearchVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
 
 
-def not_json(response: NeMoGymResponse) -> str | None:
-    text = last_assistant_text(response)
-    return None if judge_json(text) is not None else f"the judge's answer has no JSON object: {text[:100]!r}"
+not_json = unusable_unless(judge_json, "has no JSON object")
 
 
 class Grading:

@@ -1,0 +1,42 @@
+"""nemo_gym.judged_env: the helpers judged environments share around nemo_gym.judge."""
+
+from __future__ import annotations
+
+from nemo_gym.judged_env import unusable_unless
+from nemo_gym.openai_utils import NeMoGymResponse
+from nemo_gym.testing import message_item, response_with
+
+
+def judge_answer(*texts: str) -> NeMoGymResponse:
+    items = [message_item(text, id=f"msg_{index}") for index, text in enumerate(texts)]
+    return NeMoGymResponse.model_validate(response_with(*items))
+
+
+def yes_or_no(text: str) -> bool | None:
+    word = text.strip().upper()
+    return {"YES": True, "NO": False}.get(word)
+
+
+def test_an_answer_the_parser_reads_is_usable_even_when_it_reads_a_falsy_value():
+    unusable = unusable_unless(yes_or_no, "has no YES or NO")
+    assert unusable(judge_answer("YES")) is None
+    assert unusable(judge_answer("no")) is None  # False is a reading; only None refuses
+
+
+def test_an_unreadable_answer_is_refused_with_its_first_100_characters():
+    unusable = unusable_unless(yes_or_no, "has no YES or NO")
+    text = "maybe " * 30
+    assert unusable(judge_answer(text)) == f"the judge's answer has no YES or NO: {text.strip()[:100]!r}"
+
+
+def test_only_the_last_assistant_message_counts():
+    unusable = unusable_unless(yes_or_no, "is neither yes nor no")
+    assert unusable(judge_answer("YES", "perhaps")) == "the judge's answer is neither yes nor no: 'perhaps'"
+    assert unusable(judge_answer("perhaps", "YES")) is None
+
+
+def test_an_answer_without_text_is_refused():
+    unusable = unusable_unless(yes_or_no, "has no YES or NO")
+    assert (
+        unusable(NeMoGymResponse.model_validate(response_with())) == "the judge's answer has no YES or NO: ''"
+    )
