@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from nemo_gym.judge import Unusable, last_assistant_text
+from nemo_gym.judge import JUDGE_FAILURE_RATE_KEY, Unusable, last_assistant_text
 from nemo_gym.openai_utils import NeMoGymResponse
+from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
 
 
 def unusable_unless(parse: Callable[[str], object | None], missing: str) -> Unusable:
@@ -19,3 +21,11 @@ def unusable_unless(parse: Callable[[str], object | None], missing: str) -> Unus
         return None
 
     return unusable
+
+
+def judged_key_metrics(agent_metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """The headline metrics of a judged environment: the token means and `judge_failure_rate`, then the
+    highest-k pass@1[avg-of-k] and pass@k entries."""
+    return pass_at_k_key_metrics(
+        agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY), best_of=("pass@{k}",)
+    )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from nemo_gym.judged_env import unusable_unless
+from nemo_gym.judge import JUDGE_FAILURE_RATE_KEY
+from nemo_gym.judged_env import judged_key_metrics, unusable_unless
 from nemo_gym.openai_utils import NeMoGymResponse
+from nemo_gym.pass_at_k_metrics import pass_at_k_key_metrics
 from nemo_gym.testing import message_item, response_with
 
 
@@ -40,3 +42,31 @@ def test_an_answer_without_text_is_refused():
     assert (
         unusable(NeMoGymResponse.model_validate(response_with())) == "the judge's answer has no YES or NO: ''"
     )
+
+
+def test_the_key_metrics_lead_with_token_means_and_judge_failures_then_the_best_pass_at_k():
+    agent_metrics = {
+        "mean/input_tokens": 10.0,
+        "mean/output_tokens": 5.0,
+        JUDGE_FAILURE_RATE_KEY: 0.25,
+        "mean/reward": 0.5,
+        "pass@1[avg-of-2]/accuracy": 0.5,
+        "pass@1[avg-of-4]/accuracy": 0.6,
+        "pass@2/accuracy": 0.7,
+        "pass@4/accuracy": 0.8,
+        "pass@4/no_answer": 0.1,
+        "majority@4/accuracy": 0.9,
+    }
+    assert judged_key_metrics(agent_metrics) == {
+        "mean/input_tokens": 10.0,
+        "mean/output_tokens": 5.0,
+        JUDGE_FAILURE_RATE_KEY: 0.25,
+        "pass@1[avg-of-4]/accuracy": 0.6,
+        "pass@4/accuracy": 0.8,
+    }
+    assert list(judged_key_metrics(agent_metrics))[:3] == [
+        "mean/input_tokens",
+        "mean/output_tokens",
+        JUDGE_FAILURE_RATE_KEY,
+    ]
+    assert "majority@4/accuracy" in pass_at_k_key_metrics(agent_metrics)  # the default it narrows

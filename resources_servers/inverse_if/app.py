@@ -32,6 +32,7 @@ from nemo_gym.judge import (
     JudgeFailure,
     judge_failure_metrics,
 )
+from nemo_gym.judged_env import judged_key_metrics
 from resources_servers.multichallenge.rubric_grading import (
     AggregationMode,
     ItemCall,
@@ -41,7 +42,6 @@ from resources_servers.multichallenge.rubric_grading import (
     last_line_word,
     metadata_axis,
     rubric_grade,
-    rubric_key_metrics,
     rubric_metrics,
     rubric_or_metadata,
 )
@@ -206,7 +206,7 @@ class InverseIFServer(SimpleResourcesServer):
         return {**rubric_metrics(tasks, metadata_axis("l1_taxonomy")), **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return rubric_key_metrics(agent_metrics)
+        return judged_key_metrics(agent_metrics)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from nemo_gym.judge import (
     JudgeFailure,
     judge_failure_metrics,
 )
+from nemo_gym.judged_env import judged_key_metrics
 from resources_servers.multichallenge.rubric_grading import (
     AggregationMode,
     ItemCall,
@@ -38,7 +39,6 @@ from resources_servers.multichallenge.rubric_grading import (
     last_line_word,
     metadata_axis,
     rubric_grade,
-    rubric_key_metrics,
     rubric_metrics,
     rubric_or_metadata,
     transcript,
@@ -188,7 +188,7 @@ class MultiChallengeServer(SimpleResourcesServer):
         return {**rubric_metrics(tasks, metadata_axis("challenge")), **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return rubric_key_metrics(agent_metrics)
+        return judged_key_metrics(agent_metrics)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from nemo_gym.judge import (
-    JUDGE_FAILURE_RATE_KEY,
     Judge,
     JudgeEvaluation,
     JudgeFailed,
@@ -27,12 +26,7 @@ from nemo_gym.judge import (
     last_assistant_text,
 )
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.pass_at_k_metrics import (
-    TOKEN_MEANS,
-    compute_pass_majority_metrics,
-    compute_subset_metrics,
-    pass_at_k_key_metrics,
-)
+from nemo_gym.pass_at_k_metrics import compute_pass_majority_metrics, compute_subset_metrics
 
 PER_SAMPLE_AGGREGATE_KEY = "per_sample_aggregate"
 THINKING = re.compile(r"<(think|thinking)>.*?</\1>", re.DOTALL)
@@ -227,10 +221,3 @@ def metadata_axis(key: str) -> Callable[[Mapping], Any]:
         return metadata.get(key) if isinstance(metadata, dict) else None
 
     return axis
-
-
-def rubric_key_metrics(agent_metrics: dict[str, Any]) -> dict[str, Any]:
-    """The headline metrics: token means, the judge failure rate, then the best pass@k."""
-    return pass_at_k_key_metrics(
-        agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY), best_of=("pass@{k}",)
-    )
