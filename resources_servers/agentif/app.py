@@ -33,7 +33,7 @@ from nemo_gym.judge import (
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.openai_utils import NeMoGymResponse
+from nemo_gym.judged_env import unusable_unless
 from nemo_gym.sandbox import SandboxLimits, resolve_isolation
 from resources_servers.agentif.agentif_grading import (
     agentif_metrics,
@@ -110,11 +110,7 @@ class AgentIFVerifyResponse(BaseVerifyResponse):
 GRADING_FIELDS = set(AgentIFVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
 
 
-def without_yes_no(response: NeMoGymResponse) -> str | None:
-    judge_text = last_assistant_text(response)
-    if parse_yes_no(judge_text) is None:
-        return f"the judge's answer has no YES or NO: {judge_text[:100]!r}"
-    return None
+without_yes_no = unusable_unless(parse_yes_no, "has no YES or NO")
 
 
 class AgentIFResourcesServer(SimpleResourcesServer):

@@ -26,7 +26,6 @@ from nemo_gym.base_resources_server import (
 )
 from nemo_gym.config_types import ModelServerRef
 from nemo_gym.judge import (
-    JUDGE_FAILURE_RATE_KEY,
     Judge,
     JudgeConfig,
     JudgeEvaluation,
@@ -35,12 +34,11 @@ from nemo_gym.judge import (
     judge_failure_metrics,
     last_assistant_text,
 )
+from nemo_gym.judged_env import judged_key_metrics
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.pass_at_k_metrics import (
-    TOKEN_MEANS,
     compute_pass_majority_metrics,
     compute_subset_metrics,
-    pass_at_k_key_metrics,
 )
 from resources_servers.bbq.bbq_grading import (
     ANSWER_REWARDS,
@@ -260,9 +258,7 @@ class BBQResourcesServer(SimpleResourcesServer):
         return {**metrics, **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return pass_at_k_key_metrics(
-            agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY), best_of=("pass@{k}",)
-        )
+        return judged_key_metrics(agent_metrics)
 
 
 if __name__ == "__main__":

@@ -20,23 +20,20 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.errors import GymError
-from nemo_gym.failure_kinds import VERIFIER_ERROR
 from nemo_gym.pass_at_k_metrics import PassAtK
 from resources_servers.bird_sql.make_databases import build_databases
-from resources_servers.bird_sql.sql_exec import Rows, SqlRunner, open_databases
+from resources_servers.bird_sql.sql_exec import (
+    NO_SQL_GRADE,
+    Rows,
+    SqlRunner,
+    execution_grade,
+    find_database,
+    open_databases,
+)
 
 SQL_FENCE = re.compile(r"```sql(.*?)```", re.DOTALL | re.IGNORECASE)
 COMMENT = re.compile(r"--[^\n]*|/\*.*?\*/", re.DOTALL)
 BOLD_HEADER = re.compile(r"^\*\*.*?\*\*")
-
-# sql_failure values (NeMo Gym's `failure_reason` codes; that name is the base answer's "not measured" reason here)
-NONE, NO_SQL, EXECUTION_ERROR, GOLD_ERROR = (
-    "none",
-    "no_sql_extracted",
-    "execution_error",
-    "gold_execution_error",
-)
 
 
 class BirdSqlConfig(BaseResourcesServerConfig):
@@ -102,10 +99,7 @@ class BirdSqlResourcesServer(SimpleResourcesServer):
 
     def database(self, db_id: str) -> Path:
         """The task's database file; an unknown db_id is the row's fault (422)."""
-        if db_id not in self._databases:
-            known = ", ".join(sorted(self._databases)[:20])
-            raise GymError(422, "invalid_row", f"db_id: no database {db_id!r} (this server has {known})")
-        return self._databases[db_id]
+        return find_database(self._databases, db_id)
 
     async def verify(self, body: BirdSqlVerifyRequest) -> BirdSqlVerifyResponse:
         """reward 1.0 iff the extracted query runs and returns the gold query's set of rows."""
@@ -117,30 +111,9 @@ class BirdSqlResourcesServer(SimpleResourcesServer):
         )
         grade = {"model_output": text, "extracted_sql": sql, "had_codeblock": had_codeblock}
         if sql is None:
-            return BirdSqlVerifyResponse(
-                **row, **grade, reward=0.0, execution_match=False, sql_failure=NO_SQL, execution_error=None
-            )
+            return BirdSqlVerifyResponse(**row, **grade, **NO_SQL_GRADE)
         result = await self._runner.run(database, body.gt_sql, sql, same_row_set)
-        if result.gold_error is not None:
-            return BirdSqlVerifyResponse(
-                **row,
-                **grade,
-                reward=0.0,
-                execution_match=False,
-                sql_failure=GOLD_ERROR,
-                execution_error=None,
-                mask_sample=True,
-                failure_kind=VERIFIER_ERROR,
-                failure_reason=f"gt_sql: {result.gold_error}",
-            )
-        return BirdSqlVerifyResponse(
-            **row,
-            **grade,
-            reward=1.0 if result.match else 0.0,
-            execution_match=result.match,
-            sql_failure=NONE if result.match else EXECUTION_ERROR,
-            execution_error=result.predicted_error,
-        )
+        return BirdSqlVerifyResponse(**row, **grade, **execution_grade(result, "gt_sql"))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""Execution side shared by bird_sql and spider2_lite: find each db_id's SQLite file, and run the gold and
-the predicted query on it in a CPU-pool worker.
+"""Execution side shared by bird_sql and spider2_lite: find each db_id's SQLite file, run the gold and
+the predicted query on it in a CPU-pool worker, and the grading fields (`sql_failure` codes) that gives.
 
 Queries run through text_to_sql's `run_query`: a `mode=ro` connection with `PRAGMA query_only`, an
 authorizer that allows reading only, a progress-handler deadline (a runaway query is aborted and reported
@@ -21,11 +21,28 @@ from fastapi import FastAPI
 
 from nemo_gym.config_types import ConfigError
 from nemo_gym.cpu_pool import run_cpu_bound
+from nemo_gym.errors import GymError
+from nemo_gym.failure_kinds import VERIFIER_ERROR
 from resources_servers.text_to_sql.sql_grading import QueryError, run_query
 
 Rows = list[tuple[Any, ...]]
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SEARCH_DEPTH = 3  # <dir>/<db_id>.sqlite, <dir>/<db_id>/<db_id>.sqlite, <dir>/dev_databases/<db_id>/...
+
+# sql_failure values (NeMo Gym's `failure_reason` codes; that name is the base answer's "not measured" reason here)
+NONE, NO_SQL, EXECUTION_ERROR, GOLD_ERROR = (
+    "none",
+    "no_sql_extracted",
+    "execution_error",
+    "gold_execution_error",
+)
+# The grading fields of an answer without an SQL query.
+NO_SQL_GRADE: dict[str, Any] = {
+    "reward": 0.0,
+    "execution_match": False,
+    "sql_failure": NO_SQL,
+    "execution_error": None,
+}
 
 
 @dataclass(frozen=True)
@@ -128,3 +145,32 @@ class SqlRunner:
                 timeout_s=backstop_s,
                 on_timeout=fallback,
             )
+
+
+def find_database(databases: dict[str, Path], db_id: str) -> Path:
+    """The task's database file; an unknown db_id is the row's fault (422)."""
+    if db_id not in databases:
+        known = ", ".join(sorted(databases)[:20])
+        raise GymError(422, "invalid_row", f"db_id: no database {db_id!r} (this server has {known})")
+    return databases[db_id]
+
+
+def execution_grade(result: Execution, gold_field: str) -> dict[str, Any]:
+    """The grading fields of an executed query: reward 1.0 on a match; a gold query that failed (named by
+    the row's `gold_field`) leaves the row ungraded (masked, a verifier error)."""
+    if result.gold_error is not None:
+        return {
+            "reward": 0.0,
+            "execution_match": False,
+            "sql_failure": GOLD_ERROR,
+            "execution_error": None,
+            "mask_sample": True,
+            "failure_kind": VERIFIER_ERROR,
+            "failure_reason": f"{gold_field}: {result.gold_error}",
+        }
+    return {
+        "reward": 1.0 if result.match else 0.0,
+        "execution_match": result.match,
+        "sql_failure": NONE if result.match else EXECUTION_ERROR,
+        "execution_error": result.predicted_error,
+    }

@@ -10,12 +10,10 @@ and the sandbox's end reasons are evalplus's (this folder builds on it).
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 from pathlib import Path
 from typing import Any, Literal
 
-from fastapi import HTTPException
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from nemo_gym.base_resources_server import (
@@ -24,9 +22,9 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.reward_profile import compute_pass_majority_metrics, highest_k_metrics
+from nemo_gym.reward_profile import compute_pass_majority_metrics
 from nemo_gym.sandbox import SandboxLimits, python_command, resolve_isolation, run_sandboxed
-from resources_servers.evalplus.app import early_end
+from resources_servers.evalplus.app import early_end, key_metrics, problem_for, read_problems
 from resources_servers.evalplus.grading import extract_code_strict
 
 FOLDER = Path(__file__).parent
@@ -80,8 +78,7 @@ class CodeFimVerifyResponse(BaseVerifyResponse):
 
 def load_problems(path: str | Path, split: str) -> dict[str, Problem]:
     """The problems of the configured split (its task-id prefix), by task_id."""
-    problems = [Problem.model_validate(row) for row in json.loads(Path(path).read_text())]
-    return {p.task_id: p for p in problems if p.task_id.startswith(SPLITS[split])}
+    return read_problems(path, SPLITS[split], Problem)
 
 
 def trim_overlap(before: str, after: str, cut_from: Literal["before", "after"]) -> str:
@@ -115,13 +112,7 @@ class CodeFimResourcesServer(SimpleResourcesServer):
         self._problems = load_problems(self.config.problems_path, self.config.split)
 
     async def verify(self, body: CodeFimVerifyRequest) -> CodeFimVerifyResponse:
-        task_id = body.verifier_metadata.task_id
-        problem = self._problems.get(task_id)
-        if problem is None:
-            raise HTTPException(
-                status_code=422,
-                detail=f"verifier_metadata.task_id: unknown task {task_id!r} for split {self.config.split!r}",
-            )
+        problem = problem_for(self._problems, body.verifier_metadata.task_id, f"split {self.config.split!r}")
         text = body.response.output_text
         answer = {"responses_create_params": body.responses_create_params, "response": body.response}
         if not text:
@@ -174,14 +165,7 @@ class CodeFimResourcesServer(SimpleResourcesServer):
         return metrics
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        key = {
-            name: agent_metrics[name]
-            for name in ("mean/input_tokens", "mean/output_tokens")
-            if name in agent_metrics
-        }
-        for family in ("pass@1[avg-of-{k}]", "pass@{k}", "majority@{k}"):
-            key.update(highest_k_metrics(agent_metrics, family, score_names=["accuracy"]))
-        return key
+        return key_metrics(agent_metrics, ["accuracy"])
 
 
 def _accuracy(rollout: dict[str, Any]) -> dict[str, float]:

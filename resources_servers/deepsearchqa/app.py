@@ -22,7 +22,6 @@ from nemo_gym.base_resources_server import (
 )
 from nemo_gym.config_types import ModelServerRef
 from nemo_gym.judge import (
-    JUDGE_FAILURE_RATE_KEY,
     Judge,
     JudgeConfig,
     JudgeEvaluation,
@@ -31,8 +30,8 @@ from nemo_gym.judge import (
     judge_failure_metrics,
     last_assistant_text,
 )
+from nemo_gym.judged_env import judged_key_metrics
 from nemo_gym.openai_utils import NeMoGymResponse
-from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
 from nemo_gym.prompt import PromptConfig, fill_prompt, load_judge_prompt_file
 from resources_servers.deepsearchqa.deepsearchqa_grading import (
     UnreadableJudgment,
@@ -126,9 +125,7 @@ class DeepSearchQAResourcesServer(SimpleResourcesServer):
         return {**deepsearchqa_metrics(tasks), **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return pass_at_k_key_metrics(
-            agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY), best_of=("pass@{k}",)
-        )
+        return judged_key_metrics(agent_metrics)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from fastapi import HTTPException
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
@@ -30,6 +31,7 @@ FOLDER = Path(__file__).parent
 HARNESS = (FOLDER / "harness.py").read_bytes()
 NAMESPACES = {"humaneval": "HumanEval/", "mbpp": "Mbpp/"}
 SCORES = ("passing_base_tests", "passing_plus_tests")
+AnyProblem = TypeVar("AnyProblem", bound=BaseModel)
 
 
 class EvalPlusConfig(BaseResourcesServerConfig):
@@ -77,11 +79,37 @@ class EvalPlusVerifyResponse(BaseVerifyResponse):
     metadata: dict[str, Any] | None = None
 
 
+def read_problems(path: str | Path, prefix: str, model: type[AnyProblem]) -> dict[str, AnyProblem]:
+    """The problems in the JSON list at `path` whose task_id starts with `prefix`, by task_id."""
+    problems = [model.model_validate(row) for row in json.loads(Path(path).read_text())]
+    return {p.task_id: p for p in problems if p.task_id.startswith(prefix)}
+
+
 def load_problems(path: str | Path, dataset: str) -> dict[str, Problem]:
     """The problems of the configured dataset (its task-id namespace), by task_id."""
-    rows = json.loads(Path(path).read_text())
-    problems = [Problem.model_validate(row) for row in rows]
-    return {p.task_id: p for p in problems if p.task_id.startswith(NAMESPACES[dataset])}
+    return read_problems(path, NAMESPACES[dataset], Problem)
+
+
+def problem_for(problems: dict[str, AnyProblem], task_id: str, source: str) -> AnyProblem:
+    """The row's problem; a task_id the configured `source` (dataset or split) lacks is the row's fault."""
+    problem = problems.get(task_id)
+    if problem is None:
+        raise HTTPException(
+            status_code=422, detail=f"verifier_metadata.task_id: unknown task {task_id!r} for {source}"
+        )
+    return problem
+
+
+def key_metrics(agent_metrics: dict[str, Any], score_names: Sequence[str]) -> dict[str, Any]:
+    """The token means, then pass@1[avg-of-k], pass@k and majority@k of each score at the highest k."""
+    key = {
+        name: agent_metrics[name]
+        for name in ("mean/input_tokens", "mean/output_tokens")
+        if name in agent_metrics
+    }
+    for family in ("pass@1[avg-of-{k}]", "pass@{k}", "majority@{k}"):
+        key.update(highest_k_metrics(agent_metrics, family, score_names=list(score_names)))
+    return key
 
 
 class EvalPlusResourcesServer(SimpleResourcesServer):
@@ -96,13 +124,9 @@ class EvalPlusResourcesServer(SimpleResourcesServer):
         self._problems = load_problems(self.config.problems_path, self.config.dataset)
 
     async def verify(self, body: EvalPlusVerifyRequest) -> EvalPlusVerifyResponse:
-        task_id = body.verifier_metadata.task_id
-        problem = self._problems.get(task_id)
-        if problem is None:
-            raise HTTPException(
-                status_code=422,
-                detail=f"verifier_metadata.task_id: unknown task {task_id!r} for dataset {self.config.dataset!r}",
-            )
+        problem = problem_for(
+            self._problems, body.verifier_metadata.task_id, f"dataset {self.config.dataset!r}"
+        )
         text = body.response.output_text
         answer = {"responses_create_params": body.responses_create_params, "response": body.response}
         if not text or not text.strip():
@@ -165,14 +189,7 @@ class EvalPlusResourcesServer(SimpleResourcesServer):
         return metrics
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        key = {
-            name: agent_metrics[name]
-            for name in ("mean/input_tokens", "mean/output_tokens")
-            if name in agent_metrics
-        }
-        for family in ("pass@1[avg-of-{k}]", "pass@{k}", "majority@{k}"):
-            key.update(highest_k_metrics(agent_metrics, family, score_names=list(SCORES)))
-        return key
+        return key_metrics(agent_metrics, SCORES)
 
 
 def _scores(rollout: dict[str, Any]) -> dict[str, float]:

@@ -26,22 +26,24 @@ from nemo_gym.base_resources_server import (
 )
 from nemo_gym.config_types import ModelServerRef
 from nemo_gym.judge import (
-    JUDGE_FAILURE_RATE_KEY,
     Judge,
     JudgeConfig,
     JudgeEvaluation,
     JudgeFailure,
     judge_failure_metrics,
 )
-from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
+from nemo_gym.judged_env import judged_key_metrics
 from resources_servers.multichallenge.rubric_grading import (
     AggregationMode,
     ItemCall,
     ItemVerdict,
-    aggregate,
     answer_text,
     judge_rubric,
+    last_line_word,
+    metadata_axis,
+    rubric_grade,
     rubric_metrics,
+    rubric_or_metadata,
 )
 
 PLACEHOLDERS = {"prompt": "", "model_response": "", "standard_response": "", "criteria": ""}
@@ -101,10 +103,7 @@ class InverseIFVerifyRequest(BaseVerifyRequest):
 
     @model_validator(mode="after")
     def _has_a_rubric(self) -> InverseIFVerifyRequest:
-        if not self.rubric and isinstance(self.metadata, dict) and self.metadata.get("rubric"):
-            self.rubric = [Criterion.model_validate(item) for item in self.metadata["rubric"]]
-        if not self.rubric:
-            raise ValueError("rubric: the task needs at least one criterion (none here or in metadata)")
+        self.rubric = rubric_or_metadata(self.rubric, self.metadata, Criterion, "criterion")
         return self
 
 
@@ -145,9 +144,8 @@ def read_result(text: str) -> tuple[str, str | None] | None:
         if isinstance(result, str) and result.strip().upper() in ("PASS", "FAIL"):
             explanation = parsed.get("explanation")
             return result.strip().upper(), explanation if isinstance(explanation, str) else None
-    lines = text.strip().splitlines()
-    word = re.sub(r"[^A-Za-z]", "", lines[-1]).upper() if lines else ""
-    return (word, None) if word in ("PASS", "FAIL") else None
+    word = last_line_word(text, ("PASS", "FAIL"))
+    return None if word is None else (word, None)
 
 
 class InverseIFServer(SimpleResourcesServer):
@@ -194,39 +192,21 @@ class InverseIFServer(SimpleResourcesServer):
                     explanation=explanation,
                 )
             )
-        failure = result.failure
-        scores = [item.score for item in items if item.score is not None]
-        reward = (
-            self.config.judge_failure_reward
-            if failure is not None
-            else aggregate(scores, [1.0] * len(scores), self.config.aggregation_mode)
-        )
+        cfg = self.config
         return InverseIFVerifyResponse(
             **body.model_dump(exclude=GRADING_FIELDS),
             rubric=[criterion.model_dump(exclude_unset=True) for criterion in body.rubric],
-            reward=reward,
             generated_response=answer,
             rubric_evaluations=items,
-            aggregation_mode=self.config.aggregation_mode.value,
-            num_passed=sum(score == 1.0 for score in scores),
-            num_total=len(items),
-            judge_evaluations=result.evaluations,
-            judge_failure=failure,
+            **rubric_grade(result, [1.0] * len(items), cfg.aggregation_mode, cfg.judge_failure_reward),
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """Overall and per taxonomy axis (`metadata.l1_taxonomy`), plus the judge failures."""
-
-        def taxonomy(rollout: dict[str, Any]) -> Any:
-            metadata = rollout.get("metadata")
-            return metadata.get("l1_taxonomy") if isinstance(metadata, dict) else None
-
-        return {**rubric_metrics(tasks, taxonomy), **judge_failure_metrics(tasks)}
+        return {**rubric_metrics(tasks, metadata_axis("l1_taxonomy")), **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return pass_at_k_key_metrics(
-            agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY), best_of=("pass@{k}",)
-        )
+        return judged_key_metrics(agent_metrics)
 
 
 if __name__ == "__main__":

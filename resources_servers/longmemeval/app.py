@@ -32,7 +32,7 @@ from nemo_gym.judge import (
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.openai_utils import NeMoGymResponse
+from nemo_gym.judged_env import unusable_unless
 from resources_servers.longmemeval.longmemeval_grading import (
     RUBRICS,
     load_prompts,
@@ -95,11 +95,7 @@ class LongMemEvalVerifyResponse(BaseVerifyResponse):
 GRADING_FIELDS = set(LongMemEvalVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
 
 
-def without_verdict(response: NeMoGymResponse) -> str | None:
-    judge_text = last_assistant_text(response)
-    if parse_verdict(judge_text) is None:
-        return f"the judge's answer is neither yes nor no: {judge_text[:100]!r}"
-    return None
+without_verdict = unusable_unless(parse_verdict, "is neither yes nor no")
 
 
 class LongMemEvalResourcesServer(SimpleResourcesServer):

@@ -10,7 +10,6 @@ had (a judge failure, or an answer without a label) leaves the reward not comput
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from fastapi import FastAPI
@@ -24,22 +23,24 @@ from nemo_gym.base_resources_server import (
 )
 from nemo_gym.config_types import ModelServerRef
 from nemo_gym.judge import (
-    JUDGE_FAILURE_RATE_KEY,
     Judge,
     JudgeConfig,
     JudgeEvaluation,
     JudgeFailure,
     judge_failure_metrics,
 )
-from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
+from nemo_gym.judged_env import judged_key_metrics
 from resources_servers.multichallenge.rubric_grading import (
     AggregationMode,
     ItemCall,
     ItemVerdict,
-    aggregate,
     answer_text,
     judge_rubric,
+    last_line_word,
+    metadata_axis,
+    rubric_grade,
     rubric_metrics,
+    rubric_or_metadata,
     transcript,
 )
 
@@ -88,10 +89,7 @@ class MultiChallengeVerifyRequest(BaseVerifyRequest):
 
     @model_validator(mode="after")
     def _has_a_rubric(self) -> MultiChallengeVerifyRequest:
-        if not self.rubric and isinstance(self.metadata, dict) and self.metadata.get("rubric"):
-            self.rubric = [RubricItem.model_validate(item) for item in self.metadata["rubric"]]
-        if not self.rubric:
-            raise ValueError("rubric: the task needs at least one rubric item (none here or in metadata)")
+        self.rubric = rubric_or_metadata(self.rubric, self.metadata, RubricItem, "rubric item")
         return self
 
 
@@ -125,9 +123,7 @@ def read_labels(text: str, yes_label: str, no_label: str) -> str | None:
     yes_at, no_at = text.rfind(yes_label), text.rfind(no_label)
     if yes_at >= 0 or no_at >= 0:
         return "YES" if yes_at > no_at else "NO"
-    lines = text.strip().splitlines()
-    word = re.sub(r"[^A-Za-z]", "", lines[-1]).upper() if lines else ""
-    return word if word in ("YES", "NO") else None
+    return last_line_word(text, ("YES", "NO"))
 
 
 def item_score(verdict: str, pass_criteria: str) -> float:
@@ -176,40 +172,23 @@ class MultiChallengeServer(SimpleResourcesServer):
             )
             for item, verdict in zip(body.rubric, result.items, strict=True)
         ]
-        failure = result.failure
-        scores = [item.score for item in items if item.score is not None]
-        reward = (
-            self.config.judge_failure_reward
-            if failure is not None
-            else aggregate(scores, [item.weight for item in items], self.config.aggregation_mode)
-        )
+        weights = [item.weight for item in body.rubric]
+        cfg = self.config
         return MultiChallengeVerifyResponse(
             **body.model_dump(exclude=GRADING_FIELDS),
             rubric=[item.model_dump(exclude_unset=True) for item in body.rubric],  # as the row gave it
-            reward=reward,
             context=context,
             generated_response=answer,
             rubric_evaluations=items,
-            aggregation_mode=self.config.aggregation_mode.value,
-            num_passed=sum(score == 1.0 for score in scores),
-            num_total=len(items),
-            judge_evaluations=result.evaluations,
-            judge_failure=failure,
+            **rubric_grade(result, weights, cfg.aggregation_mode, cfg.judge_failure_reward),
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """Overall and per challenge axis (`metadata.challenge`), plus the judge failures."""
-
-        def challenge(rollout: dict[str, Any]) -> Any:
-            metadata = rollout.get("metadata")
-            return metadata.get("challenge") if isinstance(metadata, dict) else None
-
-        return {**rubric_metrics(tasks, challenge), **judge_failure_metrics(tasks)}
+        return {**rubric_metrics(tasks, metadata_axis("challenge")), **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return pass_at_k_key_metrics(
-            agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY), best_of=("pass@{k}",)
-        )
+        return judged_key_metrics(agent_metrics)
 
 
 if __name__ == "__main__":

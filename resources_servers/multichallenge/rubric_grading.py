@@ -14,11 +14,17 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from nemo_gym.judge import Judge, JudgeEvaluation, JudgeFailed, JudgeFailure, last_assistant_text
+from nemo_gym.judge import (
+    Judge,
+    JudgeEvaluation,
+    JudgeFailed,
+    JudgeFailure,
+    last_assistant_text,
+)
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.pass_at_k_metrics import compute_pass_majority_metrics, compute_subset_metrics
 
@@ -26,6 +32,7 @@ PER_SAMPLE_AGGREGATE_KEY = "per_sample_aggregate"
 THINKING = re.compile(r"<(think|thinking)>.*?</\1>", re.DOTALL)
 # A closing tag without its opening one: the opening tag was part of the prompt template.
 UNPAIRED_THINKING = re.compile(r"^.*?</(?:think|thinking)>", re.DOTALL)
+Item = TypeVar("Item", bound=BaseModel)
 
 
 class AggregationMode(StrEnum):
@@ -62,6 +69,24 @@ def without_thinking(text: str) -> str:
 
 def answer_text(response: NeMoGymResponse) -> str:
     return without_thinking(last_assistant_text(response))
+
+
+def rubric_or_metadata(
+    rubric: list[Item], metadata: dict[str, Any] | None, item_type: type[Item], what: str
+) -> list[Item]:
+    """The row's rubric, else the one in its `metadata`; a task without one is refused (`what` names an item)."""
+    if not rubric and isinstance(metadata, dict) and metadata.get("rubric"):
+        rubric = [item_type.model_validate(item) for item in metadata["rubric"]]
+    if not rubric:
+        raise ValueError(f"rubric: the task needs at least one {what} (none here or in metadata)")
+    return rubric
+
+
+def last_line_word(text: str, words: tuple[str, ...]) -> str | None:
+    """The last line of `text` when, its letters alone and upper-cased, it is one of `words`; else None."""
+    lines = text.strip().splitlines()
+    word = re.sub(r"[^A-Za-z]", "", lines[-1]).upper() if lines else ""
+    return word if word in words else None
 
 
 class ItemVerdict(BaseModel):
@@ -133,6 +158,23 @@ async def judge_rubric(judge: Judge, calls: Sequence[ItemCall], concurrently: bo
     )
 
 
+def rubric_grade(
+    result: RubricResult, weights: Sequence[float], mode: AggregationMode, failure_reward: float
+) -> dict[str, Any]:
+    """A verify answer's grading fields: the reward (the aggregate of the item scores, or `failure_reward`
+    when an item lacks a verdict), the mode, the pass counts, and the judge's records and failure."""
+    failure = result.failure
+    scores = [item.score for item in result.items if item.score is not None]
+    return {
+        "reward": failure_reward if failure is not None else aggregate(scores, weights, mode),
+        "aggregation_mode": mode.value,
+        "num_passed": sum(score == 1.0 for score in scores),
+        "num_total": len(result.items),
+        "judge_evaluations": result.evaluations,
+        "judge_failure": failure,
+    }
+
+
 def transcript(messages: Sequence[Any]) -> str:
     """A conversation as the judge reads it: `[ROLE]: text` blocks (what NeMo Gym's `context` holds)."""
     blocks = []
@@ -169,3 +211,13 @@ def rubric_metrics(
         labelled = [[{**r, "_axis": axis(r)} for r in task] for task in judged]
         metrics.update(compute_subset_metrics(labelled, "_axis", scores))
     return metrics
+
+
+def metadata_axis(key: str) -> Callable[[Mapping], Any]:
+    """The `rubric_metrics` axis a rollout's `metadata[key]` names (None without one)."""
+
+    def axis(rollout: Mapping[str, Any]) -> Any:
+        metadata = rollout.get("metadata")
+        return metadata.get(key) if isinstance(metadata, dict) else None
+
+    return axis

@@ -25,7 +25,6 @@ from nemo_gym.base_resources_server import (
 )
 from nemo_gym.config_types import ModelServerRef
 from nemo_gym.judge import (
-    JUDGE_FAILURE_RATE_KEY,
     Judge,
     JudgeConfig,
     JudgeEvaluation,
@@ -34,14 +33,15 @@ from nemo_gym.judge import (
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.openai_utils import NeMoGymResponse
-from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, PassAtK, pass_at_k_key_metrics
+from nemo_gym.judged_env import judged_key_metrics
+from nemo_gym.pass_at_k_metrics import PassAtK
 from nemo_gym.prompt import PromptConfig, load_judge_prompt_file
 from resources_servers.proof_judge.scoring import (
     NemoGymJudgeKeys,
     agreement,
     read_score,
     read_self_evaluated_proof,
+    without_score,
 )
 
 FOLDER = Path(__file__).resolve().parent
@@ -80,13 +80,6 @@ class ProofJudgeVerifyResponse(BaseVerifyResponse):
 
 
 GRADING_FIELDS = set(ProofJudgeVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
-
-
-def without_score(response: NeMoGymResponse) -> str | None:
-    judge_text = last_assistant_text(response)
-    if read_score(judge_text) is None:
-        return f"the judge's answer has no \\boxed{{}} score of 0, 0.5 or 1: {judge_text[-100:]!r}"
-    return None
 
 
 def rollout_scores(rollout: dict[str, Any]) -> dict[str, float]:
@@ -180,9 +173,7 @@ class ProofJudgeResourcesServer(SimpleResourcesServer):
         return {**PASS_AT_K.compute(tasks), **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return pass_at_k_key_metrics(
-            agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY), best_of=("pass@{k}",)
-        )
+        return judged_key_metrics(agent_metrics)
 
 
 if __name__ == "__main__":

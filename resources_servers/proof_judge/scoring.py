@@ -12,7 +12,8 @@ import math
 
 from pydantic import BaseModel, Field, model_validator
 
-from nemo_gym.openai_utils import NeMoGymResponseCreateParamsNonStreaming
+from nemo_gym.judge import last_assistant_text
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.text_extraction import last_boxed
 
 SCORES = (0.0, 0.5, 1.0)
@@ -31,6 +32,14 @@ def read_score(text: str) -> float | None:
     except ValueError:
         return None
     return score if score in SCORES else None
+
+
+def without_score(response: NeMoGymResponse) -> str | None:
+    """Why a judge's answer is unusable (no 0 / 0.5 / 1 boxed score), or None when it has one."""
+    judge_text = last_assistant_text(response)
+    if read_score(judge_text) is None:
+        return f"the judge's answer has no \\boxed{{}} score of 0, 0.5 or 1: {judge_text[-100:]!r}"
+    return None
 
 
 def after_reasoning(text: str, assert_think_end: bool) -> str | None:

@@ -34,7 +34,6 @@ from nemo_gym.judge import (
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.openai_utils import NeMoGymResponse
 from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, PassAtK, pass_at_k_key_metrics
 from nemo_gym.prompt import PromptConfig, load_judge_prompt_file
 from resources_servers.proof_judge.scoring import (
@@ -43,6 +42,7 @@ from resources_servers.proof_judge.scoring import (
     after_reasoning,
     agreement,
     read_score,
+    without_score,
 )
 
 FOLDER = Path(__file__).resolve().parent
@@ -86,13 +86,6 @@ class ProofVerificationVerifyResponse(BaseVerifyResponse):
 
 
 GRADING_FIELDS = set(ProofVerificationVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
-
-
-def without_score(response: NeMoGymResponse) -> str | None:
-    judge_text = last_assistant_text(response)
-    if read_score(judge_text) is None:
-        return f"the judge's answer has no \\boxed{{}} score of 0, 0.5 or 1: {judge_text[-100:]!r}"
-    return None
 
 
 def rollout_scores(rollout: dict[str, Any]) -> dict[str, float]:

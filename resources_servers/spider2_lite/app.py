@@ -21,19 +21,15 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.errors import GymError
-from nemo_gym.failure_kinds import VERIFIER_ERROR
-from resources_servers.bird_sql.sql_exec import SqlRunner, open_databases
+from resources_servers.bird_sql.sql_exec import (
+    NO_SQL_GRADE,
+    SqlRunner,
+    execution_grade,
+    find_database,
+    open_databases,
+)
 from resources_servers.spider2_lite.grading import compare_with_gold, extract_spider_sql
 from resources_servers.spider2_lite.make_databases import build_databases
-
-# sql_failure values (NeMo Gym's `failure_reason` codes; that name is the base answer's "not measured" reason here)
-NONE, NO_SQL, EXECUTION_ERROR, GOLD_ERROR = (
-    "none",
-    "no_sql_extracted",
-    "execution_error",
-    "gold_execution_error",
-)
 
 
 class Spider2LiteConfig(BaseResourcesServerConfig):
@@ -90,38 +86,16 @@ class Spider2LiteResourcesServer(SimpleResourcesServer):
 
     async def verify(self, body: Spider2LiteVerifyRequest) -> Spider2LiteVerifyResponse:
         """reward 1.0 iff the extracted query runs and its result matches the gold query's or a stored one."""
-        database = self._databases.get(body.db_id)
-        if database is None:
-            known = ", ".join(sorted(self._databases)[:20])
-            raise GymError(422, "invalid_row", f"db_id: no database {body.db_id!r} (this server has {known})")
+        database = find_database(self._databases, body.db_id)
         text = body.response.output_text or ""
         sql = extract_spider_sql(text)
         own = set(Spider2LiteVerifyResponse.model_fields) - set(Spider2LiteVerifyRequest.model_fields)
         row = {**body.model_dump(exclude=own), "model_output": text, "extracted_sql": sql}
         if sql is None:
-            return Spider2LiteVerifyResponse(
-                **row, reward=0.0, execution_match=False, sql_failure=NO_SQL, execution_error=None
-            )
+            return Spider2LiteVerifyResponse(**row, **NO_SQL_GRADE)
         compare_args = (body.gold_result, body.condition_cols, body.ignore_order)
         result = await self._runner.run(database, body.gold_sql or None, sql, compare_with_gold, compare_args)
-        if result.gold_error is not None:
-            return Spider2LiteVerifyResponse(
-                **row,
-                reward=0.0,
-                execution_match=False,
-                sql_failure=GOLD_ERROR,
-                execution_error=None,
-                mask_sample=True,
-                failure_kind=VERIFIER_ERROR,
-                failure_reason=f"gold_sql: {result.gold_error}",
-            )
-        return Spider2LiteVerifyResponse(
-            **row,
-            reward=1.0 if result.match else 0.0,
-            execution_match=result.match,
-            sql_failure=NONE if result.match else EXECUTION_ERROR,
-            execution_error=result.predicted_error,
-        )
+        return Spider2LiteVerifyResponse(**row, **execution_grade(result, "gold_sql"))
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from nemo_gym.judge import (
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.openai_utils import NeMoGymResponse
+from nemo_gym.judged_env import unusable_unless
 from resources_servers.verifif.judged import JUDGE_INSTRUCTIONS, load_prompts, parse_verdict, visible_text
 from resources_servers.verifif.rules import ARGUMENTS, RULES, Check
 
@@ -171,11 +171,7 @@ def misaligned(source: str, is_misalignment_check: bool) -> bool:
     return source == "user" and is_misalignment_check
 
 
-def unreadable(response: NeMoGymResponse) -> str | None:
-    text = last_assistant_text(response)
-    if parse_verdict(text) is None:
-        return f"the judge's answer has no [[YES]] or [[NO]]: {text[:100]!r}"
-    return None
+unreadable = unusable_unless(parse_verdict, "has no [[YES]] or [[NO]]")
 
 
 class VerifIFResourcesServer(SimpleResourcesServer):

@@ -28,7 +28,6 @@ from nemo_gym.base_resources_server import (
 )
 from nemo_gym.config_types import ModelServerRef
 from nemo_gym.judge import (
-    JUDGE_FAILURE_RATE_KEY,
     Judge,
     JudgeConfig,
     JudgeEvaluation,
@@ -37,8 +36,8 @@ from nemo_gym.judge import (
     judge_failure_metrics,
     last_assistant_text,
 )
+from nemo_gym.judged_env import judged_key_metrics, unusable_unless
 from nemo_gym.openai_utils import NeMoGymResponse
-from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
 from nemo_gym.prompt import PromptConfig, fill_prompt, load_judge_prompt_file
 from resources_servers.widesearch.widesearch_grading import (
     ZERO,
@@ -121,9 +120,7 @@ class WideSearchVerifyResponse(BaseVerifyResponse):
 GRADING_FIELDS = set(WideSearchVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
 
 
-def not_json(response: NeMoGymResponse) -> str | None:
-    text = last_assistant_text(response)
-    return None if judge_json(text) is not None else f"the judge's answer has no JSON object: {text[:100]!r}"
+not_json = unusable_unless(judge_json, "has no JSON object")
 
 
 class Grading:
@@ -279,9 +276,7 @@ class WideSearchResourcesServer(SimpleResourcesServer):
         return {**widesearch_metrics(tasks), **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return pass_at_k_key_metrics(
-            agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY), best_of=("pass@{k}",)
-        )
+        return judged_key_metrics(agent_metrics)
 
 
 def first_per_key(rows: list[dict[str, str]], keys: list[str]) -> dict[tuple[str, ...], dict[str, str]]:
