@@ -60,8 +60,9 @@ test-ray: $(INSTALLED)
 	$(PYTHON) -m pytest -q tests/ray
 
 # Every shipped server in one deployment under malformed and fuzzed requests (no 5xx), bad bodies, upstream
-# faults, orphaned processes and secret masking (about 6 minutes on two cores).
-test-reliability: $(INSTALLED) sandbox-tools
+# faults, orphaned processes and secret masking (about 6 minutes on two cores). browser-tools first: a folder
+# whose program is missing (interactive_browser without Chromium) is left out with a warning.
+test-reliability: $(INSTALLED) sandbox-tools browser-tools
 	$(PYTHON) -m pytest -q -n auto --dist loadgroup tests/reliability
 
 # `make test` on a busy machine: two CPU-bound processes per core run beside it (the suite waits on
@@ -72,7 +73,7 @@ test-load: $(INSTALLED)
 # Every server folder through `gym test` (its tests plus its example-data checks, one folder per CPU at a
 # time), then every environment replayed offline end to end (tests/envs): a tier of its own, so that
 # `make test` stays short; CI runs both. `test-folders` is its older name.
-test-envs: $(INSTALLED) sandbox-tools
+test-envs: $(INSTALLED) sandbox-tools browser-tools
 	$(VENV)/bin/gym test
 	$(PYTHON) -m pytest -q -n auto --dist loadgroup tests/envs
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import shutil
 import subprocess
 import sys
 import threading
@@ -32,6 +33,19 @@ from nemo_gym.testing import (  # noqa: F401  (re-exported: the tests import the
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NEVER_PRINTED = "\0never printed\0"
+
+
+# Server folders that need a program this machine may lack (`make browser-tools` installs Chromium): the
+# tests that start every folder leave such a folder out, saying why, where none of its programs is found.
+FOLDER_PROGRAMS = {"interactive_browser": ("chromium", "chromium-browser")}
+
+
+def missing_program(folder: str) -> str | None:
+    """Why the server folder `folder` cannot start here, or None when it can."""
+    programs = FOLDER_PROGRAMS.get(folder, ())
+    if programs and not any(shutil.which(program) for program in programs):
+        return f"{folder} needs {' or '.join(programs)}, not installed here (make browser-tools)"
+    return None
 
 
 class OutputReader:

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from nemo_gym.collection.row_checks import prompt_key
-from tests.helpers import LAUNCHER_VERDICT_S, REPO_ROOT, gym_command
+from tests.helpers import LAUNCHER_VERDICT_S, REPO_ROOT, gym_command, missing_program
 
 
 def environments() -> list[Path]:
@@ -42,6 +42,8 @@ def recorded_rewards(folder: Path) -> Counter:
 
 @pytest.mark.parametrize("folder", environments(), ids=lambda folder: folder.name)
 def test_every_example_task_replays_to_its_recorded_reward(folder: Path, tmp_path: Path):
+    if reason := missing_program(folder.name):
+        pytest.skip(reason)
     output = tmp_path / "rollouts.jsonl"
     result = subprocess.run(
         gym_command(
