@@ -8,8 +8,9 @@ closes the context. A state that cannot be read (the session is gone, the page i
 reason, never scored 0.
 
 Pages are this folder's `site/` files (or http pages on 127.0.0.1 / localhost): every other request is
-aborted before it leaves the browser. Contexts are capped (`max_contexts`), closed on verify, on
-`/close_session`, on a re-seed of the same session and after `idle_timeout_s` without a call.
+aborted before it leaves the browser. Contexts are capped (`max_contexts`: a new session past it closes the
+least recently used idle one), closed on verify, on `/close_session`, on a re-seed of the same session and
+after `idle_timeout_s` without a call.
 """
 
 from __future__ import annotations
@@ -168,12 +169,7 @@ class InteractiveBrowserResourcesServer(SimpleResourcesServer):
         self._ensure_reaper()
         await self._reap_idle()
         if len(self._live) >= self.config.max_contexts:
-            raise GymError(
-                503,
-                "browser_busy",
-                f"{len(self._live)} browser sessions are open (max_contexts={self.config.max_contexts}); "
-                "retry when a rollout finishes",
-            )
+            await self._evict_least_recently_used()
         assert self._browser is not None
         try:
             page = await asyncio.wait_for(self._browser.new_page(), self.config.action_timeout_s + 30.0)
@@ -208,6 +204,23 @@ class InteractiveBrowserResourcesServer(SimpleResourcesServer):
                 await session.page.close()
             except Exception:
                 logger.warning("could not close the browser context of session %s", session_id, exc_info=True)
+
+    async def _evict_least_recently_used(self) -> None:
+        """Make room for a new session by closing the one idle longest (abandoned rollouts must not lock
+        new ones out until their idle timeout); a 503 only when every open session is mid-action."""
+        idle = [(s.last_used, sid) for sid, s in self._live.items() if not s.lock.locked()]
+        if not idle:
+            raise GymError(
+                503,
+                "browser_busy",
+                f"{len(self._live)} browser sessions are open and busy (max_contexts="
+                f"{self.config.max_contexts}); retry when a rollout finishes",
+            )
+        _, session_id = min(idle)
+        logger.info(
+            "closing browser session %s: max_contexts reached, it was used least recently", session_id
+        )
+        await self._release(session_id)
 
     def _ensure_reaper(self) -> None:
         if self._reaper is None or self._reaper.done():
