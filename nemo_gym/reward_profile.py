@@ -15,6 +15,7 @@ is validated (`AggregateMetricsBody`) so a malformed one is a 422 naming the fie
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -411,3 +412,16 @@ class AggregateMetricsMixin:
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         """The headline: the entries `key_metric_patterns` names (default: the means)."""
         return select_key_metrics(agent_metrics, self.key_metric_patterns)
+
+
+def count_of(value: Any, field: str) -> int:
+    """A count an environment's verify answer carries (`num_steps_passed`, ...), read back from a request to
+    `/aggregate_metrics`: absent is 0; anything but a whole number >= 0 (NaN, a string, -1) is a 422 naming
+    `field`, never a crash in the environment's `compute_metrics`."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise HTTPException(status_code=422, detail=f"{field} must be a count, got {value!r}")
+    if value < 0 or value != int(value):
+        raise HTTPException(status_code=422, detail=f"{field} must be a whole number >= 0, got {value!r}")
+    return int(value)

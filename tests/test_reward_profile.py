@@ -3,6 +3,7 @@ import statistics
 from typing import Any
 
 import pytest
+from fastapi import HTTPException
 
 from nemo_gym.http_client import get_response_json, request
 from nemo_gym.reward_profile import (
@@ -12,6 +13,7 @@ from nemo_gym.reward_profile import (
     column_statistics,
     compute_pass_majority_metrics,
     compute_subset_metrics,
+    count_of,
     failure_counts,
     highest_k_metrics,
     numeric_record,
@@ -611,3 +613,15 @@ async def test_repeat_level_metrics_and_their_spread_across_repeats(counter_serv
     status, single = await aggregate(counter_server, [rollout(0, 0, 1.0), rollout(1, 0, 0.0)])
     assert single["agent_metrics"]["num_repeats"] == 1
     assert not any("across_repeats" in key for key in single["agent_metrics"])
+
+
+@pytest.mark.parametrize("value, expected", [(None, 0), (0, 0), (3, 3), (4.0, 4)])
+def test_a_count_read_back_for_aggregation_is_a_whole_number(value, expected):
+    assert count_of(value, "num_steps_passed") == expected
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1, 2.5, "3", True, [1]])
+def test_a_count_that_is_not_one_is_a_422_naming_the_field(value):
+    with pytest.raises(HTTPException) as refused:
+        count_of(value, "by_type.semantic.n_true")
+    assert refused.value.status_code == 422 and "by_type.semantic.n_true" in refused.value.detail

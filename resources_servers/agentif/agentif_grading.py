@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from nemo_gym.reward_profile import count_of
 from nemo_gym.sandbox import SandboxLimits, python_command, run_sandboxed
 
 HARNESS = (Path(__file__).resolve().parent / "checker_harness.py").read_text(encoding="utf-8")
@@ -74,22 +75,30 @@ def tally(constraint: dict[str, Any], verdict: bool, by_dimension: dict, by_type
             by_type.setdefault(kind, {"n_true": 0, "n_false": 0})[key] += 1
 
 
+def _count(rollout: dict[str, Any], *path: str) -> int:
+    """The count at `path` in a verify answer sent back for aggregation (a missing level counts 0)."""
+    value: Any = rollout
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return count_of(value, ".".join(path))
+
+
 def agentif_metrics(tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
     """ISR (rows whose scored constraints all passed, over rows with any scored), CSR (passed over scored
     constraints, corpus-wide), per dimension and type; rollouts whose judgment failed are left out."""
     rows = [rollout for task in tasks for rollout in task if rollout.get("judge_failure") is None]
-    metrics: dict[str, Any] = {"count": len(rows), "n_null_total": sum(int(r.get("n_null", 0)) for r in rows)}
-    n_true = sum(int(r.get("n_true", 0)) for r in rows)
-    n_false = sum(int(r.get("n_false", 0)) for r in rows)
+    metrics: dict[str, Any] = {"count": len(rows), "n_null_total": sum(_count(r, "n_null") for r in rows)}
+    n_true = sum(_count(r, "n_true") for r in rows)
+    n_false = sum(_count(r, "n_false") for r in rows)
     if n_true + n_false:
         metrics["csr"] = n_true / (n_true + n_false)
-    counted = sum(int(r.get("isr_counted", 0)) for r in rows)
+    counted = sum(_count(r, "isr_counted") for r in rows)
     if counted:
-        metrics["isr"] = sum(int(r.get("isr_pass", 0)) for r in rows) / counted
+        metrics["isr"] = sum(_count(r, "isr_pass") for r in rows) / counted
     for field, names, prefix in (("by_dimension", DIMENSIONS, "by_dimension"), ("by_type", TYPES, "by_type")):
         for key, name in names.items():
-            true = sum(int((r.get(field) or {}).get(key, {}).get("n_true", 0)) for r in rows)
-            false = sum(int((r.get(field) or {}).get(key, {}).get("n_false", 0)) for r in rows)
+            true = sum(_count(r, field, key, "n_true") for r in rows)
+            false = sum(_count(r, field, key, "n_false") for r in rows)
             if true + false:
                 metrics[f"{prefix}/{name}/accuracy"] = true / (true + false)
     rewards = [float(r["reward"]) for r in rows if isinstance(r.get("reward"), int | float)]

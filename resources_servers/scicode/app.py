@@ -34,6 +34,7 @@ from nemo_gym.base_resources_server import (
 )
 from nemo_gym.failure_kinds import VERIFIER_ERROR
 from nemo_gym.pass_at_k_metrics import compute_pass_majority_metrics, highest_k_metrics
+from nemo_gym.reward_profile import count_of
 from nemo_gym.sandbox import SandboxLimits, SandboxResult, python_command, resolve_isolation, run_sandboxed
 from resources_servers.scicode.example_problems import write_test_data
 from resources_servers.scicode.grading import OUT_OF_CONTEXT, extract_code, sanitize_test, step_targets
@@ -190,10 +191,10 @@ class ScicodeResourcesServer(SimpleResourcesServer):
         over every measured rollout (NeMo Gym's headline sub-step number)."""
         metrics, _, _, _ = compute_pass_majority_metrics(tasks, score_fn=_accuracy)
         rollouts = [r for task in tasks for r in task if not r.get("mask_sample")]
-        total = sum(int(r.get("num_steps_total") or 0) for r in rollouts)
+        total = sum(count_of(r.get("num_steps_total"), "num_steps_total") for r in rollouts)
         if total:
             metrics["subtask_accuracy"] = (
-                100.0 * sum(int(r.get("num_steps_passed") or 0) for r in rollouts) / total
+                100.0 * sum(count_of(r.get("num_steps_passed"), "num_steps_passed") for r in rollouts) / total
             )
         return metrics
 
