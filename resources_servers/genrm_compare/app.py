@@ -27,7 +27,9 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config_types import ModelServerRef
+from nemo_gym.deadlines import remaining_s
 from nemo_gym.failure_kinds import COHORT_INCOMPLETE, JUDGE_FAILED
+from nemo_gym.http_client import default_retry_policy
 from nemo_gym.jsonl import TASK_INDEX_KEY
 from nemo_gym.judge import (
     Judge,
@@ -76,7 +78,8 @@ class GenRMCompareConfig(JudgeConfig, BaseResourcesServerConfig):
     default_ranking: float = 3.5
     genrm_parse_retries: int = Field(default=3, ge=0)
     genrm_parse_retry_sleep_s: float = Field(default=0.2, ge=0)
-    cohort_deadline_s: float = Field(default=1800.0, gt=0)
+    # null: the deployment's global_http_deadline_s (a rollout's default budget).
+    cohort_deadline_s: float | None = Field(default=None, gt=0)
     comparison_prompt_path: str = "prompts/compare.yaml"
 
     # NeMo Gym keys accepted at their neutral values only (the features behind them are not implemented).
@@ -191,15 +194,16 @@ class GenRMCompareResourcesServer(SimpleResourcesServer):
         return app
 
     async def verify(self, body: GenRMCompareVerifyRequest) -> GenRMCompareVerifyResponse:
-        """Join the prompt's cohort, wait for it to fill (until `cohort_deadline_s`), answer this member's
-        share of the cohort's comparisons."""
+        """Join the prompt's cohort, wait for it to fill (until `cohort_deadline_s`, or the caller's own
+        deadline if that comes first), answer this member's share of the cohort's comparisons."""
         echoed = body.model_dump(exclude=GRADING_FIELDS | {"reward"})
         size = self.config.num_rollouts_per_prompt
         key = cohort_key(body)
         cohort = self._cohorts.get(key)
+        loop = asyncio.get_running_loop()
+        cohort_deadline_s = self.config.cohort_deadline_s or default_retry_policy().deadline_s
         if cohort is None:
-            loop = asyncio.get_running_loop()
-            cohort = Cohort(key, loop.time() + self.config.cohort_deadline_s, conversation_text(body))
+            cohort = Cohort(key, loop.time() + cohort_deadline_s, conversation_text(body))
             self._cohorts[key] = cohort
         member = len(cohort.answers)
         cohort.answers.append(last_assistant_text(body.response) or NO_ANSWER)
@@ -210,15 +214,23 @@ class GenRMCompareResourcesServer(SimpleResourcesServer):
             task = asyncio.create_task(self._grade(cohort))
             self._grading.add(task)
             task.add_done_callback(self._grading.discard)
+        caller_left = remaining_s()
+        waits_until = (
+            cohort.deadline if caller_left is None else min(cohort.deadline, loop.time() + caller_left)
+        )
         try:
-            async with asyncio.timeout_at(cohort.deadline):
+            async with asyncio.timeout_at(waits_until):
                 await cohort.full.wait()
         except TimeoutError:
-            if self._cohorts.get(key) is cohort:
+            if self._cohorts.get(key) is cohort and loop.time() >= cohort.deadline:
                 del self._cohorts[key]  # a late member starts a new cohort instead of joining a dead one
             reason = (
                 f"cohort incomplete: {len(cohort.answers)} of {size} rollouts of this prompt arrived "
-                f"within cohort_deadline_s={self.config.cohort_deadline_s:g}"
+                + (
+                    f"within cohort_deadline_s={cohort_deadline_s:g}"
+                    if waits_until == cohort.deadline
+                    else "before the caller's deadline"
+                )
             )
             return GenRMCompareVerifyResponse(
                 **echoed, reward=self.config.default_score, mask_sample=True,

@@ -17,6 +17,8 @@ import yaml
 from pydantic import ValidationError
 
 from nemo_gym.config_types import ConfigError
+from nemo_gym.deadlines import DEADLINE_HEADER
+from nemo_gym.http_client import get_response_json, request
 from nemo_gym.testing import (
     JUDGE_MODEL_REF,
     ScriptedJudge,
@@ -261,6 +263,21 @@ async def test_an_unfilled_cohort_is_masked_at_its_deadline_without_asking_the_j
     script_preferences(servers.judge, all_orders({"ALPHA": 4, "BRAVO": 2}, {}))
     results = await verify_all(servers.url("short_deadline2"), ["ALPHA", "BRAVO"])
     assert sorted(result["reward"] for result in results) == [2.0, 4.0]
+
+
+async def test_a_member_whose_caller_runs_out_of_time_stops_waiting_and_the_cohort_fills_later(servers):
+    """A caller's announced deadline (X-Gym-Deadline-S) ends that member's wait, masked; the cohort (whose
+    own deadline is 60 s here) stays open and grades when its last member arrives."""
+    url = servers.url("circular2") + "/verify"
+    body = {**ROW, "_ng_task_index": 7, "response": response_with(assistant_message("ALPHA"))}
+    answer = await request("POST", url, json=body, headers={DEADLINE_HEADER: "0.5"})
+    early = await get_response_json(answer)
+    assert answer.status == 200, early
+    assert (early["mask_sample"], early["failure_kind"]) == (True, "cohort_incomplete")
+    assert "before the caller's deadline" in early["failure_reason"]
+    script_preferences(servers.judge, all_orders({"ALPHA": 4, "BRAVO": 2}, {}))
+    (late,) = await verify_all(servers.url("circular2"), ["BRAVO"], _ng_task_index=7)
+    assert (late["mask_sample"], late["reward"]) == (False, 2.0)
 
 
 async def test_interleaved_cohorts_of_two_tasks_do_not_mix(servers):
