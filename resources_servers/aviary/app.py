@@ -9,7 +9,6 @@ tools are plain Gym tool routes, so `simple_agent` (or any Gym agent) runs them.
 """
 
 import asyncio
-import importlib
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -27,6 +26,7 @@ from nemo_gym.base_resources_server import (
     ReverifyMode,
     SimpleResourcesServer,
 )
+from nemo_gym.config.class_paths import class_at_path
 from nemo_gym.failure_kinds import SESSION_LOST, VERIFIER_ERROR
 from nemo_gym.sessions import get_session_id
 
@@ -41,18 +41,6 @@ JSON_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def import_env_class(dotted: str) -> type[Environment]:
-    """The class named by `dotted` (`package.module.Class`), which must be an Aviary Environment."""
-    module_name, _, class_name = dotted.rpartition(".")
-    try:
-        found = getattr(importlib.import_module(module_name), class_name) if module_name else None
-    except (ImportError, AttributeError, ValueError) as error:
-        raise ValueError(f"env_class {dotted!r} cannot be imported: {error}") from None
-    if not (isinstance(found, type) and issubclass(found, Environment)):
-        raise ValueError(f"env_class {dotted!r} is not an aviary Environment subclass")
-    return found
-
-
 class AviaryResourcesServerConfig(BaseResourcesServerConfig):
     REVERIFY_MODE: ClassVar[ReverifyMode] = ReverifyMode.UNSUPPORTED
     env_class: str = Field(default=DEFAULT_ENV_CLASS, description="dotted path of the Aviary Environment")
@@ -61,7 +49,7 @@ class AviaryResourcesServerConfig(BaseResourcesServerConfig):
     @field_validator("env_class")
     @classmethod
     def _importable(cls, value: str) -> str:
-        import_env_class(value)
+        class_at_path("env_class", value, Environment)
         return value
 
 
@@ -121,7 +109,7 @@ class AviaryResourcesServer(SimpleResourcesServer):
         return app
 
     async def seed_session(self, request: Request, body: AviarySeedSessionRequest) -> BaseSeedSessionResponse:
-        env_class = import_env_class(self.config.env_class)
+        env_class = class_at_path("env_class", self.config.env_class, Environment)
         try:
             env = env_class(**body.env_kwargs)
         except TypeError as error:

@@ -11,7 +11,6 @@ every call runs in a worker thread under `step_timeout_s`.
 
 import asyncio
 import dataclasses
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -31,24 +30,12 @@ from nemo_gym.base_resources_server import (
     ReverifyMode,
     SimpleResourcesServer,
 )
+from nemo_gym.config.class_paths import class_at_path
 from nemo_gym.failure_kinds import SESSION_LOST, VERIFIER_ERROR
 from nemo_gym.sessions import get_session_id
 
 DEFAULT_ENV_CLASS = "resources_servers.openenv.envs.guess_number.GuessNumberEnvironment"
 DEFAULT_ACTION_CLASS = "resources_servers.openenv.envs.guess_number.GuessAction"
-
-
-def import_class(key: str, dotted: str, base: type) -> type:
-    """The class named by `dotted` (`package.module.Class`), which must subclass `base`; a one-line
-    error naming the config key otherwise."""
-    module_name, _, class_name = dotted.rpartition(".")
-    try:
-        found = getattr(importlib.import_module(module_name), class_name) if module_name else None
-    except (ImportError, AttributeError, ValueError) as error:
-        raise ValueError(f"{key} {dotted!r} cannot be imported: {error}") from None
-    if not (isinstance(found, type) and issubclass(found, base)):
-        raise ValueError(f"{key} {dotted!r} is not an openenv_core {base.__name__} subclass")
-    return found
 
 
 class OpenEnvResourcesServerConfig(BaseResourcesServerConfig):
@@ -62,13 +49,13 @@ class OpenEnvResourcesServerConfig(BaseResourcesServerConfig):
     @field_validator("env_class")
     @classmethod
     def _env_importable(cls, value: str) -> str:
-        import_class("env_class", value, Environment)
+        class_at_path("env_class", value, Environment)
         return value
 
     @field_validator("action_class")
     @classmethod
     def _action_importable(cls, value: str) -> str:
-        found = import_class("action_class", value, Action)
+        found = class_at_path("action_class", value, Action)
         if not dataclasses.is_dataclass(found):
             raise ValueError(f"action_class {value!r} is not a dataclass")
         return value
@@ -129,8 +116,8 @@ class OpenEnvResourcesServer(SimpleResourcesServer):
 
     def model_post_init(self, context: Any) -> None:
         super().model_post_init(context)
-        self._env_class = import_class("env_class", self.config.env_class, Environment)
-        self._action_class = import_class("action_class", self.config.action_class, Action)
+        self._env_class = class_at_path("env_class", self.config.env_class, Environment)
+        self._action_class = class_at_path("action_class", self.config.action_class, Action)
         self._action_adapter = TypeAdapter(self._action_class)
         self._action_fields = {f.name for f in dataclasses.fields(self._action_class)}
 
