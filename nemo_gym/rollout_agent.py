@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import orjson
 from fastapi import FastAPI, Request, Response
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
@@ -197,6 +198,32 @@ class RolloutAgent(SimpleResponsesAPIAgent):
         )
         await raise_for_status(answer)
         return Response(await answer.read(), media_type="application/json")
+
+    async def seeded_rollout(self, request: Request, row: dict[str, Any]) -> Rollout:
+        """`POST /seed_session` on the resources server with the whole row and the caller's cookies; the
+        rollout starts with the cookies that answer set."""
+        seeded = await self.server_client.post(
+            self.config.resources_server.name, "/seed_session", json=row, cookies=request.cookies
+        )
+        await raise_for_status(seeded)
+        return Rollout.starting(cookies_after(seeded, dict(request.cookies)))
+
+    async def verified(self, row: dict[str, Any], response: dict[str, Any], rollout: Rollout) -> bytes:
+        """The resources server's `/verify` answer (its bytes) for `row` and `response`, sent with the
+        rollout's resources cookies (kept updated); a non-2xx answer raises `HTTPStatusError`. With
+        `skip_verification`, the row and response scored `skip_verification_reward` instead."""
+        if self.config.skip_verification:
+            skipped = {"reward": self.config.skip_verification_reward, "verification_skipped": True}
+            return orjson.dumps({**row, "response": response, **skipped})
+        answer = await self.server_client.post(
+            self.config.resources_server.name,
+            "/verify",
+            json={**row, "response": response},
+            cookies=rollout.resources_cookies,
+        )
+        rollout.resources_cookies = cookies_after(answer, rollout.resources_cookies)
+        await raise_for_status(answer)
+        return await answer.read()
 
     async def model_turn(
         self, server: str, params: dict[str, Any], cookies: dict[str, str]

@@ -18,14 +18,12 @@ import orjson
 from fastapi import Request, Response
 from pydantic import Field
 
-from nemo_gym.http_client import raise_for_status
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.rollout_agent import (
     Rollout,
     RolloutAgent,
     RolloutAgentConfig,
     RolloutRunRequest,
-    cookies_after,
     summed_usage,
 )
 
@@ -67,23 +65,8 @@ class SimpleAgent(RolloutAgent):
 
     async def _run(self, request: Request, body: SimpleAgentRunRequest) -> bytes:
         row = body.model_dump(mode="json", exclude_unset=True)
-        resources = self.config.resources_server.name
-        seeded = await self.server_client.post(resources, "/seed_session", json=row, cookies=request.cookies)
-        await raise_for_status(seeded)
-        rollout = await self._loop(
-            row["responses_create_params"], Rollout.starting(cookies_after(seeded, dict(request.cookies)))
-        )
-        if self.config.skip_verification:
-            skipped = {"reward": self.config.skip_verification_reward, "verification_skipped": True}
-            return orjson.dumps({**row, "response": rollout.response, **skipped})
-        verified = await self.server_client.post(
-            resources,
-            "/verify",
-            json={**row, "response": rollout.response},
-            cookies=rollout.resources_cookies,
-        )
-        await raise_for_status(verified)
-        return await verified.read()
+        rollout = await self._loop(row["responses_create_params"], await self.seeded_rollout(request, row))
+        return await self.verified(row, rollout.response, rollout)
 
     async def _loop(self, params: dict[str, Any], rollout: Rollout) -> Rollout:
         """`params` is the caller's freshly dumped body; it is read, never changed."""
