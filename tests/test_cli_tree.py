@@ -191,7 +191,10 @@ def test_list_shows_environments_agents_models_and_benchmarks(tmp_path):
     assert mcqa["configs"] == ["mcqa"] and mcqa["description"]
     agents = json.loads(run("list", "agents", "--json", cwd=tmp_path).stdout)
     shipped_agents = sorted(path.parent.name for path in REPO_ROOT.glob("responses_api_agents/*/app.py"))
-    assert [entry["name"] for entry in agents] == shipped_agents == ["gymnasium_agent", "simple_agent"]
+    assert [entry["name"] for entry in agents] == shipped_agents
+    assert {"gymnasium_agent", "non_executing_simple_agent", "proof_refinement_agent", "simple_agent"} <= set(
+        shipped_agents
+    )
     assert "vllm_model" in run("list", "models", cwd=tmp_path).stdout
     assert run("list", "benchmarks", cwd=tmp_path).stdout.strip() == "No benchmarks found."
     benchmark = tmp_path / "elsewhere" / "benchmarks" / "tiny_bench"
