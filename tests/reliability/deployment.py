@@ -29,6 +29,10 @@ HEAD = "head_server"
 # One agent of each kind is enough: environments ship the same agents, only their resources server differs.
 AGENT = "example_single_tool_call_simple_agent"
 GYMNASIUM_AGENT = "blackjack_gymnasium_agent"
+# Agents no environment ships with as its main agent: a shipped pairing, or the agent's own template config
+# pointed at an environment (instance name -> resources server instance).
+PAIRED_AGENTS = ("proof_judge_proof_refinement_agent",)
+TEMPLATE_AGENTS = {"non_executing_simple_agent": "xlam_fc"}
 # One instance of each environment server, all in front of AGENT.
 ENVIRONMENT_SERVERS = {
     "episodes_environment_server": "single_agent_turn",
@@ -163,8 +167,14 @@ def shipped_instances() -> dict[str, Any]:
             warnings.warn(f"left out of the reliability deployment: {reason}", stacklevel=1)
             continue
         for name, block in yaml.safe_load(path.read_text()).items():
-            if "resources_servers" in block or name in (AGENT, GYMNASIUM_AGENT):
+            if "resources_servers" in block or name in (AGENT, GYMNASIUM_AGENT, *PAIRED_AGENTS):
                 config[name] = block
+    for name, resources in TEMPLATE_AGENTS.items():
+        block = yaml.safe_load(
+            (REPO_ROOT / "responses_api_agents" / name / "configs" / f"{name}.yaml").read_text()
+        )
+        block[name]["responses_api_agents"][name]["resources_server"]["name"] = resources
+        config[name] = block[name]
     for name, path in MODEL_CONFIGS.items():
         config[name] = yaml.safe_load((REPO_ROOT / path).read_text())["policy_model"]
     agent = {"type": "responses_api_agents", "name": AGENT}
