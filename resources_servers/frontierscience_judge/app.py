@@ -36,7 +36,7 @@ from nemo_gym.judge import (
 )
 from nemo_gym.openai_utils import NeMoGymResponse
 from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, PassAtK, pass_at_k_key_metrics
-from nemo_gym.prompt import PromptConfig, load_judge_prompt_file
+from nemo_gym.prompt import PromptConfig, fill_prompt, load_judge_prompt_file
 
 FOLDER = Path(__file__).resolve().parent
 DEFAULT_PROMPTS = {"olympiad": "prompts/judge.yaml", "research": "prompts/research_judge.yaml"}
@@ -198,12 +198,7 @@ class FrontierScienceJudgeServer(SimpleResourcesServer):
             "rubric": body.rubric or expected,
             "generation": generation,
         }
-        messages = [
-            {"role": role, "content": template.format_map(fields)}
-            for role, template in (("system", self._prompt.system), ("user", self._prompt.user))
-            if template is not None
-        ]
-        params = self._judge.params_for(messages)
+        params = self._judge.params_for(fill_prompt(self._prompt, fields))
         try:
             judgment = await self._judge.ask(params, unusable=self._unreadable)
         except JudgeFailed as failed:

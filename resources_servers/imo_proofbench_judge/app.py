@@ -41,7 +41,7 @@ from nemo_gym.pass_at_k_metrics import (
     compute_subset_metrics,
     pass_at_k_key_metrics,
 )
-from nemo_gym.prompt import PromptConfig
+from nemo_gym.prompt import PromptConfig, fill_prompt
 from resources_servers.imo_proofbench_judge.grading import (
     last_boxed,
     read_points,
@@ -154,12 +154,7 @@ class ImoProofBenchJudgeServer(SimpleResourcesServer):
             "rubric": body.rubric or "",
             "predicted_answer": answered,
         }
-        messages = [
-            {"role": role, "content": template.format_map(fields)}
-            for role, template in (("system", self._prompt.system), ("user", self._prompt.user))
-            if template is not None
-        ]
-        params = self._judge.params_for(messages)
+        params = self._judge.params_for(fill_prompt(self._prompt, fields))
         try:
             judgment = await self._judge.ask(params, unusable=without_verdict)
         except JudgeFailed as failed:

@@ -18,7 +18,7 @@ from pydantic import ConfigDict, PrivateAttr, field_validator
 
 from nemo_gym.judge import JudgeEvaluation, JudgeFailed, last_assistant_text
 from nemo_gym.openai_utils import NeMoGymResponse
-from nemo_gym.prompt import PromptConfig, load_judge_prompt_file
+from nemo_gym.prompt import PromptConfig, fill_prompt, load_judge_prompt_file
 from resources_servers.math_with_judge.app import MathWithJudgeResourcesServer
 from resources_servers.math_with_judge.models import (
     MathVerifyRequest,
@@ -127,12 +127,7 @@ class MathWithAutograderResourcesServer(MathWithJudgeResourcesServer):
             "predicted_answer": judged_answer,
             "expected_answer": body.expected_answer,
         }
-        messages = [
-            {"role": role, "content": template.format_map(fields)}
-            for role, template in (("system", self._prompt.system), ("user", self._prompt.user))
-            if template is not None
-        ]
-        params = self._judge.params_for(messages)
+        params = self._judge.params_for(fill_prompt(self._prompt, fields))
         try:
             judgment = await self._judge.ask(params, unusable=without_verdict)
         except JudgeFailed as failed:

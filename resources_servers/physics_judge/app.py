@@ -19,7 +19,7 @@ from pydantic import ConfigDict, PrivateAttr, field_validator
 from nemo_gym.judge import JudgeEvaluation, JudgeFailed, last_assistant_text
 from nemo_gym.openai_utils import NeMoGymResponse
 from nemo_gym.pass_at_k_metrics import PassAtK
-from nemo_gym.prompt import PromptConfig
+from nemo_gym.prompt import PromptConfig, fill_prompt
 from resources_servers.math_with_judge.app import MathWithJudgeResourcesServer
 from resources_servers.math_with_judge.judging import rollout_scores
 from resources_servers.math_with_judge.models import (
@@ -101,12 +101,7 @@ class PhysicsJudgeResourcesServer(MathWithJudgeResourcesServer):
         if self._judge is None or library.library_reward > 0.5:
             return PhysicsVerifyResponse(**graded, judge_evaluations=None, reward=library.library_reward)
         fields = {"problem": body.question, "generation": generated, "expected_answer": body.expected_answer}
-        messages = [
-            {"role": role, "content": template.format_map(fields)}
-            for role, template in (("system", self._prompt.system), ("user", self._prompt.user))
-            if template is not None
-        ]
-        params = self._judge.params_for(messages)
+        params = self._judge.params_for(fill_prompt(self._prompt, fields))
         try:
             judgment = await self._judge.ask(params, unusable=without_verdict)
         except JudgeFailed as failed:

@@ -35,7 +35,7 @@ from nemo_gym.judge import (
 )
 from nemo_gym.judged_env import judged_key_metrics
 from nemo_gym.pass_at_k_metrics import PassAtK
-from nemo_gym.prompt import PromptConfig, load_judge_prompt_file
+from nemo_gym.prompt import PromptConfig, fill_prompt, load_judge_prompt_file
 from resources_servers.proof_judge.scoring import (
     NemoGymJudgeKeys,
     agreement,
@@ -119,12 +119,7 @@ class ProofJudgeResourcesServer(SimpleResourcesServer):
         self, prompt: PromptConfig, fields: dict[str, str], evaluations: list[JudgeEvaluation]
     ) -> tuple[float, str]:
         """One judge call: its boxed score and its text; the call is appended to `evaluations`."""
-        messages = [
-            {"role": role, "content": template.format_map(fields)}
-            for role, template in (("system", prompt.system), ("user", prompt.user))
-            if template is not None
-        ]
-        params = self._judge.params_for(messages)
+        params = self._judge.params_for(fill_prompt(prompt, fields))
         judgment = await self._judge.ask(params, unusable=without_score)
         evaluations.append(JudgeEvaluation(responses_create_params=params, response=judgment))
         text = last_assistant_text(judgment)

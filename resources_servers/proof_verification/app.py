@@ -35,7 +35,7 @@ from nemo_gym.judge import (
     last_assistant_text,
 )
 from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, PassAtK, pass_at_k_key_metrics
-from nemo_gym.prompt import PromptConfig, load_judge_prompt_file
+from nemo_gym.prompt import PromptConfig, fill_prompt, load_judge_prompt_file
 from resources_servers.proof_judge.scoring import (
     SCORES,
     NemoGymJudgeKeys,
@@ -152,12 +152,7 @@ class ProofVerificationResourcesServer(SimpleResourcesServer):
             "candidate_judgement": analysis,
         }
         prompt = self._meta_verifier_prompt
-        messages = [
-            {"role": role, "content": template.format_map(fields)}
-            for role, template in (("system", prompt.system), ("user", prompt.user))
-            if template is not None
-        ]
-        params = self._judge.params_for(messages)
+        params = self._judge.params_for(fill_prompt(prompt, fields))
         try:
             judgment = await self._judge.ask(params, unusable=without_score)
         except JudgeFailed as failed:
