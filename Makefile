@@ -12,8 +12,9 @@ BENCH_VENV := .venv-bench
 BENCH_PYTHON := $(BENCH_VENV)/bin/python
 BENCH_ARGS ?=
 
-# Each environment folder may list its own extra packages in requirements.txt.
-ENV_REQUIREMENTS := $(wildcard resources_servers/*/requirements.txt)
+# Each server folder (environment, agent or model server) may list its own extra packages in requirements.txt.
+ENV_REQUIREMENTS := $(wildcard resources_servers/*/requirements.txt responses_api_agents/*/requirements.txt \
+	responses_api_models/*/requirements.txt environment_servers/*/requirements.txt)
 
 # Shell code setting $$found to a working Python $$version (3.X), else to nothing: python3.X on PATH when it
 # runs (a pyenv shim may not), else the newest $(pyenv root)/versions/3.X.*/bin/python3.X.
