@@ -1,0 +1,202 @@
+"""The base of the LangGraph agents: a compiled LangGraph graph drives the policy model through our model
+server, and the rollout is every model call the graph made, in order.
+
+Compatible with NeMo Gym 0.7's langgraph_agent: the same folder, one entrypoint per graph
+(`reflection_agent.py`, `orchestrator_agent.py`, `parallel_thinking_agent.py`, `rewoo_agent.py`), their config
+keys, `/v1/responses` running the graph and `/run` = seed, graph, verify. Each graph node asks the model
+through `ask`, which sends the task's `responses_create_params` with only `input` replaced to the model
+server's `/v1/responses` (the core's `model_turn`: cookies threaded, the rollout's deadline, answers checked),
+and records the call in the graph state. The response handed to `/verify` is the last call's, with `output`
+= the output items of every call in order (token ids and all, as the model server sent them) and `usage`
+summed over the calls.
+"""
+
+from __future__ import annotations
+
+import operator
+from abc import abstractmethod
+from dataclasses import dataclass
+from string import Formatter
+from typing import Annotated, Any, TypedDict
+
+from fastapi import Request, Response
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph.state import CompiledStateGraph
+from pydantic import PrivateAttr
+
+from nemo_gym.errors import GymError
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
+from nemo_gym.rollout_agent import Rollout, RolloutAgent, RolloutAgentConfig, RolloutRunRequest, summed_usage
+
+LangGraphRunRequest = RolloutRunRequest
+# Where a graph run finds its `GraphRun` in the LangGraph config every node receives.
+GRAPH_RUN_KEY = "gym_graph_run"
+
+
+class LangGraphAgentConfig(RolloutAgentConfig):
+    """`resources_server` and `model_server`, as NeMo Gym's; each graph adds its own keys."""
+
+
+class ModelCall(TypedDict):
+    """One model call of a graph run: the node that made it, the input it sent, the model's whole answer."""
+
+    node: str
+    input: list[dict[str, Any]]
+    response: dict[str, Any]
+
+
+class GraphState(TypedDict, total=False):
+    """The state every graph shares: the task's text and the model calls made so far (appended, so calls of
+    branches running side by side are all kept, in branch order)."""
+
+    task: str
+    calls: Annotated[list[ModelCall], operator.add]
+
+
+@dataclass
+class GraphRun:
+    """What one graph run needs beside its state: the rollout (both servers' cookies) and the task's params."""
+
+    rollout: Rollout
+    params: dict[str, Any]
+
+
+class LangGraphAgent(RolloutAgent):
+    config: LangGraphAgentConfig
+
+    _graph: CompiledStateGraph | None = PrivateAttr(default=None)
+
+    @abstractmethod
+    def build_graph(self) -> CompiledStateGraph:
+        """The compiled graph; its nodes take (state, config) and call `ask` for every model call."""
+
+    @abstractmethod
+    def initial_state(self, task_input: list[dict[str, Any]]) -> dict[str, Any]:
+        """The graph's input state for the task's input items (a string input is already one user message)."""
+
+    def step_limit(self) -> int:
+        """LangGraph's recursion limit for one run: above the most steps the configured graph can take."""
+        return 25
+
+    @property
+    def graph(self) -> CompiledStateGraph:
+        if self._graph is None:
+            self._graph = self.build_graph()
+        return self._graph
+
+    # ---- routes -----------------------------------------------------------------------------------------
+
+    async def responses(
+        self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming
+    ) -> NeMoGymResponse:
+        """The graph without seeding or verifying; the caller's cookies reach both servers."""
+        params = body.model_dump(mode="json", exclude_unset=True)
+        rollout = await self.as_rollout(self._graph_rollout(params, self.session_rollout(request)))
+        self.end_session_rollout(rollout)
+        for name, value in {**rollout.resources_cookies, **rollout.model_cookies}.items():
+            response.set_cookie(name, value)
+        return NeMoGymResponse.model_validate(rollout.response)
+
+    async def run(self, request: Request, body: LangGraphRunRequest) -> Response:
+        """One rollout: seed the session, run the graph, verify; the verify answer is returned as is."""
+        return Response(await self.as_rollout(self._run(request, body)), media_type="application/json")
+
+    # ---- the rollout ------------------------------------------------------------------------------------
+
+    async def _run(self, request: Request, body: LangGraphRunRequest) -> bytes:
+        row = body.model_dump(mode="json", exclude_unset=True)
+        rollout = await self._graph_rollout(
+            row["responses_create_params"], await self.seeded_rollout(request, row)
+        )
+        return await self.verified(row, rollout.response, rollout)
+
+    async def _graph_rollout(self, params: dict[str, Any], rollout: Rollout) -> Rollout:
+        params = with_message_input(params)
+        run_config: RunnableConfig = {
+            "configurable": {GRAPH_RUN_KEY: GraphRun(rollout, params)},
+            "recursion_limit": self.step_limit(),
+        }
+        final = await self.graph.ainvoke(self.initial_state(params["input"]), config=run_config)
+        rollout.response = combined_response(final["calls"])
+        return rollout
+
+    async def ask(self, config: RunnableConfig, node: str, input_items: list[dict[str, Any]]) -> ModelCall:
+        """One model call of node `node` with `input_items` as the whole input; the rest of the request is the
+        task's. A failing call fails the rollout with the model server's status and reason."""
+        run: GraphRun = config["configurable"][GRAPH_RUN_KEY]
+        turn, run.rollout.model_cookies = await self.model_turn(
+            self.config.model_server.name, {**run.params, "input": input_items}, run.rollout.model_cookies
+        )
+        return {"node": node, "input": input_items, "response": turn}
+
+    async def ask_once(self, config: RunnableConfig, node: str, prompt: str) -> ModelCall:
+        """A call whose whole input is one user message, `prompt` (the graphs' sub-questions)."""
+        return await self.ask(config, node, [user_message(prompt)])
+
+
+def combined_response(calls: list[ModelCall]) -> dict[str, Any]:
+    """The last call's response with the output items of every call, in order, and their summed usage."""
+    if not calls:
+        raise GymError(500, "graph_error", "the graph ended without calling the model")
+    usage: dict[str, Any] | None = None
+    for call in calls:
+        usage = summed_usage(usage, call["response"].get("usage"))
+    output = [item for call in calls for item in call["response"].get("output") or []]
+    return {**calls[-1]["response"], "output": output, "usage": usage}
+
+
+def text_of(call: ModelCall) -> str:
+    """The text of the assistant messages of one call's answer (reasoning and tool calls left out)."""
+    return "".join(
+        part.get("text", "")
+        for item in call["response"].get("output") or []
+        if item.get("type") == "message"
+        for part in item.get("content") or []
+        if isinstance(part, dict) and part.get("type") == "output_text"
+    )
+
+
+def user_message(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text, "type": "message"}
+
+
+def with_message_input(params: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(params.get("input"), str):
+        return {**params, "input": [user_message(params["input"])]}
+    return params
+
+
+def content_text(content: Any) -> str:
+    """The text of an input message's content: a string, or the text of its text parts."""
+    if isinstance(content, str):
+        return content
+    return "".join(
+        part.get("text", "")
+        for part in content or []
+        if isinstance(part, dict) and isinstance(part.get("text"), str)
+    )
+
+
+def task_text(task_input: list[dict[str, Any]]) -> str:
+    """The problem a graph solves: the text of the input's last user message; none is a 422."""
+    for item in reversed(task_input):
+        if item.get("role") == "user" and item.get("type", "message") == "message":
+            if text := content_text(item.get("content")).strip():
+                return text
+    raise GymError(
+        422,
+        "invalid_request",
+        "responses_create_params.input: the graph needs a user message with text to solve",
+    )
+
+
+def check_template(template: str, key: str, placeholders: set[str]) -> str:
+    """A configured prompt template, refused at start when it names a placeholder the graph does not fill."""
+    named = {field for _, field, _, _ in Formatter().parse(template) if field is not None}
+    unknown = named - placeholders
+    if unknown:
+        raise ValueError(
+            f"{key} names {sorted(unknown)}, which this graph does not fill; use only "
+            f"{sorted('{' + name + '}' for name in placeholders)} (write literal braces as {{{{ and }}}})"
+        )
+    return template

@@ -1,0 +1,259 @@
+"""The LangGraph agents over HTTP against the shipped reasoning_gym environment: reasoning_gym, the policy
+model (openai_model) and one agent per graph, started from the shipped pairing configs, are real server
+processes on 127.0.0.1, and the real LangGraph library runs each graph; the scripted upstream (the one test
+double) plays the model's every call."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import pytest
+import yaml
+
+from nemo_gym.http_client import get_response_json, request
+from tests.helpers import instance_config, run_instance
+from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
+
+REPO = Path(__file__).resolve().parents[3]
+ENVIRONMENT = REPO / "resources_servers" / "reasoning_gym"
+ROW = orjson.loads((ENVIRONMENT / "data" / "example.jsonl").read_bytes().splitlines()[0])
+TASK_INPUT = ROW["responses_create_params"]["input"]
+RIGHT = f"<answer>{ROW['answer']}</answer>"
+WRONG = "<answer>Zoey is a sage, and Riley is a sage.</answer>"
+ROLLOUT_DEADLINE_S = 5.0
+# Pairing config of each graph -> its agent instance there.
+GRAPHS = {
+    "reflection": "reasoning_gym_langgraph_agent",
+    "orchestrator": "reasoning_gym_orchestrator_agent",
+    "parallel_thinking": "reasoning_gym_parallel_thinking_agent",
+    "rewoo": "reasoning_gym_rewoo_agent",
+}
+TOKENS = {
+    "prompt_token_ids": [1, 2, 3],
+    "generation_token_ids": [7, 8],
+    "generation_log_probs": [-0.5, -0.25],
+}
+
+
+@dataclass
+class Stack:
+    urls: dict[str, str]
+    model: str
+    upstream: ScriptedUpstream
+    seen: int = 0
+
+    def script(self, *answers: str | dict) -> None:
+        """The model's answers, one per call: texts, or raw scripted steps."""
+        self.upstream.clear(self.model)
+        self.seen = len(self.upstream.requests(self.model))
+        steps = [a if isinstance(a, dict) else {"output": [assistant_message(a)]} for a in answers]
+        self.upstream.script(self.model, steps)
+
+    def asked(self) -> list[list[dict]]:
+        """The input of every model call since the last `script`, in the order they arrived."""
+        return [entry["body"]["input"] for entry in self.upstream.requests(self.model)[self.seen :]]
+
+
+def shipped_agent(graph: str) -> dict:
+    """The agent instance of the shipped pairing config of `graph`, bound to a free port."""
+    shipped = yaml.safe_load((ENVIRONMENT / "configs" / f"{graph}_agent.yaml").read_text())[GRAPHS[graph]]
+    inner = shipped["responses_api_agents"]["langgraph_agent"]
+    inner.pop("datasets")
+    return {"responses_api_agents": {"langgraph_agent": {**inner, "host": "127.0.0.1", "port": 0}}}
+
+
+@pytest.fixture(scope="module")
+def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    workdir = tmp_path_factory.mktemp("langgraph_agent")
+    model = fresh_model("langgraph")
+    config = {
+        "reasoning_gym": instance_config("resources_servers", "reasoning_gym", domain="other"),
+        "policy_model": instance_config(
+            "responses_api_models",
+            "openai_model",
+            openai_base_url=scripted_upstream.base_url,
+            openai_api_key="sk-langgraph-test",
+            openai_model=model,
+        ),
+    }
+    with ExitStack() as servers:
+        for name, server_type, folder in (
+            ("reasoning_gym", "resources_servers", "reasoning_gym"),
+            ("policy_model", "responses_api_models", "openai_model"),
+        ):
+            started = servers.enter_context(run_instance(config, name, workdir))
+            config[name][server_type][folder]["port"] = started.port
+        urls = {}
+        for graph in GRAPHS:
+            config[graph] = shipped_agent(graph)
+            config[graph]["responses_api_agents"]["langgraph_agent"]["rollout_deadline_s"] = (
+                ROLLOUT_DEADLINE_S
+            )
+        config["parallel_thinking"]["responses_api_agents"]["langgraph_agent"]["num_parallel_paths"] = 3
+        for graph in GRAPHS:
+            urls[graph] = servers.enter_context(run_instance(config, graph, workdir)).url
+        yield Stack(urls, model, scripted_upstream)
+
+
+async def run(url: str, row: dict = ROW) -> tuple[int, dict]:
+    response = await request("POST", url + "/run", json=row)
+    return response.status, await get_response_json(response)
+
+
+def texts(output: list[dict]) -> list[str]:
+    return [part["text"] for item in output if item["type"] == "message" for part in item["content"]]
+
+
+def user_text(model_input: list[dict]) -> str:
+    """The text of a call's last (user) message."""
+    return model_input[-1]["content"]
+
+
+def served_order(stack: Stack, marker_of_branch: list[str]) -> list[int]:
+    """For calls made side by side: branch index of each call that arrived, in arrival order, found by the
+    text only branch i's prompt holds (call k got the k-th scripted answer)."""
+    order = []
+    for model_input in stack.asked():
+        hits = [index for index, marker in enumerate(marker_of_branch) if marker in user_text(model_input)]
+        if len(hits) == 1:
+            order.append(hits[0])
+    return order
+
+
+async def test_reflection_drafts_critiques_and_revises_into_a_rewarded_answer(stack):
+    draft, critique = "Zoey is a sage, I think.", "Zoey calls Riley a fool; check Riley's statement again."
+    revised = {
+        "output": [{**assistant_message(f"Rechecked. {RIGHT}"), **TOKENS}],
+        "usage": {"input_tokens": 40},
+    }
+    stack.script(draft, critique, revised)
+    status, result = await run(stack.urls["reflection"])
+    assert status == 200, result
+    assert (result["reward"], result["extracted_answer"]) == (1.0, ROW["answer"]), (
+        "the real /verify scored it"
+    )
+    output = result["response"]["output"]
+    assert texts(output) == [draft, critique, f"Rechecked. {RIGHT}"], "every model call, in order"
+    assert {key: output[-1][key] for key in TOKENS} == TOKENS, "token ids come through"
+    assert result["response"]["usage"]["input_tokens"] == 10 + 10 + 40, "usage summed over the calls"
+    generate, reflect, revise = stack.asked()
+    assert generate == TASK_INPUT
+    assert (
+        reflect[: len(TASK_INPUT)] == TASK_INPUT and reflect[len(TASK_INPUT)]["content"][0]["text"] == draft
+    )
+    assert "Review the answer" in user_text(reflect)
+    assert user_text(revise) == critique, "the critique is the next user turn"
+
+
+async def test_reflection_stops_after_max_reflections(stack):
+    stack.script(*[f"attempt {n}" for n in range(6)])
+    status, result = await run(stack.urls["reflection"])
+    assert status == 200 and result["reward"] == 0.0, result
+    # max_reflections 2 (shipped): generate, reflect, generate, reflect, generate.
+    assert texts(result["response"]["output"]) == [f"attempt {n}" for n in range(5)]
+    assert len(stack.asked()) == 5
+
+
+async def test_orchestrator_plans_runs_subagents_and_synthesizes(stack):
+    plan = "SUBTASK 1: What follows if Zoey is a sage?\nSUBTASK 2: What follows if Zoey is a fool?"
+    stack.script(plan, "first sub-result", "second sub-result", f"Combined. {RIGHT}")
+    status, result = await run(stack.urls["orchestrator"])
+    assert status == 200 and result["reward"] == 1.0, result
+    asked = stack.asked()
+    assert len(asked) == 4 and ROW["question"] in user_text(asked[0])
+    arrival = served_order(stack, ["Zoey is a sage?", "Zoey is a fool?"])
+    assert sorted(arrival) == [0, 1], "one sub-agent call per sub-task"
+    answer_of = {branch: ["first sub-result", "second sub-result"][k] for k, branch in enumerate(arrival)}
+    # Output and synthesis follow sub-task order, whichever sub-agent answered first.
+    assert texts(result["response"]["output"]) == [plan, answer_of[0], answer_of[1], f"Combined. {RIGHT}"]
+    synthesis = user_text(asked[3])
+    assert synthesis.index(answer_of[0]) < synthesis.index(answer_of[1])
+    assert "Sub-task 2: What follows if Zoey is a fool?" in synthesis
+
+
+async def test_orchestrator_without_subtask_lines_solves_the_whole_problem(stack):
+    stack.script("I will just solve it.", "worked answer", RIGHT)
+    status, result = await run(stack.urls["orchestrator"])
+    assert status == 200 and result["reward"] == 1.0, result
+    assert ROW["question"] in user_text(stack.asked()[1]), "the one sub-task is the problem itself"
+
+
+async def test_parallel_thinking_runs_branches_and_aggregates_them(stack):
+    stack.script("path a", "path b", "path c", f"Most agree. {RIGHT}")
+    status, result = await run(stack.urls["parallel_thinking"])
+    assert status == 200 and result["reward"] == 1.0, result
+    asked = stack.asked()
+    assert len(asked) == 4
+    perspectives = ["Reason forward", "List every possible case", "Start from what the answer must satisfy"]
+    arrival = served_order(stack, perspectives)
+    assert sorted(arrival) == [0, 1, 2], "one call per branch, each with its own perspective"
+    answer_of = {branch: ["path a", "path b", "path c"][k] for k, branch in enumerate(arrival)}
+    assert texts(result["response"]["output"]) == [
+        answer_of[0],
+        answer_of[1],
+        answer_of[2],
+        f"Most agree. {RIGHT}",
+    ]
+    aggregate = user_text(asked[3])
+    assert aggregate.index(f"Attempt 1:\n{answer_of[0]}") < aggregate.index(f"Attempt 3:\n{answer_of[2]}")
+
+
+async def test_rewoo_plans_with_variables_runs_each_step_and_solves(stack):
+    plan = (
+        "Plan: test Zoey being a sage. #E1 = LLM[If Zoey is a sage, what is Riley?]\n"
+        "Plan: check Riley's claim. #E2 = LLM[Riley says Zoey or Riley is a sage; given #E1, is that true?]"
+    )
+    stack.script(plan, "Riley would be a fool.", "Then Riley told the truth: contradiction.", RIGHT)
+    status, result = await run(stack.urls["rewoo"])
+    assert status == 200 and result["reward"] == 1.0, result
+    _, first, second, solve = stack.asked()
+    assert user_text(first) == "If Zoey is a sage, what is Riley?"
+    assert (
+        user_text(second) == "Riley says Zoey or Riley is a sage; given Riley would be a fool., is that true?"
+    )
+    assert "Evidence: Then Riley told the truth: contradiction." in user_text(solve)
+    assert len(result["response"]["output"]) == 4
+
+
+async def test_a_model_error_mid_graph_fails_the_rollout_clearly(stack):
+    refusal = {
+        "status": 400,
+        "body": {"error": {"message": "context too long", "type": "invalid_request_error"}},
+    }
+    stack.script("draft without an answer", refusal)
+    status, result = await run(stack.urls["reflection"])
+    assert status == 400, result
+    error = result["error"]
+    assert "policy_model" in error["cause"]["server"] and "context too long" in orjson.dumps(error).decode()
+
+
+async def test_a_hanging_model_fails_the_rollout_at_its_deadline(stack):
+    stack.script("SUBTASK 1: a\nSUBTASK 2: b", "fine", {"hang": True})
+    started = time.monotonic()
+    status, result = await run(stack.urls["orchestrator"])
+    assert status == 504 and result["error"]["type"] == "timeout", result
+    assert time.monotonic() - started >= ROLLOUT_DEADLINE_S
+
+
+async def test_a_task_without_user_text_is_a_422(stack):
+    stack.script()
+    row = {**ROW, "responses_create_params": {"input": [{"role": "system", "content": "be brief"}]}}
+    status, result = await run(stack.urls["rewoo"], row)
+    assert status == 422 and "user message" in result["error"]["message"], result
+    assert stack.asked() == [], "refused before any model call"
+
+
+async def test_responses_route_runs_the_graph_without_verifying(stack):
+    stack.script("a", "b", "c", RIGHT)
+    response = await request(
+        "POST", stack.urls["parallel_thinking"] + "/v1/responses", json={"input": "2+2?"}
+    )
+    result = await get_response_json(response)
+    assert response.status == 200, result
+    assert len(result["output"]) == 4 and texts(result["output"])[-1] == RIGHT
+    assert all("Problem: 2+2?" in user_text(model_input) for model_input in stack.asked()[:3])
