@@ -1,0 +1,268 @@
+"""The DeepAgents agent over HTTP: the shipped counter environment (example_session_state_mgmt, whose tools
+the graph calls) and reasoning_gym (through its shipped pairing config), the policy model (openai_model) and
+the agents are real server processes on 127.0.0.1, and the real deepagents/LangGraph libraries run the graph;
+the scripted upstream (the one test double) plays the model's every call."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import pytest
+import yaml
+
+from nemo_gym.http_client import get_response_json, request
+from tests.helpers import instance_config, run_instance
+from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
+
+FOLDER = Path(__file__).resolve().parents[1]
+REPO = FOLDER.parents[1]
+COUNTER_DATA = REPO / "resources_servers" / "example_session_state_mgmt" / "data" / "example.jsonl"
+COUNTER_TOOLS = orjson.loads(COUNTER_DATA.read_bytes().splitlines()[0])["responses_create_params"]["tools"]
+REASONING = REPO / "resources_servers" / "reasoning_gym"
+PAIRING = "reasoning_gym_langchain_deepagents_agent_model_server"
+REASONING_ROW = orjson.loads((REASONING / "data" / "example.jsonl").read_bytes().splitlines()[0])
+ROLLOUT_DEADLINE_S = 5.0
+MAX_STEPS = 3
+TOKENS = {"prompt_token_ids": [1, 2], "generation_token_ids": [3, 4], "generation_log_probs": [-0.1, -0.2]}
+
+
+@dataclass
+class Stack:
+    counter_url: str
+    reasoning_url: str
+    model: str
+    upstream: ScriptedUpstream
+    seen: int = 0
+
+    def script(self, *steps: dict) -> None:
+        self.upstream.clear(self.model)
+        self.seen = len(self.upstream.requests(self.model))
+        self.upstream.script(self.model, list(steps))
+
+    def asked(self) -> list[dict]:
+        """The body of every model call since the last `script`."""
+        return [entry["body"] for entry in self.upstream.requests(self.model)[self.seen :]]
+
+
+def template_agent(resources: str, **settings: object) -> dict:
+    """The shipped template, its resources server named, bound to a free port."""
+    shipped = yaml.safe_load((FOLDER / "configs" / "langchain_deepagents_agent.yaml").read_text())
+    inner = shipped["langchain_deepagents_agent"]["responses_api_agents"]["langchain_deepagents_agent"]
+    inner["resources_server"]["name"] = resources
+    return {
+        "responses_api_agents": {
+            "langchain_deepagents_agent": {**inner, "host": "127.0.0.1", "port": 0, **settings}
+        }
+    }
+
+
+def paired_agent() -> dict:
+    shipped = yaml.safe_load((REASONING / "configs" / f"{PAIRING}.yaml").read_text())[PAIRING]
+    inner = shipped["responses_api_agents"]["langchain_deepagents_agent"]
+    inner.pop("datasets")
+    return {"responses_api_agents": {"langchain_deepagents_agent": {**inner, "host": "127.0.0.1", "port": 0}}}
+
+
+@pytest.fixture(scope="module")
+def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    workdir = tmp_path_factory.mktemp("langchain_deepagents_agent")
+    model = fresh_model("deepagents")
+    config = {
+        "counter_rs": instance_config("resources_servers", "example_session_state_mgmt", domain="agent"),
+        "reasoning_gym": instance_config("resources_servers", "reasoning_gym", domain="other"),
+        "policy_model": instance_config(
+            "responses_api_models",
+            "openai_model",
+            openai_base_url=scripted_upstream.base_url,
+            openai_api_key="sk-deepagents-test",
+            openai_model=model,
+        ),
+    }
+    with ExitStack() as servers:
+        for name, server_type, folder in (
+            ("counter_rs", "resources_servers", "example_session_state_mgmt"),
+            ("reasoning_gym", "resources_servers", "reasoning_gym"),
+            ("policy_model", "responses_api_models", "openai_model"),
+        ):
+            started = servers.enter_context(run_instance(config, name, workdir))
+            config[name][server_type][folder]["port"] = started.port
+        config["counter_agent"] = template_agent(
+            "counter_rs", rollout_deadline_s=ROLLOUT_DEADLINE_S, max_steps=MAX_STEPS
+        )
+        config["reasoning_agent"] = paired_agent()
+        counter = servers.enter_context(run_instance(config, "counter_agent", workdir))
+        reasoning = servers.enter_context(run_instance(config, "reasoning_agent", workdir))
+        yield Stack(counter.url, reasoning.url, model, scripted_upstream)
+
+
+def counter_row(initial: int, expected: int, tools: list[dict] = COUNTER_TOOLS) -> dict:
+    return {
+        "responses_create_params": {
+            "input": [{"role": "user", "content": "add 2, then report the count"}],
+            "tools": tools,
+        },
+        "initial_count": initial,
+        "expected_count": expected,
+    }
+
+
+async def run(url: str, row: dict) -> tuple[int, dict]:
+    response = await request("POST", url + "/run", json=row)
+    return response.status, await get_response_json(response)
+
+
+def kinds(output: list[dict]) -> list[str]:
+    return [item["type"] for item in output]
+
+
+def tool_names(body: dict) -> set[str]:
+    return {tool["name"] for tool in body.get("tools") or []}
+
+
+async def test_the_graph_calls_the_resources_server_tools_in_the_session_and_earns_reward(stack):
+    increment = function_call("increment_counter", {"count": 2})
+    read = function_call("get_counter_value", {})
+    final = {**assistant_message("The count is 5."), **TOKENS}
+    stack.script(
+        {"output": [increment]}, {"output": [read]}, {"output": [final], "usage": {"input_tokens": 30}}
+    )
+    status, result = await run(stack.counter_url, counter_row(initial=3, expected=5))
+    assert status == 200, result
+    assert result["reward"] == 1.0, (
+        "the counter of this session reached 5: the tools ran in the seeded session"
+    )
+    output = result["response"]["output"]
+    assert kinds(output) == [
+        "function_call",
+        "function_call_output",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
+    assert [orjson.loads(item["output"]) for item in output if item["type"] == "function_call_output"] == [
+        {"success": True},
+        {"count": 5},
+    ]
+    assert output[1]["call_id"] == increment["call_id"] and output[3]["call_id"] == read["call_id"]
+    assert {key: output[-1][key] for key in TOKENS} == TOKENS, "token ids come through"
+    assert result["response"]["usage"]["input_tokens"] == 10 + 10 + 30
+    first, second, third = stack.asked()
+    assert {"increment_counter", "get_counter_value", "write_file", "task"} <= tool_names(first), (
+        "task and DeepAgents tools"
+    )
+    assert (
+        first["input"][0]["role"] == "system"
+        and first["input"][-1]["content"] == "add 2, then report the count"
+    )
+    # The model's own items go back to it unchanged, followed by the tool's answer.
+    assert (
+        third["input"][-4]["call_id"] == increment["call_id"]
+        and third["input"][-1]["type"] == "function_call_output"
+    )
+
+
+async def test_deepagents_own_tools_run_inside_the_graph(stack):
+    """Its scratch file system lives in the graph's state: a file written by one call is read by the next."""
+    write = function_call("write_file", {"file_path": "/plan.md", "content": "step: add 2"})
+    read = function_call("read_file", {"file_path": "/plan.md"})
+    stack.script(
+        {"output": [write]},
+        {"output": [read]},
+        {"output": [function_call("increment_counter", {"count": 2})]},
+        {"output": [assistant_message("done")]},
+    )
+    status, result = await run(stack.counter_url, counter_row(initial=0, expected=2))
+    assert status == 200 and result["reward"] == 1.0, result
+    answers = {item["call_id"]: item["output"] for item in result["response"]["output"] if "output" in item}
+    assert "step: add 2" in answers[read["call_id"]]
+
+
+async def test_the_shipped_reasoning_gym_pairing_is_verified_for_real(stack):
+    stack.script(
+        {"output": [assistant_message(f"Worked it out. <answer>{REASONING_ROW['answer']}</answer>")]}
+    )
+    status, result = await run(stack.reasoning_url, REASONING_ROW)
+    assert status == 200, result
+    assert (result["reward"], result["extracted_answer"]) == (1.0, REASONING_ROW["answer"])
+    (asked,) = stack.asked()
+    assert "<answer></answer> tags" in asked["input"][0]["content"], "the pairing's system prompt is sent"
+
+
+async def test_the_model_call_cap_ends_the_rollout_incomplete_and_verified(stack):
+    stack.script({"output": [function_call("get_counter_value", {})], "repeat": 10})
+    status, result = await run(stack.counter_url, counter_row(initial=0, expected=0))
+    assert status == 200, result
+    assert len(stack.asked()) == MAX_STEPS
+    response = result["response"]
+    assert response["status"] == "incomplete" and response["metadata"]["ng_termination_reason"] == "max_steps"
+    assert kinds(response["output"]) == ["function_call", "function_call_output"] * MAX_STEPS, (
+        "no made-up turn"
+    )
+    assert result["reward"] == 1.0, "verified as it stands"
+
+
+async def test_a_model_error_mid_graph_fails_the_rollout_clearly(stack):
+    refusal = {
+        "status": 400,
+        "body": {"error": {"message": "context too long", "type": "invalid_request_error"}},
+    }
+    stack.script({"output": [function_call("get_counter_value", {})]}, refusal)
+    status, result = await run(stack.counter_url, counter_row(initial=0, expected=0))
+    assert status == 400, result
+    assert "policy_model" in result["error"]["cause"]["server"]
+    assert "context too long" in orjson.dumps(result["error"]).decode()
+
+
+async def test_a_hanging_model_fails_the_rollout_at_its_deadline(stack):
+    stack.script({"hang": True})
+    started = time.monotonic()
+    status, result = await run(stack.counter_url, counter_row(initial=0, expected=0))
+    assert status == 504 and result["error"]["type"] == "timeout", result
+    assert time.monotonic() - started >= ROLLOUT_DEADLINE_S
+
+
+async def test_a_tool_named_like_a_reserved_route_is_a_422(stack):
+    stack.script()
+    tools = [{**COUNTER_TOOLS[0], "name": "verify"}]
+    status, result = await run(stack.counter_url, counter_row(initial=0, expected=0, tools=tools))
+    assert status == 422 and "tools[0].name 'verify'" in result["error"]["message"], result
+    assert stack.asked() == []
+
+
+async def test_responses_route_runs_the_graph_without_verifying(stack):
+    stack.script({"output": [assistant_message("hello")]})
+    response = await request("POST", stack.counter_url + "/v1/responses", json={"input": "say hello"})
+    result = await get_response_json(response)
+    assert response.status == 200, result
+    assert kinds(result["output"]) == ["message"] and result["output"][0]["content"][0]["text"] == "hello"
+
+
+def test_a_tavily_key_is_refused_at_start_in_one_line(tmp_path: Path):
+    inner = {
+        "entrypoint": "reasoning_search_agent.py",
+        "host": "127.0.0.1",
+        "port": 0,
+        "tavily_api_key": "tvly-secret",
+    }
+    inner |= {
+        "resources_server": {"type": "resources_servers", "name": "reasoning_gym"},
+        "model_server": {"type": "responses_api_models", "name": "policy_model"},
+    }
+    config = {"agent": {"responses_api_agents": {"langchain_deepagents_agent": inner}}}
+    config_file = tmp_path / "config.json"
+    config_file.write_bytes(orjson.dumps(config))
+    env = {"NEMO_GYM_CONFIG_FILE": str(config_file), "NEMO_GYM_CONFIG_PATH": "agent", "PYTHONPATH": str(REPO)}
+    started = subprocess.run(
+        [sys.executable, str(FOLDER / "reasoning_search_agent.py")],
+        env=env, cwd=FOLDER, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert started.returncode != 0
+    assert "tavily_api_key" in started.stderr and "needs the internet" in started.stderr
+    assert "tvly-secret" not in started.stderr + started.stdout, "the key is never shown"
