@@ -31,7 +31,15 @@ AGENT = "example_single_tool_call_simple_agent"
 GYMNASIUM_AGENT = "blackjack_gymnasium_agent"
 # Agents no environment ships with as its main agent: a shipped pairing, or the agent's own template config
 # pointed at an environment (instance name -> resources server instance).
-PAIRED_AGENTS = ("proof_judge_proof_refinement_agent",)
+PAIRED_AGENTS = (
+    "proof_judge_proof_refinement_agent",
+    # langgraph_agent, one instance per graph entrypoint, and langchain_deepagents_agent, on reasoning_gym.
+    "reasoning_gym_langgraph_agent",
+    "reasoning_gym_orchestrator_agent",
+    "reasoning_gym_parallel_thinking_agent",
+    "reasoning_gym_rewoo_agent",
+    "reasoning_gym_langchain_deepagents_agent_model_server",
+)
 TEMPLATE_AGENTS = {"non_executing_simple_agent": "xlam_fc"}
 # One instance of each environment server, all in front of AGENT.
 ENVIRONMENT_SERVERS = {

@@ -28,7 +28,10 @@ COUNTER_TOOLS = orjson.loads(COUNTER_DATA.read_bytes().splitlines()[0])["respons
 REASONING = REPO / "resources_servers" / "reasoning_gym"
 PAIRING = "reasoning_gym_langchain_deepagents_agent_model_server"
 REASONING_ROW = orjson.loads((REASONING / "data" / "example.jsonl").read_bytes().splitlines()[0])
-ROLLOUT_DEADLINE_S = 5.0
+# Generous for the rollouts that finish (a loaded machine); the hang test uses an agent of its own with a
+# short deadline, since it waits for all of it.
+ROLLOUT_DEADLINE_S = 60.0
+HANG_DEADLINE_S = 3.0
 MAX_STEPS = 3
 TOKENS = {"prompt_token_ids": [1, 2], "generation_token_ids": [3, 4], "generation_log_probs": [-0.1, -0.2]}
 
@@ -37,6 +40,7 @@ TOKENS = {"prompt_token_ids": [1, 2], "generation_token_ids": [3, 4], "generatio
 class Stack:
     counter_url: str
     reasoning_url: str
+    impatient_url: str
     model: str
     upstream: ScriptedUpstream
     seen: int = 0
@@ -97,9 +101,12 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
             "counter_rs", rollout_deadline_s=ROLLOUT_DEADLINE_S, max_steps=MAX_STEPS
         )
         config["reasoning_agent"] = paired_agent()
-        counter = servers.enter_context(run_instance(config, "counter_agent", workdir))
-        reasoning = servers.enter_context(run_instance(config, "reasoning_agent", workdir))
-        yield Stack(counter.url, reasoning.url, model, scripted_upstream)
+        config["impatient_agent"] = template_agent("counter_rs", rollout_deadline_s=HANG_DEADLINE_S)
+        urls = [
+            servers.enter_context(run_instance(config, name, workdir)).url
+            for name in ("counter_agent", "reasoning_agent", "impatient_agent")
+        ]
+        yield Stack(*urls, model, scripted_upstream)
 
 
 def counter_row(initial: int, expected: int, tools: list[dict] = COUNTER_TOOLS) -> dict:
@@ -223,9 +230,9 @@ async def test_a_model_error_mid_graph_fails_the_rollout_clearly(stack):
 async def test_a_hanging_model_fails_the_rollout_at_its_deadline(stack):
     stack.script({"hang": True})
     started = time.monotonic()
-    status, result = await run(stack.counter_url, counter_row(initial=0, expected=0))
+    status, result = await run(stack.impatient_url, counter_row(initial=0, expected=0))
     assert status == 504 and result["error"]["type"] == "timeout", result
-    assert time.monotonic() - started >= ROLLOUT_DEADLINE_S
+    assert time.monotonic() - started >= HANG_DEADLINE_S
 
 
 async def test_a_tool_named_like_a_reserved_route_is_a_422(stack):
@@ -266,3 +273,16 @@ def test_a_tavily_key_is_refused_at_start_in_one_line(tmp_path: Path):
     assert started.returncode != 0
     assert "tavily_api_key" in started.stderr and "needs the internet" in started.stderr
     assert "tvly-secret" not in started.stderr + started.stdout, "the key is never shown"
+
+
+async def test_malformed_rows_are_refused_with_a_4xx(stack):
+    stack.script()
+    for row in [
+        {"initial_count": 1},
+        {"responses_create_params": {"input": 5}},
+        {"responses_create_params": {"input": [], "tools": [{"type": "function", "name": 3}]}},
+        {"responses_create_params": {"input": [], "tools": [{"type": "function", "name": "has space"}]}},
+    ]:
+        status, result = await run(stack.counter_url, row)
+        assert 400 <= status < 500, (row, result)
+    assert stack.asked() == []

@@ -25,7 +25,10 @@ ROW = orjson.loads((ENVIRONMENT / "data" / "example.jsonl").read_bytes().splitli
 TASK_INPUT = ROW["responses_create_params"]["input"]
 RIGHT = f"<answer>{ROW['answer']}</answer>"
 WRONG = "<answer>Zoey is a sage, and Riley is a sage.</answer>"
-ROLLOUT_DEADLINE_S = 5.0
+# Generous for the rollouts that finish (a loaded machine, reasoning_gym's first scoring imports its library);
+# the hang test uses an agent of its own with a short deadline, since it waits for all of it.
+ROLLOUT_DEADLINE_S = 60.0
+HANG_DEADLINE_S = 3.0
 # Pairing config of each graph -> its agent instance there.
 GRAPHS = {
     "reflection": "reasoning_gym_langgraph_agent",
@@ -95,8 +98,10 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
                 ROLLOUT_DEADLINE_S
             )
         config["parallel_thinking"]["responses_api_agents"]["langgraph_agent"]["num_parallel_paths"] = 3
-        for graph in GRAPHS:
-            urls[graph] = servers.enter_context(run_instance(config, graph, workdir)).url
+        config["impatient"] = shipped_agent("orchestrator")
+        config["impatient"]["responses_api_agents"]["langgraph_agent"]["rollout_deadline_s"] = HANG_DEADLINE_S
+        for name in [*GRAPHS, "impatient"]:
+            urls[name] = servers.enter_context(run_instance(config, name, workdir)).url
         yield Stack(urls, model, scripted_upstream)
 
 
@@ -235,9 +240,9 @@ async def test_a_model_error_mid_graph_fails_the_rollout_clearly(stack):
 async def test_a_hanging_model_fails_the_rollout_at_its_deadline(stack):
     stack.script("SUBTASK 1: a\nSUBTASK 2: b", "fine", {"hang": True})
     started = time.monotonic()
-    status, result = await run(stack.urls["orchestrator"])
+    status, result = await run(stack.urls["impatient"])
     assert status == 504 and result["error"]["type"] == "timeout", result
-    assert time.monotonic() - started >= ROLLOUT_DEADLINE_S
+    assert time.monotonic() - started >= HANG_DEADLINE_S
 
 
 async def test_a_task_without_user_text_is_a_422(stack):
@@ -257,3 +262,21 @@ async def test_responses_route_runs_the_graph_without_verifying(stack):
     assert response.status == 200, result
     assert len(result["output"]) == 4 and texts(result["output"])[-1] == RIGHT
     assert all("Problem: 2+2?" in user_text(model_input) for model_input in stack.asked()[:3])
+
+
+MALFORMED = [
+    {"question": "no responses_create_params"},
+    {"responses_create_params": 5},
+    {"responses_create_params": {"input": 5}},
+    {"responses_create_params": {"input": [{"role": "user", "content": 7}]}},
+    {"responses_create_params": {"input": [{"role": "user", "content": [{"type": "input_text"}]}]}},
+]
+
+
+@pytest.mark.parametrize("graph", GRAPHS)
+async def test_malformed_rows_are_refused_with_a_4xx(stack, graph):
+    stack.script()
+    for row in MALFORMED:
+        status, result = await run(stack.urls[graph], row)
+        assert 400 <= status < 500, (row, result)
+    assert stack.asked() == []
