@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +49,8 @@ from nemo_gym.wire.sessions import (
     ToolAccess,
 )
 
+# An agent's loop: from the request's `responses_create_params` and a started rollout to the finished rollout.
+RolloutLoop = Callable[[dict[str, Any], "Rollout"], Coroutine[Any, Any, "Rollout"]]
 USAGE_COUNTS = (("input_tokens",), ("output_tokens",), ("total_tokens",))
 USAGE_DETAIL_COUNTS = (
     ("input_tokens_details", "cached_tokens"),
@@ -267,6 +269,28 @@ class RolloutAgent(SimpleResponsesAPIAgent):
             ) from error
         finally:
             work.close()  # discards it quietly if the deadline came while it was still waiting
+
+    async def loop_responses(
+        self, request: Request, response: Response, params: dict[str, Any], loop: RolloutLoop
+    ) -> NeMoGymResponse:
+        """`/v1/responses` of an agent whose rollout is `loop`: the loop on `params` without seeding or
+        verifying, inside the agent session when one is open; the cookies both servers set go back."""
+        rollout = await self.as_rollout(loop(params, self.session_rollout(request)))
+        self.end_session_rollout(rollout)
+        for name, value in {**rollout.resources_cookies, **rollout.model_cookies}.items():
+            response.set_cookie(name, value)
+        return NeMoGymResponse.model_validate(rollout.response)
+
+    async def loop_run(self, request: Request, body: BaseRunRequest, loop: RolloutLoop) -> Response:
+        """`/run` of an agent whose rollout is `loop`: seed the session with the row, run the loop on its
+        `responses_create_params`, verify; the verify answer as is, all within the rollout's deadline."""
+
+        async def seeded_and_verified() -> bytes:
+            row = body.model_dump(mode="json", exclude_unset=True)
+            rollout = await loop(row["responses_create_params"], await self.seeded_rollout(request, row))
+            return await self.verified(row, rollout.response, rollout)
+
+        return Response(await self.as_rollout(seeded_and_verified()), media_type="application/json")
 
 
 def cookies_after(answer: aiohttp.ClientResponse | LocalResponse, previous: dict[str, str]) -> dict[str, str]:

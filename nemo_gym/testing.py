@@ -32,6 +32,7 @@ import yaml
 from nemo_gym.config_types import validate_server_instance_config
 from nemo_gym.global_config import install_root
 from nemo_gym.http_client import get_response_json, request
+from nemo_gym.server_utils import CHECK_CONFIG_ONLY_ENV_VAR_NAME
 from nemo_gym.sessions import SESSION_ID_KEY
 
 # Only a guard against a server that hangs before binding (one that exits is reported at once): generous,
@@ -216,6 +217,29 @@ def run_judged_server(
         config = {**judge.config, name: instance_config("resources_servers", name, **inner)}
         with run_instance(config, name, workdir) as server:
             yield JudgedServer(server, judge)
+
+
+def start_refusal(config: dict, instance_name: str, workdir: Path) -> list[str]:
+    """The stderr lines of instance `instance_name` of `config` started only to check its config, as the
+    launcher's preflight does; it must refuse (a nonzero exit), e.g. on a key it cannot serve."""
+    server_type, implementations = next(iter(config[instance_name].items()))
+    implementation, inner = next(iter(implementations.items()))
+    app_path = implementation_folder(server_type, implementation) / inner["entrypoint"]
+    config_file = workdir / f"config-{instance_name}-{time.monotonic_ns()}.yaml"
+    config_file.write_bytes(orjson.dumps(config))
+    env = {
+        **os.environ,
+        "NEMO_GYM_CONFIG_FILE": str(config_file),
+        "NEMO_GYM_CONFIG_PATH": instance_name,
+        CHECK_CONFIG_ONLY_ENV_VAR_NAME: "1",
+        "PYTHONPATH": str(install_root()),
+    }
+    done = subprocess.run(
+        [sys.executable, str(app_path)],
+        capture_output=True, text=True, timeout=STARTUP_DEADLINE_S, env=env, cwd=app_path.parent,
+    )  # fmt: skip
+    assert done.returncode != 0, f"{instance_name} started although it should refuse:\n{done.stdout}"
+    return done.stderr.strip().splitlines()
 
 
 def shipped_settings(folder: Path, instance: str | None = None) -> dict[str, Any]:

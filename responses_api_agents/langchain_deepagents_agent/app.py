@@ -40,7 +40,6 @@ from responses_api_agents.langchain_deepagents_agent.chat_model import (
     tool_output_item,
 )
 
-DeepAgentsRunRequest = RolloutRunRequest
 DEFAULT_MAX_STEPS = 50
 # Routes every resources server has, which no task may offer to the model as tools.
 RESERVED_ROUTES = frozenset({"seed_session", "verify", "aggregate_metrics"})
@@ -85,25 +84,15 @@ class DeepAgentsAgent(RolloutAgent):
         self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming
     ) -> NeMoGymResponse:
         """The graph without seeding or verifying; the caller's cookies reach both servers."""
-        params = body.model_dump(mode="json", exclude_unset=True)
-        rollout = await self.as_rollout(self._deep_rollout(params, self.session_rollout(request)))
-        self.end_session_rollout(rollout)
-        for name, value in {**rollout.resources_cookies, **rollout.model_cookies}.items():
-            response.set_cookie(name, value)
-        return NeMoGymResponse.model_validate(rollout.response)
+        return await self.loop_responses(
+            request, response, body.model_dump(mode="json", exclude_unset=True), self._deep_rollout
+        )
 
-    async def run(self, request: Request, body: DeepAgentsRunRequest) -> Response:
+    async def run(self, request: Request, body: RolloutRunRequest) -> Response:
         """One rollout: seed the session, run the graph, verify; the verify answer is returned as is."""
-        return Response(await self.as_rollout(self._run(request, body)), media_type="application/json")
+        return await self.loop_run(request, body, self._deep_rollout)
 
     # ---- the rollout ------------------------------------------------------------------------------------
-
-    async def _run(self, request: Request, body: DeepAgentsRunRequest) -> bytes:
-        row = body.model_dump(mode="json", exclude_unset=True)
-        rollout = await self._deep_rollout(
-            row["responses_create_params"], await self.seeded_rollout(request, row)
-        )
-        return await self.verified(row, rollout.response, rollout)
 
     async def _deep_rollout(self, params: dict[str, Any], rollout: Rollout) -> Rollout:
         task_input = params.get("input", [])

@@ -17,24 +17,32 @@ import operator
 from abc import abstractmethod
 from dataclasses import dataclass
 from string import Formatter
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, ClassVar, Self, TypedDict
 
 from fastapi import Request, Response
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
-from pydantic import PrivateAttr
+from pydantic import PrivateAttr, model_validator
 
 from nemo_gym.errors import GymError
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.rollout_agent import Rollout, RolloutAgent, RolloutAgentConfig, RolloutRunRequest, summed_usage
 
-LangGraphRunRequest = RolloutRunRequest
 # Where a graph run finds its `GraphRun` in the LangGraph config every node receives.
 GRAPH_RUN_KEY = "gym_graph_run"
 
 
 class LangGraphAgentConfig(RolloutAgentConfig):
     """`resources_server` and `model_server`, as NeMo Gym's; each graph adds its own keys."""
+
+    # A graph's prompt-template keys, each with the placeholders the graph fills in it.
+    TEMPLATES: ClassVar[dict[str, frozenset[str]]] = {}
+
+    @model_validator(mode="after")
+    def _templates_fill(self) -> Self:
+        for key, placeholders in self.TEMPLATES.items():
+            check_template(getattr(self, key), key, placeholders)
+        return self
 
 
 class ModelCall(TypedDict):
@@ -90,25 +98,15 @@ class LangGraphAgent(RolloutAgent):
         self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming
     ) -> NeMoGymResponse:
         """The graph without seeding or verifying; the caller's cookies reach both servers."""
-        params = body.model_dump(mode="json", exclude_unset=True)
-        rollout = await self.as_rollout(self._graph_rollout(params, self.session_rollout(request)))
-        self.end_session_rollout(rollout)
-        for name, value in {**rollout.resources_cookies, **rollout.model_cookies}.items():
-            response.set_cookie(name, value)
-        return NeMoGymResponse.model_validate(rollout.response)
+        return await self.loop_responses(
+            request, response, body.model_dump(mode="json", exclude_unset=True), self._graph_rollout
+        )
 
-    async def run(self, request: Request, body: LangGraphRunRequest) -> Response:
+    async def run(self, request: Request, body: RolloutRunRequest) -> Response:
         """One rollout: seed the session, run the graph, verify; the verify answer is returned as is."""
-        return Response(await self.as_rollout(self._run(request, body)), media_type="application/json")
+        return await self.loop_run(request, body, self._graph_rollout)
 
     # ---- the rollout ------------------------------------------------------------------------------------
-
-    async def _run(self, request: Request, body: LangGraphRunRequest) -> bytes:
-        row = body.model_dump(mode="json", exclude_unset=True)
-        rollout = await self._graph_rollout(
-            row["responses_create_params"], await self.seeded_rollout(request, row)
-        )
-        return await self.verified(row, rollout.response, rollout)
 
     async def _graph_rollout(self, params: dict[str, Any], rollout: Rollout) -> Rollout:
         params = with_message_input(params)
@@ -190,8 +188,8 @@ def task_text(task_input: list[dict[str, Any]]) -> str:
     )
 
 
-def check_template(template: str, key: str, placeholders: set[str]) -> str:
-    """A configured prompt template, refused at start when it names a placeholder the graph does not fill."""
+def check_template(template: str, key: str, placeholders: frozenset[str]) -> None:
+    """Refuse (at start) a configured prompt template that names a placeholder the graph does not fill."""
     named = {field for _, field, _, _ in Formatter().parse(template) if field is not None}
     unknown = named - placeholders
     if unknown:
@@ -199,4 +197,3 @@ def check_template(template: str, key: str, placeholders: set[str]) -> str:
             f"{key} names {sorted(unknown)}, which this graph does not fill; use only "
             f"{sorted('{' + name + '}' for name in placeholders)} (write literal braces as {{{{ and }}}})"
         )
-    return template

@@ -17,13 +17,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from responses_api_agents.langgraph_agent.app import (
     GraphState,
     LangGraphAgent,
     LangGraphAgentConfig,
-    check_template,
     task_text,
     text_of,
 )
@@ -44,6 +43,12 @@ DEFAULT_SYNTHESIZE_PROMPT = (
 
 
 class OrchestratorAgentConfig(LangGraphAgentConfig):
+    TEMPLATES = {
+        "decompose_prompt": frozenset({"task", "max_subtasks"}),
+        "subtask_prompt": frozenset({"subtask"}),
+        "synthesize_prompt": frozenset({"task", "subtask_results"}),
+    }
+
     max_subtasks: int = Field(default=5, ge=1, description="sub-tasks kept from the decomposition (NeMo Gym)")
     decompose_prompt: str = Field(
         default=DEFAULT_DECOMPOSE_PROMPT, description="{task}, {max_subtasks} (ours)"
@@ -52,21 +57,6 @@ class OrchestratorAgentConfig(LangGraphAgentConfig):
     synthesize_prompt: str = Field(
         default=DEFAULT_SYNTHESIZE_PROMPT, description="{task}, {subtask_results} (ours)"
     )
-
-    @field_validator("decompose_prompt")
-    @classmethod
-    def _decompose_fills(cls, value: str) -> str:
-        return check_template(value, "decompose_prompt", {"task", "max_subtasks"})
-
-    @field_validator("subtask_prompt")
-    @classmethod
-    def _subtask_fills(cls, value: str) -> str:
-        return check_template(value, "subtask_prompt", {"subtask"})
-
-    @field_validator("synthesize_prompt")
-    @classmethod
-    def _synthesize_fills(cls, value: str) -> str:
-        return check_template(value, "synthesize_prompt", {"task", "subtask_results"})
 
 
 class OrchestratorState(GraphState, total=False):

@@ -16,13 +16,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from responses_api_agents.langgraph_agent.app import (
     GraphState,
     LangGraphAgent,
     LangGraphAgentConfig,
-    check_template,
     task_text,
     text_of,
 )
@@ -43,6 +42,11 @@ DEFAULT_AGGREGATE_PROMPT = (
 
 
 class ParallelThinkingAgentConfig(LangGraphAgentConfig):
+    TEMPLATES = {
+        "branch_prompt": frozenset({"perspective", "task"}),
+        "aggregate_prompt": frozenset({"num_paths", "paths", "task"}),
+    }
+
     num_parallel_paths: int = Field(default=4, ge=1, description="branches of reasoning (NeMo Gym)")
     perspective_prompts: list[str] = Field(
         default=DEFAULT_PERSPECTIVES, description="the perspective of branch i (NeMo Gym)"
@@ -54,16 +58,6 @@ class ParallelThinkingAgentConfig(LangGraphAgentConfig):
     aggregate_prompt: str = Field(
         default=DEFAULT_AGGREGATE_PROMPT, description="{num_paths}, {paths}, {task} (ours)"
     )
-
-    @field_validator("branch_prompt")
-    @classmethod
-    def _branch_fills(cls, value: str) -> str:
-        return check_template(value, "branch_prompt", {"perspective", "task"})
-
-    @field_validator("aggregate_prompt")
-    @classmethod
-    def _aggregate_fills(cls, value: str) -> str:
-        return check_template(value, "aggregate_prompt", {"num_paths", "paths", "task"})
 
 
 class ParallelThinkingState(GraphState, total=False):

@@ -17,13 +17,12 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from responses_api_agents.langgraph_agent.app import (
     GraphState,
     LangGraphAgent,
     LangGraphAgentConfig,
-    check_template,
     task_text,
     text_of,
 )
@@ -47,19 +46,11 @@ DEFAULT_SOLVE_PROMPT = (
 
 
 class ReWOOAgentConfig(LangGraphAgentConfig):
+    TEMPLATES = {"plan_prompt": frozenset({"task"}), "solve_prompt": frozenset({"plan", "task"})}
+
     max_plan_steps: int = Field(default=10, ge=0, description="planned steps carried out at most (ours)")
     plan_prompt: str = Field(default=DEFAULT_PLAN_PROMPT, description="{task} (ours)")
     solve_prompt: str = Field(default=DEFAULT_SOLVE_PROMPT, description="{plan}, {task} (ours)")
-
-    @field_validator("plan_prompt")
-    @classmethod
-    def _plan_fills(cls, value: str) -> str:
-        return check_template(value, "plan_prompt", {"task"})
-
-    @field_validator("solve_prompt")
-    @classmethod
-    def _solve_fills(cls, value: str) -> str:
-        return check_template(value, "solve_prompt", {"plan", "task"})
 
 
 class ReWOOState(GraphState, total=False):

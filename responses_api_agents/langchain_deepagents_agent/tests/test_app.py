@@ -5,8 +5,6 @@ the scripted upstream (the one test double) plays the model's every call."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -18,6 +16,7 @@ import pytest
 import yaml
 
 from nemo_gym.http_client import get_response_json, request
+from nemo_gym.testing import start_refusal
 from tests.helpers import instance_config, run_instance
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
 
@@ -252,27 +251,13 @@ async def test_responses_route_runs_the_graph_without_verifying(stack):
 
 
 def test_a_tavily_key_is_refused_at_start_in_one_line(tmp_path: Path):
-    inner = {
-        "entrypoint": "reasoning_search_agent.py",
-        "host": "127.0.0.1",
-        "port": 0,
-        "tavily_api_key": "tvly-secret",
-    }
-    inner |= {
-        "resources_server": {"type": "resources_servers", "name": "reasoning_gym"},
-        "model_server": {"type": "responses_api_models", "name": "policy_model"},
-    }
-    config = {"agent": {"responses_api_agents": {"langchain_deepagents_agent": inner}}}
-    config_file = tmp_path / "config.json"
-    config_file.write_bytes(orjson.dumps(config))
-    env = {"NEMO_GYM_CONFIG_FILE": str(config_file), "NEMO_GYM_CONFIG_PATH": "agent", "PYTHONPATH": str(REPO)}
-    started = subprocess.run(
-        [sys.executable, str(FOLDER / "reasoning_search_agent.py")],
-        env=env, cwd=FOLDER, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert started.returncode != 0
-    assert "tavily_api_key" in started.stderr and "needs the internet" in started.stderr
-    assert "tvly-secret" not in started.stderr + started.stdout, "the key is never shown"
+    agent = template_agent(
+        "reasoning_gym", entrypoint="reasoning_search_agent.py", tavily_api_key="tvly-secret"
+    )
+    [line] = start_refusal({"agent": agent}, "agent", tmp_path)
+    assert line.startswith("Error: invalid config for server instance 'agent': ")
+    assert "tavily_api_key" in line and "needs the internet" in line
+    assert "tvly-secret" not in line, "the key is never shown"
 
 
 async def test_malformed_rows_are_refused_with_a_4xx(stack):

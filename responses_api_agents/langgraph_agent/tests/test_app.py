@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from nemo_gym.http_client import get_response_json, request
+from nemo_gym.testing import start_refusal
 from tests.helpers import instance_config, run_instance
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
 
@@ -251,6 +252,14 @@ async def test_a_task_without_user_text_is_a_422(stack):
     status, result = await run(stack.urls["rewoo"], row)
     assert status == 422 and "user message" in result["error"]["message"], result
     assert stack.asked() == [], "refused before any model call"
+
+
+def test_a_template_with_a_placeholder_the_graph_does_not_fill_is_refused_at_start(tmp_path: Path):
+    agent = shipped_agent("rewoo")
+    agent["responses_api_agents"]["langgraph_agent"]["solve_prompt"] = "{plan} -> {answer}"
+    [line] = start_refusal({"agent": agent}, "agent", tmp_path)
+    assert line.startswith("Error: invalid config for server instance 'agent': ")
+    assert "solve_prompt names ['answer']" in line and "{plan}" in line
 
 
 async def test_responses_route_runs_the_graph_without_verifying(stack):
