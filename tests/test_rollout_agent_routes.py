@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from nemo_gym.http_client import get_response_json, request
-from tests.helpers import instance_config, run_fixture_instance, run_instance
+from nemo_gym.testing import instance_config, openai_policy_model, run_in_order
+from tests.helpers import run_fixture_instance
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
 
 AGENT = Path(__file__).resolve().parent / "fixtures" / "one_turn_agent.py"
@@ -26,29 +27,17 @@ def servers(
     model = fresh_model("one_turn")
     config = {
         "counter_rs": instance_config("resources_servers", "example_session_state_mgmt", domain="agent"),
-        "policy_model": instance_config(
-            "responses_api_models",
-            "openai_model",
-            openai_base_url=scripted_upstream.base_url,
-            openai_api_key="sk-one-turn-test",
-            openai_model=model,
-        ),
-    }
-    with ExitStack() as stack:
-        for name, server_type, folder in (
-            ("counter_rs", "resources_servers", "example_session_state_mgmt"),
-            ("policy_model", "responses_api_models", "openai_model"),
-        ):
-            config[name][server_type][folder]["port"] = stack.enter_context(
-                run_instance(config, name, workdir)
-            ).port
-        config["agent"] = instance_config(
+        "policy_model": openai_policy_model(scripted_upstream.base_url, model),
+        "agent": instance_config(
             "responses_api_agents",
             "one_turn_agent",
             resources_server={"type": "resources_servers", "name": "counter_rs"},
             model_server={"type": "responses_api_models", "name": "policy_model"},
             rollout_deadline_s=ROLLOUT_DEADLINE_S,
-        )
+        ),
+    }
+    with ExitStack() as stack:
+        run_in_order(stack, config, ["counter_rs", "policy_model"], workdir)
         agent = stack.enter_context(run_fixture_instance(AGENT, config, "agent", workdir))
         yield agent.url, model
 

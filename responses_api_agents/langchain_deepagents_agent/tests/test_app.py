@@ -16,8 +16,7 @@ import pytest
 import yaml
 
 from nemo_gym.http_client import get_response_json, request
-from nemo_gym.testing import start_refusal
-from tests.helpers import instance_config, run_instance
+from nemo_gym.testing import instance_config, openai_policy_model, run_in_order, start_refusal
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
 
 FOLDER = Path(__file__).resolve().parents[1]
@@ -80,31 +79,16 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
     config = {
         "counter_rs": instance_config("resources_servers", "example_session_state_mgmt", domain="agent"),
         "reasoning_gym": instance_config("resources_servers", "reasoning_gym", domain="other"),
-        "policy_model": instance_config(
-            "responses_api_models",
-            "openai_model",
-            openai_base_url=scripted_upstream.base_url,
-            openai_api_key="sk-deepagents-test",
-            openai_model=model,
+        "policy_model": openai_policy_model(scripted_upstream.base_url, model),
+        "counter_agent": template_agent(
+            "counter_rs", rollout_deadline_s=ROLLOUT_DEADLINE_S, max_steps=MAX_STEPS
         ),
+        "reasoning_agent": paired_agent(),
+        "impatient_agent": template_agent("counter_rs", rollout_deadline_s=HANG_DEADLINE_S),
     }
     with ExitStack() as servers:
-        for name, server_type, folder in (
-            ("counter_rs", "resources_servers", "example_session_state_mgmt"),
-            ("reasoning_gym", "resources_servers", "reasoning_gym"),
-            ("policy_model", "responses_api_models", "openai_model"),
-        ):
-            started = servers.enter_context(run_instance(config, name, workdir))
-            config[name][server_type][folder]["port"] = started.port
-        config["counter_agent"] = template_agent(
-            "counter_rs", rollout_deadline_s=ROLLOUT_DEADLINE_S, max_steps=MAX_STEPS
-        )
-        config["reasoning_agent"] = paired_agent()
-        config["impatient_agent"] = template_agent("counter_rs", rollout_deadline_s=HANG_DEADLINE_S)
-        urls = [
-            servers.enter_context(run_instance(config, name, workdir)).url
-            for name in ("counter_agent", "reasoning_agent", "impatient_agent")
-        ]
+        started = run_in_order(servers, config, list(config), workdir)
+        urls = [started[name].url for name in ("counter_agent", "reasoning_agent", "impatient_agent")]
         yield Stack(*urls, model, scripted_upstream)
 
 

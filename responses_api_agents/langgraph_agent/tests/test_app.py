@@ -16,8 +16,7 @@ import pytest
 import yaml
 
 from nemo_gym.http_client import get_response_json, request
-from nemo_gym.testing import start_refusal
-from tests.helpers import instance_config, run_instance
+from nemo_gym.testing import instance_config, openai_policy_model, run_in_order, start_refusal
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
 
 REPO = Path(__file__).resolve().parents[3]
@@ -77,32 +76,19 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
     model = fresh_model("langgraph")
     config = {
         "reasoning_gym": instance_config("resources_servers", "reasoning_gym", domain="other"),
-        "policy_model": instance_config(
-            "responses_api_models",
-            "openai_model",
-            openai_base_url=scripted_upstream.base_url,
-            openai_api_key="sk-langgraph-test",
-            openai_model=model,
-        ),
+        "policy_model": openai_policy_model(scripted_upstream.base_url, model),
     }
+    for graph in GRAPHS:
+        config[graph] = shipped_agent(graph)
+        config[graph]["responses_api_agents"]["langgraph_agent"]["rollout_deadline_s"] = ROLLOUT_DEADLINE_S
+    config["parallel_thinking"]["responses_api_agents"]["langgraph_agent"]["num_parallel_paths"] = 3
+    config["impatient"] = shipped_agent("orchestrator")
+    config["impatient"]["responses_api_agents"]["langgraph_agent"]["rollout_deadline_s"] = HANG_DEADLINE_S
     with ExitStack() as servers:
-        for name, server_type, folder in (
-            ("reasoning_gym", "resources_servers", "reasoning_gym"),
-            ("policy_model", "responses_api_models", "openai_model"),
-        ):
-            started = servers.enter_context(run_instance(config, name, workdir))
-            config[name][server_type][folder]["port"] = started.port
-        urls = {}
-        for graph in GRAPHS:
-            config[graph] = shipped_agent(graph)
-            config[graph]["responses_api_agents"]["langgraph_agent"]["rollout_deadline_s"] = (
-                ROLLOUT_DEADLINE_S
-            )
-        config["parallel_thinking"]["responses_api_agents"]["langgraph_agent"]["num_parallel_paths"] = 3
-        config["impatient"] = shipped_agent("orchestrator")
-        config["impatient"]["responses_api_agents"]["langgraph_agent"]["rollout_deadline_s"] = HANG_DEADLINE_S
-        for name in [*GRAPHS, "impatient"]:
-            urls[name] = servers.enter_context(run_instance(config, name, workdir)).url
+        started = run_in_order(
+            servers, config, ["reasoning_gym", "policy_model", *GRAPHS, "impatient"], workdir
+        )
+        urls = {name: server.url for name, server in started.items()}
         yield Stack(urls, model, scripted_upstream)
 
 
