@@ -45,20 +45,12 @@ class LangGraphAgentConfig(RolloutAgentConfig):
         return self
 
 
-class ModelCall(TypedDict):
-    """One model call of a graph run: the node that made it, the input it sent, the model's whole answer."""
-
-    node: str
-    input: list[dict[str, Any]]
-    response: dict[str, Any]
-
-
 class GraphState(TypedDict, total=False):
-    """The state every graph shares: the task's text and the model calls made so far (appended, so calls of
-    branches running side by side are all kept, in branch order)."""
+    """The state every graph shares: the task's text and the model's answers so far, one per call (appended,
+    so the answers of branches running side by side are all kept, in branch order)."""
 
     task: str
-    calls: Annotated[list[ModelCall], operator.add]
+    calls: Annotated[list[dict[str, Any]], operator.add]
 
 
 @dataclass
@@ -118,36 +110,36 @@ class LangGraphAgent(RolloutAgent):
         rollout.response = combined_response(final["calls"])
         return rollout
 
-    async def ask(self, config: RunnableConfig, node: str, input_items: list[dict[str, Any]]) -> ModelCall:
-        """One model call of node `node` with `input_items` as the whole input; the rest of the request is the
-        task's. A failing call fails the rollout with the model server's status and reason."""
+    async def ask(self, config: RunnableConfig, input_items: list[dict[str, Any]]) -> dict[str, Any]:
+        """The model's answer to `input_items` as the whole input; the rest of the request is the task's. A
+        failing call fails the rollout with the model server's status and reason."""
         run: GraphRun = config["configurable"][GRAPH_RUN_KEY]
         turn, run.rollout.model_cookies = await self.model_turn(
             self.config.model_server.name, {**run.params, "input": input_items}, run.rollout.model_cookies
         )
-        return {"node": node, "input": input_items, "response": turn}
+        return turn
 
-    async def ask_once(self, config: RunnableConfig, node: str, prompt: str) -> ModelCall:
-        """A call whose whole input is one user message, `prompt` (the graphs' sub-questions)."""
-        return await self.ask(config, node, [user_message(prompt)])
+    async def ask_once(self, config: RunnableConfig, prompt: str) -> dict[str, Any]:
+        """The answer to one user message, `prompt` (the graphs' sub-questions)."""
+        return await self.ask(config, [user_message(prompt)])
 
 
-def combined_response(calls: list[ModelCall]) -> dict[str, Any]:
-    """The last call's response with the output items of every call, in order, and their summed usage."""
-    if not calls:
+def combined_response(turns: list[dict[str, Any]]) -> dict[str, Any]:
+    """The last answer with the output items of every answer, in order, and their summed usage."""
+    if not turns:
         raise GymError(500, "graph_error", "the graph ended without calling the model")
     usage: dict[str, Any] | None = None
-    for call in calls:
-        usage = summed_usage(usage, call["response"].get("usage"))
-    output = [item for call in calls for item in call["response"].get("output") or []]
-    return {**calls[-1]["response"], "output": output, "usage": usage}
+    for turn in turns:
+        usage = summed_usage(usage, turn.get("usage"))
+    output = [item for turn in turns for item in turn.get("output") or []]
+    return {**turns[-1], "output": output, "usage": usage}
 
 
-def text_of(call: ModelCall) -> str:
-    """The text of the assistant messages of one call's answer (reasoning and tool calls left out)."""
+def text_of(turn: dict[str, Any]) -> str:
+    """The text of the assistant messages of one answer (reasoning and tool calls left out)."""
     return "".join(
         part.get("text", "")
-        for item in call["response"].get("output") or []
+        for item in turn.get("output") or []
         if item.get("type") == "message"
         for part in item.get("content") or []
         if isinstance(part, dict) and part.get("type") == "output_text"

@@ -85,7 +85,7 @@ class OrchestratorAgent(LangGraphAgent):
         prompt = self.config.decompose_prompt.format(
             task=state["task"], max_subtasks=self.config.max_subtasks
         )
-        call = await self.ask_once(config, "decompose", prompt)
+        call = await self.ask_once(config, prompt)
         subtasks = SUBTASK_LINE.findall(text_of(call))[: self.config.max_subtasks]
         return {"calls": [call], "subtasks": subtasks or [state["task"]]}
 
@@ -96,9 +96,7 @@ class OrchestratorAgent(LangGraphAgent):
         ]
 
     async def _subagent(self, branch: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        call = await self.ask_once(
-            config, "subagent", self.config.subtask_prompt.format(subtask=branch["subtask"])
-        )
+        call = await self.ask_once(config, self.config.subtask_prompt.format(subtask=branch["subtask"]))
         return {"calls": [call], "results": [(branch["index"], text_of(call))]}
 
     async def _synthesize(self, state: OrchestratorState, config: RunnableConfig) -> dict[str, Any]:
@@ -108,7 +106,7 @@ class OrchestratorAgent(LangGraphAgent):
             for index, subtask in enumerate(state["subtasks"])
         )
         prompt = self.config.synthesize_prompt.format(task=state["task"], subtask_results=listed)
-        return {"calls": [await self.ask_once(config, "synthesize", prompt)]}
+        return {"calls": [await self.ask_once(config, prompt)]}
 
 
 if __name__ == "__main__":

@@ -91,7 +91,7 @@ class ParallelThinkingAgent(LangGraphAgent):
 
     async def _think(self, branch: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         prompt = self.config.branch_prompt.format(perspective=branch["perspective"], task=branch["task"])
-        call = await self.ask_once(config, "think", prompt)
+        call = await self.ask_once(config, prompt)
         return {"calls": [call], "paths": [(branch["index"], text_of(call))]}
 
     async def _aggregate(self, state: ParallelThinkingState, config: RunnableConfig) -> dict[str, Any]:
@@ -99,7 +99,7 @@ class ParallelThinkingAgent(LangGraphAgent):
         prompt = self.config.aggregate_prompt.format(
             num_paths=len(state["paths"]), paths=paths, task=state["task"]
         )
-        return {"calls": [await self.ask_once(config, "aggregate", prompt)]}
+        return {"calls": [await self.ask_once(config, prompt)]}
 
 
 if __name__ == "__main__":

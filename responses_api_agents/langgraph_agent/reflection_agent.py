@@ -66,8 +66,8 @@ class ReflectionAgent(LangGraphAgent):
         return 2 * self.config.max_reflections + 3
 
     async def _generate(self, state: ReflectionState, config: RunnableConfig) -> dict[str, Any]:
-        call = await self.ask(config, "generate", state["conversation"])
-        answer = call["response"].get("output") or []
+        call = await self.ask(config, state["conversation"])
+        answer = call.get("output") or []
         return {
             "calls": [call],
             "conversation": [*state["conversation"], *answer],
@@ -75,9 +75,7 @@ class ReflectionAgent(LangGraphAgent):
         }
 
     async def _reflect(self, state: ReflectionState, config: RunnableConfig) -> dict[str, Any]:
-        call = await self.ask(
-            config, "reflect", [*state["conversation"], user_message(self.config.reflection_prompt)]
-        )
+        call = await self.ask(config, [*state["conversation"], user_message(self.config.reflection_prompt)])
         return {
             "calls": [call],
             "conversation": [*state["conversation"], user_message(text_of(call))],

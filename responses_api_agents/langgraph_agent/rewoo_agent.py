@@ -80,7 +80,7 @@ class ReWOOAgent(LangGraphAgent):
         return self.config.max_plan_steps + 4
 
     async def _plan(self, state: ReWOOState, config: RunnableConfig) -> dict[str, Any]:
-        call = await self.ask_once(config, "plan", self.config.plan_prompt.format(task=state["task"]))
+        call = await self.ask_once(config, self.config.plan_prompt.format(task=state["task"]))
         steps = [match.groupdict() for match in PLAN_STEP.finditer(text_of(call))]
         return {"calls": [call], "steps": steps[: self.config.max_plan_steps]}
 
@@ -89,7 +89,7 @@ class ReWOOAgent(LangGraphAgent):
 
     async def _worker(self, state: ReWOOState, config: RunnableConfig) -> dict[str, Any]:
         step = state["steps"][state["done"]]
-        call = await self.ask_once(config, "worker", substituted(step["input"], state["results"]))
+        call = await self.ask_once(config, substituted(step["input"], state["results"]))
         return {
             "calls": [call],
             "results": {**state["results"], step["variable"]: text_of(call)},
@@ -98,7 +98,7 @@ class ReWOOAgent(LangGraphAgent):
 
     async def _solve(self, state: ReWOOState, config: RunnableConfig) -> dict[str, Any]:
         prompt = self.config.solve_prompt.format(plan=plan_with_evidence(state), task=state["task"])
-        return {"calls": [await self.ask_once(config, "solve", prompt)]}
+        return {"calls": [await self.ask_once(config, prompt)]}
 
 
 def substituted(text: str, results: dict[str, str]) -> str:
