@@ -174,6 +174,28 @@ async def test_deepagents_own_tools_run_inside_the_graph(stack):
     assert "step: add 2" in answers[read["call_id"]]
 
 
+async def test_a_sub_agent_works_in_the_same_session_and_its_calls_count(stack):
+    """DeepAgents' `task` tool: a sub-agent on the same model and tools, whose tool call reaches the same
+    seeded session; the main agent reads its report as the tool's result."""
+    delegate = function_call(
+        "task", {"description": "Add 2 to the counter.", "subagent_type": "general-purpose"}
+    )
+    stack.script(
+        {"output": [delegate]},
+        {"output": [function_call("increment_counter", {"count": 2})]},
+        {"output": [assistant_message("Added 2.")]},
+        {"output": [assistant_message("done")]},
+    )
+    status, result = await run(stack.counter_url, counter_row(initial=1, expected=3))
+    assert status == 200 and result["reward"] == 1.0, result
+    output = result["response"]["output"]
+    assert kinds(output) == ["function_call", "function_call_output", "message"]
+    assert output[1]["call_id"] == delegate["call_id"] and "Added 2." in output[1]["output"]
+    assert result["response"]["usage"]["input_tokens"] == 4 * 10, "the sub-agent's calls are in the usage"
+    sub_agent_first_call = stack.asked()[1]
+    assert sub_agent_first_call["input"][-1]["content"] == "Add 2 to the counter."
+
+
 async def test_the_shipped_reasoning_gym_pairing_is_verified_for_real(stack):
     stack.script(
         {"output": [assistant_message(f"Worked it out. <answer>{REASONING_ROW['answer']}</answer>")]}
