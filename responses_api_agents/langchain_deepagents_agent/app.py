@@ -22,6 +22,7 @@ import orjson
 from deepagents import create_deep_agent
 from fastapi import Request, Response
 from langchain.agents.middleware import ModelCallLimitMiddleware
+from langchain_core.exceptions import ContextOverflowError
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.graph.state import CompiledStateGraph
@@ -104,6 +105,13 @@ class DeepAgentsAgent(RolloutAgent):
         token = CURRENT_RUN.set(run)
         try:
             final = await graph.ainvoke({"messages": langchain_messages(task_input)})
+        except ContextOverflowError as error:
+            raise GymError(
+                400,
+                "context_length_exceeded",
+                f"the conversation does not fit max_input_tokens ({self.config.max_input_tokens}) even after "
+                f"DeepAgents compacted it ({error})",
+            ) from error
         finally:
             CURRENT_RUN.reset(token)
         rollout.response = rollout_response(run.turns, final["messages"])

@@ -39,6 +39,7 @@ class Stack:
     counter_url: str
     reasoning_url: str
     impatient_url: str
+    small_context_url: str
     model: str
     upstream: ScriptedUpstream
     seen: int = 0
@@ -85,10 +86,13 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
         ),
         "reasoning_agent": paired_agent(),
         "impatient_agent": template_agent("counter_rs", rollout_deadline_s=HANG_DEADLINE_S),
+        # Less than DeepAgents' own system prompt: no conversation fits.
+        "small_context_agent": template_agent("counter_rs", max_input_tokens=500),
     }
     with ExitStack() as servers:
         started = run_in_order(servers, config, list(config), workdir)
-        urls = [started[name].url for name in ("counter_agent", "reasoning_agent", "impatient_agent")]
+        agents = ("counter_agent", "reasoning_agent", "impatient_agent", "small_context_agent")
+        urls = [started[name].url for name in agents]
         yield Stack(*urls, model, scripted_upstream)
 
 
@@ -238,6 +242,14 @@ async def test_a_hanging_model_fails_the_rollout_at_its_deadline(stack):
     status, result = await run(stack.impatient_url, counter_row(initial=0, expected=0))
     assert status == 504 and result["error"]["type"] == "timeout", result
     assert time.monotonic() - started >= HANG_DEADLINE_S
+
+
+async def test_a_conversation_beyond_max_input_tokens_is_a_400_naming_the_key(stack):
+    stack.script()
+    status, result = await run(stack.small_context_url, counter_row(initial=0, expected=0))
+    assert status == 400 and result["error"]["type"] == "context_length_exceeded", result
+    assert "max_input_tokens (500)" in result["error"]["message"]
+    assert stack.asked() == [], "DeepAgents refused before calling the model"
 
 
 async def test_a_tool_named_like_a_reserved_route_is_a_422(stack):
