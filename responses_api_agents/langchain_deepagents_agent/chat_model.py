@@ -105,8 +105,8 @@ def responses_tool_choice(choice: Any) -> Any:
 
 def answer_message(turn: dict[str, Any], index: int) -> AIMessage:
     """The model's answer as LangChain sees it: its text, its function calls, and its items kept as they are.
-    Arguments that are not a JSON object reach the tool as {} and fail its schema there, so the model is
-    told its call was wrong instead of the rollout failing."""
+    Arguments that are not a JSON object reach the tool as {}: its refusal (the resources server's 422, or a
+    DeepAgents tool's schema check) is what the model reads, instead of the rollout failing."""
     output = turn.get("output") or []
     text = "".join(
         part.get("text", "")
