@@ -162,6 +162,25 @@ async def test_the_graph_calls_the_resources_server_tools_in_the_session_and_ear
     )
 
 
+async def test_a_malformed_tool_call_is_answered_with_the_refusal_and_the_model_retries(stack):
+    broken = {**function_call("increment_counter", {}), "arguments": "{count: 2"}
+    stack.script(
+        {"output": [broken]},
+        {"output": [function_call("increment_counter", {"count": 2})]},
+        {"output": [assistant_message("done")]},
+    )
+    status, result = await run(stack.counter_url, counter_row(initial=0, expected=2))
+    assert status == 200 and result["reward"] == 1.0, result
+    refusal = result["response"]["output"][1]
+    assert refusal["call_id"] == broken["call_id"] and "count" in refusal["output"], (
+        "the route's 422 names it"
+    )
+    retry = stack.asked()[1]["input"]
+    assert any(item.get("arguments") == "{count: 2" for item in retry), (
+        "the model's own call goes back as it was"
+    )
+
+
 async def test_deepagents_own_tools_run_inside_the_graph(stack):
     """Its scratch file system lives in the graph's state: a file written by one call is read by the next."""
     write = function_call("write_file", {"file_path": "/plan.md", "content": "step: add 2"})
