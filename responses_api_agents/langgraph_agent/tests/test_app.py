@@ -18,6 +18,7 @@ import yaml
 from nemo_gym.http_client import get_response_json, request
 from nemo_gym.testing import instance_config, openai_policy_model, run_in_order, start_refusal
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
+from tests.vllm_script import VllmUpstream
 
 REPO = Path(__file__).resolve().parents[3]
 ENVIRONMENT = REPO / "resources_servers" / "reasoning_gym"
@@ -275,3 +276,49 @@ async def test_malformed_rows_are_refused_with_a_4xx(stack, graph):
         status, result = await run(stack.urls[graph], row)
         assert 400 <= status < 500, (row, result)
     assert stack.asked() == []
+
+
+async def test_with_vllm_model_every_call_keeps_the_engines_token_ids(
+    vllm_upstream: VllmUpstream, tmp_path_factory: pytest.TempPathFactory
+):
+    """vllm_model in training mode on the vLLM-compatible upstream (real tokenisation): the reflection
+    rollout's every model call is in the output with the prompt and generated ids the engine saw."""
+    model = fresh_model("langgraph-vllm")
+    vllm_upstream.configure(model, reasoning_parser=False)
+    policy = instance_config(
+        "responses_api_models",
+        "vllm_model",
+        base_url=vllm_upstream.base_url,
+        api_key="sk-test",
+        model=model,
+        return_token_id_information=True,
+        uses_reasoning_parser=False,
+    )
+    agent = shipped_agent("reflection")
+    agent["responses_api_agents"]["langgraph_agent"]["model_server"]["name"] = "vllm_policy"
+    config = {
+        "reasoning_gym": instance_config("resources_servers", "reasoning_gym", domain="other"),
+        "vllm_policy": policy,
+        "agent": agent,
+    }
+    vllm_upstream.script(model, [{"text": "A first guess."}, {"text": "Check Riley."}, {"text": RIGHT}])
+    with ExitStack() as servers:
+        started = run_in_order(servers, config, list(config), tmp_path_factory.mktemp("langgraph_vllm"))
+        status, result = await run(started["agent"].url)
+    assert status == 200 and result["reward"] == 1.0, result
+    messages = [item for item in result["response"]["output"] if item["type"] == "message"]
+    assert [message["content"][0]["text"] for message in messages] == [
+        "A first guess.",
+        "Check Riley.",
+        RIGHT,
+    ]
+    engine_prompts = [
+        call["prompt_token_ids"]
+        for call in vllm_upstream.requests(model)
+        if call["path"] in ("/v1/chat/completions", "/v1/completions")
+    ]
+    assert [message["prompt_token_ids"] for message in messages] == engine_prompts
+    assert all(
+        len(message["generation_token_ids"]) == len(message["generation_log_probs"]) > 0
+        for message in messages
+    )
