@@ -187,12 +187,24 @@ def _corner_square(pen) -> None:
     pen.rectangle((296, 8, 310, 22), fill=(40, 170, 70))
 
 
+def _small_letter(pen) -> None:
+    pen.rectangle((6, 6, 24, 22), fill=(250, 250, 250), outline=(40, 40, 40))
+    pen.text((11, 9), "Q", fill=(20, 20, 20))
+
+
+def _corner_triangle(pen) -> None:
+    pen.polygon([(8, 232), (22, 232), (15, 218)], fill=(200, 60, 60))
+
+
 def inspection_rows() -> list[dict]:
     questions = (
         ("inspect-tag", "What code is printed on the small tag in the bottom-right corner?", _tiny_tag, "K7"),
         ("inspect-dots", "How many dots are inside the small box at the top right?", _boxed_dots, "3"),
         ("inspect-square", "What colour is the small square in the top-right corner: red, green or blue?",
          _corner_square, "green"),
+        ("inspect-letter", "Which letter is on the small sign in the top-left corner?", _small_letter, "Q"),
+        ("inspect-shape", "What shape is in the bottom-left corner: circle, square or triangle?", _corner_triangle,
+         "triangle"),
     )  # fmt: skip
     return [
         {

@@ -266,7 +266,13 @@ async def _loaded(refs: list[str]) -> list[Image.Image]:
             else:
                 data = await asyncio.to_thread(Path(ref.removeprefix("file://")).read_bytes)
             images.append(await asyncio.to_thread(image_of, data))
-        except (IndexError, binascii.Error, OSError, UnidentifiedImageError) as error:
+        except (
+            IndexError,
+            binascii.Error,
+            OSError,
+            UnidentifiedImageError,
+            Image.DecompressionBombError,
+        ) as error:
             raise GymError(
                 422, "invalid_request", f"input image {index} ({shown}) cannot be read: {error}"
             ) from None

@@ -149,7 +149,11 @@ class Inspection:
                 overlap = _region_overlap(call, seen_regions, self.rules.duplicate_iou_threshold)
                 output = run_tool(call.name, call.arguments, [*self.images, *(image for _, image in made)],
                                   self.rules.bounds)  # fmt: skip
-            except ToolError as error:
+            except (
+                ValueError,
+                TypeError,
+                ArithmeticError,
+            ) as error:  # ToolError, or an argument Pillow refuses
                 return self._refused(f"{call.name} failed: {error}")
             facts = {"ok": True, **output.facts, "new_img_indices": [len(self.images) + len(made)]}
             if exact:

@@ -239,7 +239,7 @@ async def test_an_unknown_base_agent_is_a_422_naming_the_field(stack):
 
 
 async def test_every_shipped_inspection_row_runs_end_to_end(stack):
-    answers = ("K7", "3", "green")
+    answers = ("K7", "3", "green", "Q", "triangle")
     for row, answer in zip(ROWS, answers, strict=True):
         stack.script(zoom([750, 0, 1000, 250]), f"\\boxed{{{answer}}}")
         status, result = await run(stack.agent_url, row)
