@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,8 @@ from responses_api_agents.image_tools_agent.image_ops import (
 )
 
 TOOL_MARKERS = ("<tool_call>", "</tool_call>", "<function=", "</function>")
+# A row's `dataset` names a folder under crop_dir: anything but these characters becomes "_".
+UNSAFE_IN_FOLDER_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 DEFAULT_FORCED_FINAL_PROMPT = (
     "This is your last turn. Answer the original question now from the images and tool results you already "
     "have; do not call any more tools."
@@ -195,7 +198,8 @@ class Inspection:
         return TurnOutcome(done=False, reward=reward, content=content, new_paths=paths)
 
     def _saved(self, data: bytes) -> str:
-        folder = self.rules.crop_dir / self.dataset / uuid.uuid4().hex
+        dataset = UNSAFE_IN_FOLDER_NAME.sub("_", self.dataset).strip(".") or "unknown"
+        folder = self.rules.crop_dir / dataset / uuid.uuid4().hex
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{uuid.uuid4().hex}.{'png' if self.rules.crop_format == 'png' else 'jpg'}"
         path.write_bytes(data)

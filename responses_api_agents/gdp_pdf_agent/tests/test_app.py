@@ -12,6 +12,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
 import pymupdf
 import pytest
 import yaml
@@ -34,6 +35,9 @@ ENV_SETTINGS = yaml.safe_load((ENV / "configs" / "gdp_pdf.yaml").read_text())["g
     "gdp_pdf"
 ]
 INLINE_ROW = read_jsonl(ENV / "data" / "example.jsonl")[1]
+DOCUMENT_ROWS = read_jsonl(ENV / "data" / "example_documents.jsonl")
+PAIRING = yaml.safe_load((ENV / "configs" / "gdp_pdf_agent.yaml").read_text())
+SHIPPED_AGENT = PAIRING["gdp_pdf_agent"]["responses_api_agents"]["gdp_pdf_agent"]
 PAGES = ("Lease, 14 Elm Street. Rent: USD 2,150 per month.", "Termination: 60 days' written notice.")
 PAGE_PT = (420, 300)
 QUESTION = "What is the monthly rent and how much notice ends the lease?"
@@ -62,6 +66,7 @@ TOO_LONG = {
 @dataclass
 class Stack:
     agent_url: str
+    shipped_url: str
     policy: str
     upstream: ScriptedUpstream
     judge: ScriptedJudge
@@ -111,8 +116,13 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
             resources_server={"type": "resources_servers", "name": "gdp_pdf"},
             model_server={"type": "responses_api_models", "name": "policy_model"}, rollout_deadline_s=20,
         )  # fmt: skip
+        shipped = {
+            key: value for key, value in SHIPPED_AGENT.items() if key not in ("entrypoint", "datasets")
+        }
+        config["shipped"] = instance_config("responses_api_agents", "gdp_pdf_agent", **shipped)
         agent = servers.enter_context(run_instance(config, "agent", workdir))
-        yield Stack(agent.url, policy, scripted_upstream, judge)
+        shipped_agent = servers.enter_context(run_instance(config, "shipped", workdir))
+        yield Stack(agent.url, shipped_agent.url, policy, scripted_upstream, judge)
 
 
 async def run(url: str, row: dict = ROW) -> tuple[int, dict]:
@@ -231,3 +241,17 @@ async def test_a_row_with_the_document_inline_runs_as_simple_agent(stack):
     (asked,) = stack.policy_requests()
     assert asked["input"] == INLINE_ROW["responses_create_params"]["input"]
     assert "document_delivery" not in result
+
+
+async def test_the_shipped_pairing_reads_every_shipped_document(stack):
+    for row in DOCUMENT_ROWS:
+        manifest = orjson.loads(
+            (ENV / "data" / "documents" / row["verifier_metadata"]["document_manifest"]).read_bytes()
+        )
+        stack.script("An answer.", judge=("PASS",) * len(row["verifier_metadata"]["rubric_criteria"]))
+        status, result = await run(stack.shipped_url, row)
+        assert status == 200 and result["reward"] == 1.0, result
+        (asked,) = stack.policy_requests()
+        document = asked["input"][0]["content"][1]["text"]
+        assert document.startswith("<document>") and manifest["pages"][0]["text"].splitlines()[0] in document
+        assert len(images_of(asked)) == len(manifest["pages"]) == result["document_delivery"]["page_count"]

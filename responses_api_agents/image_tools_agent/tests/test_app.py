@@ -13,6 +13,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+import yaml
 from PIL import Image
 
 from nemo_gym.http_client import get_response_json, request
@@ -23,6 +24,8 @@ from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_mod
 REPO = Path(__file__).resolve().parents[3]
 ENV_DATA = REPO / "resources_servers" / "image_tools" / "data"
 ROWS = read_jsonl(ENV_DATA / "example_inspection.jsonl")
+PAIRING = yaml.safe_load((ENV_DATA.parent / "configs" / "image_tools_agent.yaml").read_text())
+SHIPPED_AGENT = PAIRING["image_tools_simple_agent"]["responses_api_agents"]["image_tools_agent"]
 TAG_ROW = ROWS[0]
 MIN_PIXELS, MAX_PIXELS = 65536, 262144
 SUCCESS, CAP, INVALID = 0.02, 0.05, -0.05
@@ -42,6 +45,7 @@ def zoom(box: list[int], **extra: object) -> str:
 class Stack:
     agent_url: str
     lenient_url: str
+    shipped_url: str
     policy: str
     upstream: ScriptedUpstream
     crop_dir: Path
@@ -97,9 +101,17 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
         config["lenient"] = instance_config(
             "responses_api_agents", "image_tools_agent", **agent, terminate_on_invalid_tool_call=False
         )
+        # The shipped pairing as it is, but for where its pictures go.
+        shipped = {
+            key: value for key, value in SHIPPED_AGENT.items() if key not in ("entrypoint", "datasets")
+        }
+        config["shipped"] = instance_config(
+            "responses_api_agents", "image_tools_agent", **shipped, crop_dir=str(workdir / "shipped_crops")
+        )
         strict = servers.enter_context(run_instance(config, "agent", workdir))
         lenient = servers.enter_context(run_instance(config, "lenient", workdir))
-        yield Stack(strict.url, lenient.url, policy, scripted_upstream, crop_dir)
+        shipped_agent = servers.enter_context(run_instance(config, "shipped", workdir))
+        yield Stack(strict.url, lenient.url, shipped_agent.url, policy, scripted_upstream, crop_dir)
 
 
 async def run(url: str, row: dict = TAG_ROW) -> tuple[int, dict]:
@@ -238,9 +250,18 @@ async def test_an_unknown_base_agent_is_a_422_naming_the_field(stack):
     assert "image_tools_base_agent_ref.name 'nobody'" in result["error"]["message"]
 
 
-async def test_every_shipped_inspection_row_runs_end_to_end(stack):
+async def test_every_shipped_inspection_row_runs_end_to_end_with_the_shipped_pairing(stack):
     answers = ("K7", "3", "green", "Q", "triangle")
     for row, answer in zip(ROWS, answers, strict=True):
         stack.script(zoom([750, 0, 1000, 250]), f"\\boxed{{{answer}}}")
-        status, result = await run(stack.agent_url, row)
+        status, result = await run(stack.shipped_url, row)
         assert status == 200 and result["base_reward"] == 1.0, result
+        assert result["reward"] == pytest.approx(1.0 + SHIPPED_AGENT["tool_success_reward"])
+
+
+async def test_a_pivot_row_without_a_base_agent_goes_to_the_default_environment(stack):
+    pivot_row = read_jsonl(ENV_DATA / "example.jsonl")[4]  # an answer turn: how many dots
+    stack.script("\\boxed{4}")
+    status, result = await run(stack.shipped_url, pivot_row)
+    assert status == 200 and result["reward"] == 1.0, result
+    assert result["image_tools_base_agent_ref"] is None
