@@ -265,3 +265,14 @@ async def test_a_pivot_row_without_a_base_agent_goes_to_the_default_environment(
     status, result = await run(stack.shipped_url, pivot_row)
     assert status == 200 and result["reward"] == 1.0, result
     assert result["image_tools_base_agent_ref"] is None
+
+
+async def test_metrics_over_rows_of_several_environments_are_computed_by_the_agent(stack):
+    stack.script("\\boxed{K7}")
+    _, result = await run(stack.agent_url)
+    response = await request(
+        "POST", stack.agent_url + "/aggregate_metrics", json={"verify_responses": [result]}
+    )
+    metrics = await get_response_json(response)
+    assert response.status == 200, metrics
+    assert metrics["agent_metrics"]["mean/reward"] == pytest.approx(result["reward"])
