@@ -72,7 +72,7 @@ class GdpPdfAgent(SimpleAgent):
         if truncated:
             result.setdefault("verifier_metadata", {})["pages_truncated"] = truncated
         if terminal is not None:
-            result["failure_kind"] = "input_too_large"
+            result["failure_kind"] = "gdp_pdf_agent:input_too_large"
             result["failure_reason"] = (
                 f"GDP.pdf terminal input limit: {terminal}; the document did not fit the model even at "
                 f"{delivery.image_dpi} DPI with {delivery.image_count} image(s); scored as an empty answer"

@@ -187,7 +187,7 @@ async def test_a_document_too_large_even_at_the_lowest_dpi_is_a_marked_zero(stac
     dpis = [images_of(asked)[0].size for asked in stack.policy_requests()]
     assert dpis == [page_size(dpi) for dpi in (150, 120, 96, 76, 72)], "backoff by a fifth down to min_dpi"
     assert result["reward"] == 0.0 and result["response"]["status"] == "failed"
-    assert result["failure_kind"] == "input_too_large"
+    assert result["failure_kind"] == "gdp_pdf_agent:input_too_large"
     assert (
         "terminal input limit: payload" in result["failure_reason"] and "72 DPI" in result["failure_reason"]
     )
@@ -255,3 +255,19 @@ async def test_the_shipped_pairing_reads_every_shipped_document(stack):
         document = asked["input"][0]["content"][1]["text"]
         assert document.startswith("<document>") and manifest["pages"][0]["text"].splitlines()[0] in document
         assert len(images_of(asked)) == len(manifest["pages"]) == result["document_delivery"]["page_count"]
+
+
+async def test_an_answer_cut_off_by_the_output_limit_is_asked_again_with_smaller_pages(stack):
+    cut = {
+        "output": [assistant_message("The rent is")],
+        "incomplete_details": {"reason": "max_output_tokens"},
+    }
+    stack.script(cut, ANSWER, judge=("PASS", "PASS"))
+    status, result = await run(stack.agent_url)
+    assert status == 200 and result["reward"] == 1.0, result
+    assert [images_of(asked)[0].size for asked in stack.policy_requests()] == [page_size(150), page_size(120)]
+    (refused,) = result["document_delivery"]["rejected_attempts"]
+    assert (
+        refused["limit"] == "output_truncated"
+        and result["response"]["output"][0]["content"][0]["text"] == ANSWER
+    )
