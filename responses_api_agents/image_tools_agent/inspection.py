@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -144,19 +145,17 @@ class Inspection:
         for call in calls:
             if call.name not in TOOLS:
                 return self._refused(f"Unknown tool name: {call.name}")
-            signature = orjson.dumps({"name": call.name, "arguments": call.arguments}, option=orjson.OPT_SORT_KEYS,
-                                     default=str).decode()  # fmt: skip
+            # The standard library writes any integer a model may send (orjson stops at 64 bits).
+            signature = json.dumps(
+                {"name": call.name, "arguments": call.arguments}, sort_keys=True, default=str
+            )
             exact = signature in seen_calls
             seen_calls.add(signature)
             try:
                 overlap = _region_overlap(call, seen_regions, self.rules.duplicate_iou_threshold)
                 output = run_tool(call.name, call.arguments, [*self.images, *(image for _, image in made)],
                                   self.rules.bounds)  # fmt: skip
-            except (
-                ValueError,
-                TypeError,
-                ArithmeticError,
-            ) as error:  # ToolError, or an argument Pillow refuses
+            except (ValueError, TypeError, ArithmeticError) as error:  # ToolError, or what Pillow refuses
                 return self._refused(f"{call.name} failed: {error}")
             facts = {"ok": True, **output.facts, "new_img_indices": [len(self.images) + len(made)]}
             if exact:
@@ -174,7 +173,16 @@ class Inspection:
             made.append((facts, output.image))
         return self._committed(made, seen_calls, seen_regions, reward, repeated, skipped)
 
-    def _committed(self, made, seen_calls, seen_regions, reward, repeated, skipped) -> TurnOutcome:
+    def _committed(
+        self,
+        made: list[tuple[dict[str, Any], Image.Image]],
+        seen_calls: set[str],
+        seen_regions: dict[str, list[list[float]]],
+        reward: float,
+        repeated: bool,
+        skipped: int,
+    ) -> TurnOutcome:
+        """Keep a turn whose calls all ran: store and show their pictures, count them, note a repeat."""
         self.seen_calls, self.seen_regions = seen_calls, seen_regions
         content = [_text("<tool_response>\n")]
         paths = []
