@@ -42,6 +42,7 @@ BUILDS_ON = {
     "resources_servers.ifbench": "resources_servers.instruction_following",  # its IFEval checkers, splitter
     "resources_servers.iheval": "resources_servers.ifbench",  # its instruction registry, strict/loose grading
     "resources_servers.gdp_pdf": "resources_servers.labbench2_vlm",  # its check of the prompt's images
+    "responses_api_agents.toolsandbox_agent": "responses_api_agents.gymnasium_agent",  # its user-sim loop
 }
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
