@@ -75,6 +75,18 @@ class GymnasiumAgentConfig(RolloutAgentConfig):
         return self
 
 
+class SimulatedUserAgentConfig(GymnasiumAgentConfig):
+    """For agents whose environments always talk with a simulated user (toolsandbox_agent,
+    conversational_tool_use): the user is the policy's own model unless `user_model_server` names another
+    (self-play, NeMo Gym's default for them)."""
+
+    @model_validator(mode="after")
+    def _user_defaults_to_the_policy(self) -> SimulatedUserAgentConfig:
+        if self.user_model_server is None:
+            self.user_model_server = self.model_server
+        return self
+
+
 class GymnasiumRunResponse(BaseModel):
     responses_create_params: NeMoGymResponseCreateParamsNonStreaming
     response: NeMoGymResponse

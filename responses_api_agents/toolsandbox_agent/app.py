@@ -23,24 +23,17 @@ from typing import Any
 
 import orjson
 from fastapi import Request, Response
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from nemo_gym.rollout_agent import Rollout, RolloutRunRequest
-from responses_api_agents.gymnasium_agent.app import GymnasiumAgent, GymnasiumAgentConfig
+from responses_api_agents.gymnasium_agent.app import GymnasiumAgent, SimulatedUserAgentConfig
 
 
-class ToolSandboxAgentConfig(GymnasiumAgentConfig):
+class ToolSandboxAgentConfig(SimulatedUserAgentConfig):
     max_steps: int = Field(default=30, ge=1, description="model turns per episode; then it is truncated")
     return_transitions: bool = Field(
         default=False, description="response.output as one conversation snapshot per step (list of lists)"
     )
-
-    @model_validator(mode="after")
-    def _user_defaults_to_the_policy(self) -> ToolSandboxAgentConfig:
-        """ToolSandbox always has a simulated user; NeMo Gym's default is the policy's own model."""
-        if self.user_model_server is None:
-            self.user_model_server = self.model_server
-        return self
 
 
 class ToolSandboxAgent(GymnasiumAgent):
