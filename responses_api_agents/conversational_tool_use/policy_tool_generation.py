@@ -316,13 +316,15 @@ def _tools(call: GenerationCall, stage: str) -> list[dict[str, Any]]:
     """The tools between `<tools>` tags, one JSON object a line (json-repair mends near-JSON lines)."""
     body = _tagged(call.text, "tools")
     if body is None:
-        raise Rejected(stage, "no <tools>...</tools> in the answer")
+        call.parse_error = "no <tools>...</tools> in the answer"
+        raise Rejected(stage, call.parse_error)
     tools = []
     for line in filter(str.strip, body.splitlines()):
         value, repaired = read_json(line)
         call.repaired = call.repaired or repaired
         if not isinstance(value, dict) or not value:
-            raise Rejected(stage, f"a tool line is not a JSON object: {line[:120]!r}")
+            call.parse_error = f"a tool line is not a JSON object: {line[:120]!r}"
+            raise Rejected(stage, call.parse_error)
         tools.append(value)
     call.parsed_value = tools
     return tools
