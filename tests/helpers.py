@@ -30,6 +30,7 @@ from nemo_gym.testing import (  # noqa: F401  (re-exported: the tests import the
     run_server,
     stop_process,
 )
+from tests.upstream_script import fresh_model
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NEVER_PRINTED = "\0never printed\0"
@@ -287,3 +288,20 @@ def counter_agent_stack(
         )
         agent = servers.enter_context(run_instance(config, "agent", workdir))
         yield CounterAgentStack(agent.url, model_server.url)
+
+
+def run_role_models(
+    servers: contextlib.ExitStack, upstream: Any, roles: list[str], workdir: Path, **settings: Any
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """An openai_model instance `<role>_model` per role, each a fresh model name of the scripted upstream,
+    started within `servers`: (their config blocks with the real ports, role -> model name)."""
+    models = {role: fresh_model(role) for role in roles}
+    config: dict[str, Any] = {}
+    for role, model in models.items():
+        config[f"{role}_model"] = instance_config(
+            "responses_api_models", "openai_model", openai_base_url=upstream.base_url,
+            openai_api_key=f"sk-{role}-test", openai_model=model, **settings,
+        )  # fmt: skip
+        started = servers.enter_context(run_instance(config, f"{role}_model", workdir))
+        config[f"{role}_model"]["responses_api_models"]["openai_model"]["port"] = started.port
+    return config, models

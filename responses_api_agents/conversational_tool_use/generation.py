@@ -52,16 +52,7 @@ class GenerationAgent(RolloutAgent):
         self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming
     ) -> NeMoGymResponse:
         """One call of the generator's model server, passed through with the caller's cookies."""
-        answer, cookies = await self.as_rollout(
-            self.model_turn(
-                self.config.model_server.name,
-                body.model_dump(mode="json", exclude_unset=True),
-                dict(request.cookies),
-            )
-        )
-        for name, value in cookies.items():
-            response.set_cookie(name, value)
-        return NeMoGymResponse.model_validate(answer)
+        return await self.passed_through(request, response, body)
 
     async def run(self, request: Request, body: RolloutRunRequest) -> Response:
         row = body.model_dump(mode="json", exclude_unset=True)

@@ -27,11 +27,10 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 import jsonschema.validators
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from nemo_gym.base_gymnasium_server import parse_metadata
 from nemo_gym.config_types import ModelServerRef
-from nemo_gym.errors import GymError
-from nemo_gym.validation_errors import first_problem
 from resources_servers.conversational_tool_use_simulation.simulation import read_json
 from responses_api_agents.conversational_tool_use.generation import (
     GenerationAgent,
@@ -139,7 +138,7 @@ class PolicyToolGenerationAgent(GenerationAgent):
     config: PolicyToolGenerationAgentConfig
 
     async def generate(self, row: dict[str, Any], cookies: dict[str, str]) -> dict[str, Any]:
-        task = _task(row)
+        task = parse_metadata(PolicyToolRequest, row)
         rng = rollout_rng(self.config.random_seed, row, "profile", "domain")
         attempts: list[dict[str, Any]] = []
         accepted = None
@@ -286,15 +285,6 @@ def tools_problem(tools: list[dict[str, Any]], minimum: int) -> str | None:
                 except (jsonschema.SchemaError, TypeError, AttributeError) as error:
                     return f"tool {tool['name']}: {key} is not a valid JSON Schema ({str(error).splitlines()[0][:200]})"
     return None
-
-
-def _task(row: dict[str, Any]) -> PolicyToolRequest:
-    try:
-        return PolicyToolRequest.model_validate(row)
-    except ValidationError as error:
-        raise GymError(
-            422, "invalid_row", f"the row does not fit policy/tool generation: {first_problem(error)}"
-        ) from error
 
 
 def _tagged(text: str, tag: str) -> str | None:

@@ -19,9 +19,9 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, Field, ValidationError
 
+from nemo_gym.base_gymnasium_server import parse_metadata
 from nemo_gym.errors import GymError
 from nemo_gym.http_client import HTTPStatusError, RequestFailedError
-from nemo_gym.validation_errors import first_problem
 from resources_servers.conversational_tool_use_simulation.simulation import ToolSpec
 from responses_api_agents.conversational_tool_use.generation import (
     GenerationAgent,
@@ -95,7 +95,7 @@ class ScenarioGenerationAgent(GenerationAgent):
     config: ScenarioGenerationAgentConfig
 
     async def generate(self, row: dict[str, Any], cookies: dict[str, str]) -> dict[str, Any]:
-        task = _task(row)
+        task = parse_metadata(ScenarioRequest, row)
         rng = rollout_rng(self.config.random_seed, row, "profile", "domain_name")
         outside = [
             rng.random() < self.config.outside_policy_scope_fraction for _ in range(self.config.request_count)
@@ -190,15 +190,6 @@ class ScenarioGenerationAgent(GenerationAgent):
             "response": call.response,
             "text": call.text,
         }
-
-
-def _task(row: dict[str, Any]) -> ScenarioRequest:
-    try:
-        return ScenarioRequest.model_validate(row)
-    except ValidationError as error:
-        raise GymError(
-            422, "invalid_row", f"the row does not fit scenario generation: {first_problem(error)}"
-        ) from error
 
 
 def _scenarios(items: list[Any]) -> list[GeneratedScenario]:

@@ -104,16 +104,7 @@ class GymnasiumAgent(RolloutAgent):
         self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming
     ) -> NeMoGymResponse:
         """One model call, passed through with the caller's cookies."""
-        answer, cookies = await self.as_rollout(
-            self.model_turn(
-                self.config.model_server.name,
-                body.model_dump(mode="json", exclude_unset=True),
-                dict(request.cookies),
-            )
-        )
-        for name, value in cookies.items():
-            response.set_cookie(name, value)
-        return NeMoGymResponse.model_validate(answer)
+        return await self.passed_through(request, response, body)
 
     async def run(self, request: Request, body: RolloutRunRequest) -> GymnasiumRunResponse:
         row = body.model_dump(mode="json", exclude_unset=True)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -17,7 +17,9 @@ import yaml
 from nemo_gym.http_client import get_response_json, request
 from nemo_gym.testing import instance_config, read_jsonl, run_instance
 from responses_api_agents.conversational_tool_use.scenario_generation import ScenarioRequest, simulation_rows
-from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
+from responses_api_agents.gymnasium_agent.user_simulator import message_text
+from tests.helpers import run_role_models
+from tests.upstream_script import ModelRoles, ScriptedUpstream, function_call
 
 ROOT = Path(__file__).resolve().parents[3]
 ENV = "conversational_tool_use_simulation"
@@ -29,24 +31,9 @@ MEMBER = '{"found": true, "name": "Lee Varga", "active_rental_id": "R-880"}'
 DEADLINE_S = 3.0
 
 
-class Stack:
-    def __init__(self, urls: dict[str, str], upstream: ScriptedUpstream, models: dict[str, str]) -> None:
-        self.urls, self.upstream, self.models, self.seen = urls, upstream, models, {}
-
-    def script(self, role: str, *answers: str | dict) -> None:
-        """Replace a role's script (texts become assistant messages, items become one-item answers)."""
-        model = self.models[role]
-        self.upstream.clear(model)
-        self.seen[model] = len(self.upstream.requests(model))
-        steps = [
-            {"output": [assistant_message(a) if isinstance(a, str) else a]} if "hang" not in a else a
-            for a in answers
-        ]
-        self.upstream.script(model, steps)
-
-    def requests(self, role: str) -> list[dict]:
-        model = self.models[role]
-        return [entry["body"] for entry in self.upstream.requests(model)[self.seen.get(model, 0) :]]
+@dataclass
+class Stack(ModelRoles):
+    urls: dict[str, str] = field(default_factory=dict)
 
     async def run(self, row: dict, agent: str = "shipped") -> tuple[int, dict]:
         answer = await request("POST", self.urls[agent] + "/run", json=row)
@@ -56,19 +43,6 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     workdir = tmp_path_factory.mktemp("conversational_tool_use")
-    models = {role: fresh_model(role) for role in ("policy", "user", "judge")}
-    config: dict[str, Any] = {
-        f"{role}_model": instance_config(
-            "responses_api_models",
-            "openai_model",
-            openai_base_url=scripted_upstream.base_url,
-            openai_api_key="sk-cts-agent-test",
-            openai_model=model,
-            max_retries=1,
-            timeout_s=DEADLINE_S + 0.5,
-        )  # fmt: skip
-        for role, model in models.items()
-    }
     judge = {"type": "responses_api_models", "name": "judge_model"}
     env = dict(PAIRING[ENV]["resources_servers"][ENV], judge_model_server=judge, tool_simulator_model_server=judge,
                judge_backoff_base_s=0.01, judge_backoff_max_s=0.02)  # fmt: skip
@@ -78,9 +52,10 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
     del agent["datasets"]
     agent["user_model_server"] = {"type": "responses_api_models", "name": "user_model"}
     with ExitStack() as servers:
-        for role in models:
-            started = servers.enter_context(run_instance(config, f"{role}_model", workdir))
-            config[f"{role}_model"]["responses_api_models"]["openai_model"]["port"] = started.port
+        roles = ["policy", "user", "judge"]
+        config, models = run_role_models(
+            servers, scripted_upstream, roles, workdir, max_retries=1, timeout_s=DEADLINE_S + 0.5
+        )
         config[ENV] = instance_config("resources_servers", ENV, **env)
         started = servers.enter_context(run_instance(config, ENV, workdir))
         config[ENV]["resources_servers"][ENV]["port"] = started.port
@@ -93,15 +68,11 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
             name: servers.enter_context(run_instance(config, name, workdir)).url
             for name in ("shipped", "unseeded")
         }
-        yield Stack(urls, scripted_upstream, models)
+        yield Stack(scripted_upstream, models, urls=urls)
 
 
 def texts(items: list[dict]) -> list[str]:
-    return [
-        item["content"] if isinstance(item["content"], str) else item["content"][0]["text"]
-        for item in items
-        if item.get("type", "message") == "message"
-    ]
+    return [message_text(item) for item in items if item.get("type", "message") == "message"]
 
 
 async def test_the_customer_opens_the_policy_uses_a_tool_answers_and_the_customer_stops(stack):

@@ -8,6 +8,7 @@ import copy
 import json
 from collections.abc import Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,8 @@ from resources_servers.conversational_tool_use_simulation.simulation import Conv
 from responses_api_agents.conversational_tool_use.policy_tool_generation import (
     PolicyToolGenerationAgentConfig,
 )
-from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
+from tests.helpers import run_role_models
+from tests.upstream_script import ModelRoles, ScriptedUpstream
 
 FOLDER = Path(__file__).resolve().parents[1]
 IMPLEMENTATION = "conversational_tool_use"
@@ -41,21 +43,9 @@ def example(stage: str) -> dict:
     return read_jsonl(FOLDER / "data" / f"{stage}_example.jsonl")[0]
 
 
-class Stack:
-    def __init__(self, urls: dict[str, str], upstream: ScriptedUpstream, models: dict[str, str]) -> None:
-        self.urls, self.upstream, self.models, self.seen = urls, upstream, models, {}
-
-    def script(self, role: str, *answers: str | dict) -> None:
-        model = self.models[role]
-        self.upstream.clear(model)
-        self.seen[model] = len(self.upstream.requests(model))
-        self.upstream.script(
-            model, [{"output": [assistant_message(a)]} if isinstance(a, str) else a for a in answers]
-        )
-
-    def requests(self, role: str) -> list[dict]:
-        model = self.models[role]
-        return [entry["body"] for entry in self.upstream.requests(model)[self.seen.get(model, 0) :]]
+@dataclass
+class Stack(ModelRoles):
+    urls: dict[str, str] = field(default_factory=dict)
 
     async def run(self, agent: str, row: dict) -> tuple[int, dict]:
         answer = await request("POST", self.urls[agent] + "/run", json=row)
@@ -65,25 +55,13 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     workdir = tmp_path_factory.mktemp("conversational_generation")
-    models = {role: fresh_model(role) for role in ("generator", "judge")}
-    config: dict[str, Any] = {
-        f"{role}_model": instance_config(
-            "responses_api_models",
-            "openai_model",
-            openai_base_url=scripted_upstream.base_url,
-            openai_api_key="sk-generation-test",
-            openai_model=model,
-            max_retries=1,
-            timeout_s=DEADLINE_S + 0.5,
-        )  # fmt: skip
-        for role, model in models.items()
-    }
     generator = {"type": "responses_api_models", "name": "generator_model"}
     judge = {"type": "responses_api_models", "name": "judge_model"}
     with ExitStack() as servers:
-        for role in models:
-            started = servers.enter_context(run_instance(config, f"{role}_model", workdir))
-            config[f"{role}_model"]["responses_api_models"]["openai_model"]["port"] = started.port
+        roles = ["generator", "judge"]
+        config, models = run_role_models(
+            servers, scripted_upstream, roles, workdir, max_retries=1, timeout_s=DEADLINE_S + 0.5
+        )
         config["domains"] = shipped(
             "domain_generation", model_server=generator, rollout_deadline_s=DEADLINE_S
         )
@@ -92,7 +70,7 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
         config["scenarios"] = shipped("scenario_generation", model_server=generator, request_count=3, max_concurrency=2,
                                       scenarios_per_request=2, random_seed=7)  # fmt: skip
         urls = {name: servers.enter_context(run_instance(config, name, workdir)).url for name in ("domains", "policies", "scenarios")}  # fmt: skip
-        yield Stack(urls, scripted_upstream, models)
+        yield Stack(scripted_upstream, models, urls=urls)
 
 
 # ---- domain generation -------------------------------------------------------------------------------------
@@ -257,3 +235,13 @@ async def test_a_scenario_row_without_a_policy_is_a_422_naming_it(stack):
     row = {key: value for key, value in example("scenario_generation").items() if key != "policy"}
     status, result = await stack.run("scenarios", row)
     assert status == 422 and "policy" in result["error"]["message"], result
+
+
+async def test_v1_responses_is_one_call_of_the_writer_passed_through(stack):
+    stack.script("generator", "A policy draft.")
+    answer = await request(
+        "POST", stack.urls["policies"] + "/v1/responses", json={"input": "Draft a policy."}
+    )
+    body = await get_response_json(answer)
+    assert answer.status == 200 and body["output"][0]["content"][0]["text"] == "A policy draft.", body
+    assert stack.requests("generator")[0]["input"] == "Draft a policy.", "the caller's request as it was"

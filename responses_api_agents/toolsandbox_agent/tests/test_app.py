@@ -6,15 +6,17 @@ transitions on, and a short rollout deadline)."""
 import copy
 from collections.abc import Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import yaml
 
 from nemo_gym.http_client import get_response_json, request
-from nemo_gym.testing import StartedServer, instance_config, read_jsonl, run_instance
+from nemo_gym.testing import instance_config, read_jsonl, run_instance
 from responses_api_agents.toolsandbox_agent.app import transitions
-from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call, reasoning
+from tests.helpers import run_role_models
+from tests.upstream_script import ModelRoles, ScriptedUpstream, function_call, reasoning
 
 ROOT = Path(__file__).resolve().parents[3]
 ENV_FOLDER = ROOT / "resources_servers" / "toolsandbox"
@@ -25,74 +27,42 @@ SMALL_MAX_STEPS = 3
 DEADLINE_S = 3.0
 
 
-class Stack:
-    def __init__(self, urls: dict[str, str], upstream: ScriptedUpstream, policy: str, user: str) -> None:
-        self.urls, self.upstream, self.policy, self.user = urls, upstream, policy, user
-        self.seen: dict[str, int] = {}
-
-    def script(self, policy_turns: list[dict], user_turns: list[dict] = ()) -> None:
-        """Replace both models' scripts; `requests` then shows only the requests made after this call."""
-        for model, turns in ((self.policy, policy_turns), (self.user, list(user_turns))):
-            self.upstream.clear(model)
-            self.seen[model] = len(self.upstream.requests(model))
-            self.upstream.script(model, turns)
-
-    def requests(self, model: str) -> list[dict]:
-        return [entry["body"] for entry in self.upstream.requests(model)[self.seen[model] :]]
+@dataclass
+class Stack(ModelRoles):
+    urls: dict[str, str] = field(default_factory=dict)
 
     async def run(self, row: dict, agent: str = "shipped") -> tuple[int, dict]:
         answer = await request("POST", self.urls[agent] + "/run", json=row)
         return answer.status, await get_response_json(answer)
 
 
-def model_block(upstream: ScriptedUpstream, model: str) -> dict:
-    return instance_config(
-        "responses_api_models",
-        "openai_model",
-        openai_base_url=upstream.base_url,
-        openai_api_key="sk-toolsandbox-agent-test",
-        openai_model=model,
-        timeout_s=DEADLINE_S + 0.5,
-    )
-
-
 def shipped_agent() -> dict:
     shipped = yaml.safe_load(PAIRING.read_text())["toolsandbox_toolsandbox_agent"]
     agent = copy.deepcopy(shipped["responses_api_agents"]["toolsandbox_agent"])
     del agent["datasets"]
-    return agent
+    return {**agent, "user_model_server": {"type": "responses_api_models", "name": "user_model"}}
 
 
 @pytest.fixture(scope="module")
 def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     workdir = tmp_path_factory.mktemp("toolsandbox_agent")
-    policy, user = fresh_model("policy"), fresh_model("user")
-    config = {
-        "toolsandbox": instance_config("resources_servers", "toolsandbox", domain="agent"),
-        "policy_model": model_block(scripted_upstream, policy),
-        "user_model": model_block(scripted_upstream, user),
-    }
     with ExitStack() as servers:
-        for name in ("toolsandbox", "policy_model", "user_model"):
-            started: StartedServer = servers.enter_context(run_instance(config, name, workdir))
-            (inner,) = next(iter(config[name].values())).values()
-            inner["port"] = started.port
-        user_ref = {"type": "responses_api_models", "name": "user_model"}
-        config["shipped"] = instance_config(
-            "responses_api_agents", "toolsandbox_agent", **shipped_agent(), user_model_server=user_ref
+        config, models = run_role_models(
+            servers, scripted_upstream, ["policy", "user"], workdir, timeout_s=DEADLINE_S + 0.5
         )
+        config["toolsandbox"] = instance_config("resources_servers", "toolsandbox", domain="agent")
+        env = servers.enter_context(run_instance(config, "toolsandbox", workdir))
+        config["toolsandbox"]["resources_servers"]["toolsandbox"]["port"] = env.port
+        config["shipped"] = instance_config("responses_api_agents", "toolsandbox_agent", **shipped_agent())
         config["small"] = instance_config(
-            "responses_api_agents",
-            "toolsandbox_agent",
-            **{**shipped_agent(), "max_steps": SMALL_MAX_STEPS, "return_transitions": True},
-            user_model_server=user_ref,
-            rollout_deadline_s=DEADLINE_S,
-        )
+            "responses_api_agents", "toolsandbox_agent",
+            **{**shipped_agent(), "max_steps": SMALL_MAX_STEPS, "return_transitions": True, "rollout_deadline_s": DEADLINE_S},
+        )  # fmt: skip
         urls = {
             name: servers.enter_context(run_instance(config, name, workdir)).url
             for name in ("shipped", "small")
         }
-        yield Stack(urls, scripted_upstream, policy, user)
+        yield Stack(scripted_upstream, models, urls=urls)
 
 
 def kinds(output: list[dict]) -> list[str]:
@@ -100,26 +70,15 @@ def kinds(output: list[dict]) -> list[str]:
 
 
 async def test_a_reply_goes_to_the_user_and_the_episode_goes_on_to_verify(stack):
+    send = {"phone_number": "+14155550142", "content": "I'm running 10 minutes late"}
     stack.script(
-        [
-            {"output": [assistant_message("Which Maya do you mean, and what should the text say?")]},
-            {"output": [function_call("search_contacts", {"name": "Maya"}, call_id="c1")]},
-            {
-                "output": [
-                    function_call(
-                        "send_message_with_phone_number",
-                        {"phone_number": "+14155550142", "content": "I'm running 10 minutes late"},
-                        call_id="c2",
-                    )
-                ]
-            },  # fmt: skip
-            {"output": [assistant_message("Done: Maya Chen has your text.")]},
-        ],
-        [
-            {"output": [assistant_message("Maya Chen. Say I'm running 10 minutes late.")]},
-            {"output": [assistant_message(f"Great, thanks! {STOP}")]},
-        ],
+        "policy",
+        "Which Maya do you mean, and what should the text say?",
+        function_call("search_contacts", {"name": "Maya"}, call_id="c1"),
+        function_call("send_message_with_phone_number", send, call_id="c2"),
+        "Done: Maya Chen has your text.",
     )
+    stack.script("user", "Maya Chen. Say I'm running 10 minutes late.", f"Great, thanks! {STOP}")
     status, result = await stack.run(MAYA)
     assert status == 200, result
     output = result["response"]["output"]
@@ -136,38 +95,28 @@ async def test_a_reply_goes_to_the_user_and_the_episode_goes_on_to_verify(stack)
     assert (result["response"]["group_id"], result["response"]["contains_transitions"]) == ("0", False)
     assert result["response"]["env_id"].startswith("toolsandbox-")
     assert result["user_notes"] == MAYA["user_notes"], "the verify answer carries the row"
-    policy_inputs = stack.requests(stack.policy)
+    policy_inputs = stack.requests("policy")
     assert len(policy_inputs) == 4
     assert "Maya Chen. Say I'm running" in str(policy_inputs[1]["input"]), "the policy heard the user"
     assert all(MAYA["user_notes"] not in str(body) for body in policy_inputs), "notes are the user's alone"
-    user_inputs = stack.requests(stack.user)
+    user_inputs = stack.requests("user")
     assert len(user_inputs) == 2 and MAYA["user_notes"] in str(user_inputs[0]["input"])
     assert "Which Maya do you mean" in str(user_inputs[0]["input"]), "the user heard the policy's question"
     assert len(result["user_model_calls"]) == 2, "kept for an offline replay of the user's side"
 
 
 async def test_a_reply_sent_to_the_wrong_person_is_graded_zero_by_verify(stack):
-    stack.script(
-        [
-            {
-                "output": [
-                    function_call(
-                        "send_message_with_phone_number",
-                        {"phone_number": "+14155550177", "content": "I'm running 10 minutes late"},
-                    )
-                ]
-            },  # fmt: skip
-            {"output": [assistant_message("Sent to Tom.")]},
-        ],
-        [{"output": [assistant_message(f"Fine. {STOP}")]}],
-    )
+    send = {"phone_number": "+14155550177", "content": "I'm running 10 minutes late"}
+    stack.script("policy", function_call("send_message_with_phone_number", send), "Sent to Tom.")
+    stack.script("user", f"Fine. {STOP}")
     status, result = await stack.run(MAYA)
     assert status == 200, result
     assert (result["reward"], result["minefield_hit"]) == (0.0, True), "texting Tom is a minefield"
 
 
 async def test_a_policy_that_never_stops_is_cut_off_at_max_steps_with_transitions(stack):
-    stack.script([{"output": [function_call("get_device_settings", {})], "repeat": 50}])
+    stack.script("policy", {"output": [function_call("get_device_settings", {})], "repeat": 50})
+    stack.script("user")
     status, result = await stack.run(TOM_CELLULAR, agent="small")
     assert status == 200, result
     assert (result["terminated"], result["truncated"]) == (False, True)
@@ -176,21 +125,23 @@ async def test_a_policy_that_never_stops_is_cut_off_at_max_steps_with_transition
     assert [len(snapshot) for snapshot in snapshots] == [
         len(TOM_CELLULAR["responses_create_params"]["input"]) + 2 * n for n in (1, 2, 3)
     ]
-    assert stack.requests(stack.user) == [], "the user waits while the policy works with its tools"
+    assert stack.requests("user") == [], "the user waits while the policy works with its tools"
     assert result["reward"] == 0.0 and "milestone_similarity" in result, "a real grade of 0, not a failure"
 
 
 async def test_a_turn_with_nothing_to_act_on_ends_the_episode(stack):
-    stack.script([{"output": [reasoning("Hmm.")]}])
+    stack.script("policy", reasoning("Hmm."))
+    stack.script("user")
     status, result = await stack.run(MAYA)
     assert status == 200, result
     assert (result["terminated"], result["info"]) == (True, {"policy_stopped": True})
-    assert len(stack.requests(stack.policy)) == 1 and stack.requests(stack.user) == []
+    assert len(stack.requests("policy")) == 1 and stack.requests("user") == []
     assert result["reward"] == 0.0
 
 
 async def test_a_hanging_user_model_fails_the_rollout_at_its_deadline(stack):
-    stack.script([{"output": [assistant_message("Who is Maya?")]}], [{"hang": True}])
+    stack.script("policy", "Who is Maya?")
+    stack.script("user", {"hang": True})
     status, result = await stack.run(MAYA, agent="small")
     assert status == 504 and result["error"]["type"] == "timeout", result
 
