@@ -8,18 +8,16 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import yaml
 
-from nemo_gym.http_client import get_response_json, request
 from nemo_gym.testing import instance_config, read_jsonl, run_instance
 from responses_api_agents.conversational_tool_use.scenario_generation import ScenarioRequest, simulation_rows
 from responses_api_agents.gymnasium_agent.user_simulator import message_text
-from tests.helpers import run_role_models
-from tests.upstream_script import ModelRoles, ScriptedUpstream, function_call
+from tests.helpers import RoleStack, run_role_models, run_with_port
+from tests.upstream_script import ScriptedUpstream, function_call
 
 ROOT = Path(__file__).resolve().parents[3]
 ENV = "conversational_tool_use_simulation"
@@ -31,17 +29,10 @@ MEMBER = '{"found": true, "name": "Lee Varga", "active_rental_id": "R-880"}'
 DEADLINE_S = 3.0
 
 
-@dataclass
-class Stack(ModelRoles):
-    urls: dict[str, str] = field(default_factory=dict)
-
-    async def run(self, row: dict, agent: str = "shipped") -> tuple[int, dict]:
-        answer = await request("POST", self.urls[agent] + "/run", json=row)
-        return answer.status, await get_response_json(answer)
-
-
 @pytest.fixture(scope="module")
-def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RoleStack]:
     workdir = tmp_path_factory.mktemp("conversational_tool_use")
     judge = {"type": "responses_api_models", "name": "judge_model"}
     env = dict(PAIRING[ENV]["resources_servers"][ENV], judge_model_server=judge, tool_simulator_model_server=judge,
@@ -57,8 +48,7 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
             servers, scripted_upstream, roles, workdir, max_retries=1, timeout_s=DEADLINE_S + 0.5
         )
         config[ENV] = instance_config("resources_servers", ENV, **env)
-        started = servers.enter_context(run_instance(config, ENV, workdir))
-        config[ENV]["resources_servers"][ENV]["port"] = started.port
+        run_with_port(servers, config, ENV, workdir)
         config["shipped"] = instance_config("responses_api_agents", "conversational_tool_use", **agent)
         config["unseeded"] = instance_config(
             "responses_api_agents", "conversational_tool_use",
@@ -68,7 +58,7 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
             name: servers.enter_context(run_instance(config, name, workdir)).url
             for name in ("shipped", "unseeded")
         }
-        yield Stack(scripted_upstream, models, urls=urls)
+        yield RoleStack(scripted_upstream, models, urls=urls)
 
 
 def texts(items: list[dict]) -> list[str]:
@@ -79,7 +69,7 @@ async def test_the_customer_opens_the_policy_uses_a_tool_answers_and_the_custome
     stack.script("user", "Hi, member M-5521, one more hour on my bike please.", f"Thanks! {STOP}")
     stack.script("policy", function_call("lookup_member", {"member_id": "M-5521"}), "Extended to 18:00.")
     stack.script("judge", MEMBER, "Verified, then extended.\nVERDICT: PASS")
-    status, result = await stack.run(BIKE)
+    status, result = await stack.run("shipped", BIKE)
     assert status == 200, result
     assert (result["reward"], result["terminated"], result["info"]["user_stopped"]) == (1.0, True, True)
     assert result["id"] == BIKE["id"] and result["customer_scenario"] == BIKE["customer_scenario"], "the row"
@@ -101,18 +91,18 @@ async def test_a_given_first_message_is_used_and_the_customer_is_not_asked_to_op
     stack.script("policy", "Which rental?")
     stack.script("judge", "Asked politely.\nVERDICT: PASS")
     row = {**BIKE, "initial_user_message": "One more hour on R-880, please."}
-    status, result = await stack.run(row)
+    status, result = await stack.run("shipped", row)
     assert status == 200, result
     assert result["responses_create_params"]["input"][-1]["content"] == "One more hour on R-880, please."
     assert len(stack.requests("user")) == 1, "the customer spoke once: after the policy's question"
 
 
 async def test_an_unseeded_agent_refuses_a_row_without_a_first_message(stack):
-    status, result = await stack.run(BIKE, agent="unseeded")
+    status, result = await stack.run("unseeded", BIKE)
     assert status == 422 and "seed_first_user_message" in result["error"]["message"], result
     conflicting = {**BIKE, "initial_user_message": "Hello", "responses_create_params": {
         **BIKE["responses_create_params"], "input": [*BIKE["responses_create_params"]["input"], {"role": "user", "content": "Hi"}]}}  # fmt: skip
-    status, result = await stack.run(conflicting)
+    status, result = await stack.run("shipped", conflicting)
     assert status == 422 and "initial_user_message" in result["error"]["message"], result
 
 
@@ -121,7 +111,7 @@ async def test_the_conversation_is_cut_off_at_max_agent_steps(stack):
     stack.script("judge", MEMBER, MEMBER, MEMBER)
     stack.script("user")
     row = {**BIKE, "initial_user_message": "One more hour please."}
-    status, result = await stack.run(row, agent="unseeded")
+    status, result = await stack.run("unseeded", row)
     assert status == 200, result
     assert (result["terminated"], result["truncated"]) == (False, True)
     assert len(stack.requests("policy")) == 2 and stack.requests("user") == []
@@ -129,7 +119,7 @@ async def test_the_conversation_is_cut_off_at_max_agent_steps(stack):
 
 async def test_a_hanging_policy_model_fails_the_rollout_at_its_deadline(stack):
     stack.script("policy", {"hang": True})
-    status, result = await stack.run({**BIKE, "initial_user_message": "Hello?"}, agent="unseeded")
+    status, result = await stack.run("unseeded", {**BIKE, "initial_user_message": "Hello?"})
     assert status == 504 and result["error"]["type"] == "timeout", result
 
 
@@ -142,7 +132,7 @@ async def test_a_row_from_scenario_generation_plays_in_the_environment(stack):
     stack.script("user", "Hi, M-5521 here. One more hour?", f"Bye {STOP}")
     stack.script("policy", "Done.")
     stack.script("judge", "Extended without verifying.\nVERDICT: FAIL")
-    status, result = await stack.run(row)
+    status, result = await stack.run("shipped", row)
     assert status == 200, result
     assert (result["reward"], result["info"]["verdict"]) == (0.0, "fail"), "a real judged 0, not a failure"
     assert [tool["name"] for tool in stack.requests("policy")[0]["tools"]] == [

@@ -8,7 +8,6 @@ import copy
 import json
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +21,8 @@ from resources_servers.conversational_tool_use_simulation.simulation import Conv
 from responses_api_agents.conversational_tool_use.policy_tool_generation import (
     PolicyToolGenerationAgentConfig,
 )
-from tests.helpers import run_role_models
-from tests.upstream_script import ModelRoles, ScriptedUpstream
+from tests.helpers import RoleStack, run_role_models
+from tests.upstream_script import ScriptedUpstream
 
 FOLDER = Path(__file__).resolve().parents[1]
 IMPLEMENTATION = "conversational_tool_use"
@@ -43,17 +42,10 @@ def example(stage: str) -> dict:
     return read_jsonl(FOLDER / "data" / f"{stage}_example.jsonl")[0]
 
 
-@dataclass
-class Stack(ModelRoles):
-    urls: dict[str, str] = field(default_factory=dict)
-
-    async def run(self, agent: str, row: dict) -> tuple[int, dict]:
-        answer = await request("POST", self.urls[agent] + "/run", json=row)
-        return answer.status, await get_response_json(answer)
-
-
 @pytest.fixture(scope="module")
-def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RoleStack]:
     workdir = tmp_path_factory.mktemp("conversational_generation")
     generator = {"type": "responses_api_models", "name": "generator_model"}
     judge = {"type": "responses_api_models", "name": "judge_model"}
@@ -70,7 +62,7 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
         config["scenarios"] = shipped("scenario_generation", model_server=generator, request_count=3, max_concurrency=2,
                                       scenarios_per_request=2, random_seed=7)  # fmt: skip
         urls = {name: servers.enter_context(run_instance(config, name, workdir)).url for name in ("domains", "policies", "scenarios")}  # fmt: skip
-        yield Stack(scripted_upstream, models, urls=urls)
+        yield RoleStack(scripted_upstream, models, urls=urls)
 
 
 # ---- domain generation -------------------------------------------------------------------------------------

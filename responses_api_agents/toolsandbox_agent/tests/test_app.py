@@ -6,17 +6,15 @@ transitions on, and a short rollout deadline)."""
 import copy
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import yaml
 
-from nemo_gym.http_client import get_response_json, request
 from nemo_gym.testing import instance_config, read_jsonl, run_instance
 from responses_api_agents.toolsandbox_agent.app import transitions
-from tests.helpers import run_role_models
-from tests.upstream_script import ModelRoles, ScriptedUpstream, function_call, reasoning
+from tests.helpers import RoleStack, run_role_models, run_with_port
+from tests.upstream_script import ScriptedUpstream, function_call, reasoning
 
 ROOT = Path(__file__).resolve().parents[3]
 ENV_FOLDER = ROOT / "resources_servers" / "toolsandbox"
@@ -27,15 +25,6 @@ SMALL_MAX_STEPS = 3
 DEADLINE_S = 3.0
 
 
-@dataclass
-class Stack(ModelRoles):
-    urls: dict[str, str] = field(default_factory=dict)
-
-    async def run(self, row: dict, agent: str = "shipped") -> tuple[int, dict]:
-        answer = await request("POST", self.urls[agent] + "/run", json=row)
-        return answer.status, await get_response_json(answer)
-
-
 def shipped_agent() -> dict:
     shipped = yaml.safe_load(PAIRING.read_text())["toolsandbox_toolsandbox_agent"]
     agent = copy.deepcopy(shipped["responses_api_agents"]["toolsandbox_agent"])
@@ -44,15 +33,16 @@ def shipped_agent() -> dict:
 
 
 @pytest.fixture(scope="module")
-def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RoleStack]:
     workdir = tmp_path_factory.mktemp("toolsandbox_agent")
     with ExitStack() as servers:
         config, models = run_role_models(
             servers, scripted_upstream, ["policy", "user"], workdir, timeout_s=DEADLINE_S + 0.5
         )
         config["toolsandbox"] = instance_config("resources_servers", "toolsandbox", domain="agent")
-        env = servers.enter_context(run_instance(config, "toolsandbox", workdir))
-        config["toolsandbox"]["resources_servers"]["toolsandbox"]["port"] = env.port
+        run_with_port(servers, config, "toolsandbox", workdir)
         config["shipped"] = instance_config("responses_api_agents", "toolsandbox_agent", **shipped_agent())
         config["small"] = instance_config(
             "responses_api_agents", "toolsandbox_agent",
@@ -62,7 +52,7 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
             name: servers.enter_context(run_instance(config, name, workdir)).url
             for name in ("shipped", "small")
         }
-        yield Stack(scripted_upstream, models, urls=urls)
+        yield RoleStack(scripted_upstream, models, urls=urls)
 
 
 def kinds(output: list[dict]) -> list[str]:
@@ -79,7 +69,7 @@ async def test_a_reply_goes_to_the_user_and_the_episode_goes_on_to_verify(stack)
         "Done: Maya Chen has your text.",
     )
     stack.script("user", "Maya Chen. Say I'm running 10 minutes late.", f"Great, thanks! {STOP}")
-    status, result = await stack.run(MAYA)
+    status, result = await stack.run("shipped", MAYA)
     assert status == 200, result
     output = result["response"]["output"]
     assert kinds(output) == [
@@ -109,7 +99,7 @@ async def test_a_reply_sent_to_the_wrong_person_is_graded_zero_by_verify(stack):
     send = {"phone_number": "+14155550177", "content": "I'm running 10 minutes late"}
     stack.script("policy", function_call("send_message_with_phone_number", send), "Sent to Tom.")
     stack.script("user", f"Fine. {STOP}")
-    status, result = await stack.run(MAYA)
+    status, result = await stack.run("shipped", MAYA)
     assert status == 200, result
     assert (result["reward"], result["minefield_hit"]) == (0.0, True), "texting Tom is a minefield"
 
@@ -117,7 +107,7 @@ async def test_a_reply_sent_to_the_wrong_person_is_graded_zero_by_verify(stack):
 async def test_a_policy_that_never_stops_is_cut_off_at_max_steps_with_transitions(stack):
     stack.script("policy", {"output": [function_call("get_device_settings", {})], "repeat": 50})
     stack.script("user")
-    status, result = await stack.run(TOM_CELLULAR, agent="small")
+    status, result = await stack.run("small", TOM_CELLULAR)
     assert status == 200, result
     assert (result["terminated"], result["truncated"]) == (False, True)
     snapshots = result["response"]["output"]
@@ -132,7 +122,7 @@ async def test_a_policy_that_never_stops_is_cut_off_at_max_steps_with_transition
 async def test_a_turn_with_nothing_to_act_on_ends_the_episode(stack):
     stack.script("policy", reasoning("Hmm."))
     stack.script("user")
-    status, result = await stack.run(MAYA)
+    status, result = await stack.run("shipped", MAYA)
     assert status == 200, result
     assert (result["terminated"], result["info"]) == (True, {"policy_stopped": True})
     assert len(stack.requests("policy")) == 1 and stack.requests("user") == []
@@ -142,13 +132,13 @@ async def test_a_turn_with_nothing_to_act_on_ends_the_episode(stack):
 async def test_a_hanging_user_model_fails_the_rollout_at_its_deadline(stack):
     stack.script("policy", "Who is Maya?")
     stack.script("user", {"hang": True})
-    status, result = await stack.run(MAYA, agent="small")
+    status, result = await stack.run("small", MAYA)
     assert status == 504 and result["error"]["type"] == "timeout", result
 
 
 async def test_a_row_the_environment_cannot_play_is_a_422_naming_the_field(stack):
     row = {key: value for key, value in MAYA.items() if key != "user_notes"}
-    status, result = await stack.run(row)
+    status, result = await stack.run("shipped", row)
     assert status == 422 and "user_notes" in str(result), result
 
 
