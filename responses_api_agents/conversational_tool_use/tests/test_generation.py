@@ -237,3 +237,14 @@ async def test_v1_responses_is_one_call_of_the_writer_passed_through(stack):
     body = await get_response_json(answer)
     assert answer.status == 200 and body["output"][0]["content"][0]["text"] == "A policy draft.", body
     assert stack.requests("generator")[0]["input"] == "Draft a policy.", "the caller's request as it was"
+
+
+async def test_a_generator_call_that_fails_is_a_failed_call_and_the_others_go_on(stack):
+    stack.script("generator", {"status": 400}, *(json.dumps({"scenarios": [scenario(n)]}) for n in (1, 2)))
+    status, result = await stack.run("scenarios", example("scenario_generation"))
+    assert status == 200, result
+    trace = result["generation_trace"]
+    assert (trace["successful_call_count"], trace["failed_call_count"]) == (2, 1)
+    failed = next(call for call in trace["calls"] if call["status"] == "failed")
+    assert "the generator call failed" in failed["error"] and "400" in failed["error"]
+    assert len(result["result"]["scenarios"]) == 2 and result["reward"] == 1.0
