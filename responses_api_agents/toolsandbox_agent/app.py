@@ -25,6 +25,7 @@ import orjson
 from fastapi import Request, Response
 from pydantic import Field
 
+from nemo_gym.errors import GymError
 from nemo_gym.rollout_agent import Rollout, RolloutRunRequest
 from responses_api_agents.gymnasium_agent.app import GymnasiumAgent, SimulatedUserAgentConfig
 
@@ -67,6 +68,10 @@ class ToolSandboxAgent(GymnasiumAgent):
             "contains_transitions": self.config.return_transitions,
         }
         verdict = orjson.loads(await self.verified(played, flat, rollout))
+        if not isinstance(verdict, dict):
+            raise GymError(
+                502, "invalid_verify_response", "the resources server's /verify answer is not an object"
+            )
         return {
             **verdict,
             "response": response,
