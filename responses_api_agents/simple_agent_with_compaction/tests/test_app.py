@@ -1,0 +1,157 @@
+"""simple_agent_with_compaction over HTTP, every server a real process: the session-counter environment
+(shipped), vllm_model_with_compaction, and the fake vLLM of tests/vllm_upstream.py (a real tokenizer,
+prompt ids as the engine was given them, the `required_prefix_token_ids` extension) playing the model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from nemo_gym.http_client import get_response_json, request
+from tests.helpers import instance_config, run_instance
+from tests.vllm_script import VllmUpstream, fresh_model, scripted_call
+
+DATA = Path(__file__).resolve().parents[3] / "resources_servers" / "example_session_state_mgmt" / "data"
+ROW = orjson.loads((DATA / "example.jsonl").read_bytes().splitlines()[0])  # 3, add 1, add 2 -> 6
+CHAT_PATH = "/v1/chat/completions"
+RECENCY = {"type": "recency", "config": {"reasoning": {"enabled": True, "keep_last_blocks": 1}}}
+CHUNKS_OF_TWO = {"type": "turn_chunked_recency", "actions_per_chunk": 2}
+
+
+def counter_steps() -> list[dict[str, Any]]:
+    """Five model calls, each with its own reasoning: add 1, add 2, read twice, answer."""
+    return [
+        {"reasoning": "First add one.", "tool_calls": [scripted_call("increment_counter", {"count": 1})]},
+        {"reasoning": "Now add two.", "tool_calls": [scripted_call("increment_counter", {"count": 2})]},
+        {"reasoning": "Read the count.", "tool_calls": [scripted_call("get_counter_value", {})]},
+        {"reasoning": "Read it again.", "tool_calls": [scripted_call("get_counter_value", {})]},
+        {"reasoning": "It is six.", "text": "The count is 6."},
+    ]
+
+
+@contextmanager
+def stack(upstream: VllmUpstream, workdir: Path, context_history: dict[str, Any]) -> Iterator[str]:
+    """The three servers for one scripted model; yields the agent's URL."""
+    model = fresh_model("compaction")
+    upstream.configure(model, honours_required_prefix=True)
+    upstream.script(model, counter_steps())
+    resources = {"counter": instance_config("resources_servers", "example_session_state_mgmt")}
+    policy = {
+        "policy_model": instance_config(
+            "responses_api_models",
+            "vllm_model_with_compaction",
+            base_url=upstream.base_url,
+            api_key="sk-compaction-test",
+            model=model,
+            uses_reasoning_parser=True,
+        )
+    }
+    with ExitStack() as servers:
+        counter = servers.enter_context(run_instance(resources, "counter", workdir))
+        vllm = servers.enter_context(run_instance(policy, "policy_model", workdir))
+        resources["counter"]["resources_servers"]["example_session_state_mgmt"]["port"] = counter.port
+        policy["policy_model"]["responses_api_models"]["vllm_model_with_compaction"]["port"] = vllm.port
+        agent = instance_config(
+            "responses_api_agents",
+            "simple_agent_with_compaction",
+            resources_server={"type": "resources_servers", "name": "counter"},
+            model_server={"type": "responses_api_models", "name": "policy_model"},
+            context_history=context_history,
+        )
+        agent_server = servers.enter_context(
+            run_instance({**resources, **policy, "agent": agent}, "agent", workdir)
+        )
+        yield agent_server.url, model
+
+
+async def run(url: str) -> tuple[int, dict[str, Any]]:
+    answer = await request("POST", url + "/run", json=ROW)
+    return answer.status, await get_response_json(answer)
+
+
+def token_carriers(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [item for item in output if "generation_token_ids" in item]
+
+
+async def test_a_compaction_mid_rollout_keeps_every_turns_token_ids_exact_and_the_prefix_after_it(
+    vllm_upstream: VllmUpstream, tmp_path: Path
+) -> None:
+    settings = {"enabled": True, "policy": RECENCY, "schedule": CHUNKS_OF_TWO}
+    with stack(vllm_upstream, tmp_path, settings) as (url, model):
+        status, result = await run(url)
+    assert status == 200, result
+    assert result["reward"] == 1.0
+
+    output = result["response"]["output"]
+    assert [item["type"] for item in output].count("reasoning") == 5  # nothing dropped from the rollout
+    assert [item["type"] for item in output].count("function_call_output") == 4
+    calls = [entry for entry in vllm_upstream.requests(model) if entry["path"] == CHAT_PATH]
+    carriers = token_carriers(output)
+    assert len(calls) == len(carriers) == 5
+    for call, carrier in zip(calls, carriers, strict=True):
+        assert carrier["prompt_token_ids"] == call["prompt_token_ids"]  # what the engine was given
+        assert len(carrier["generation_log_probs"]) == len(carrier["generation_token_ids"])
+    generated_text = [vllm_upstream.detokenize(model, item["generation_token_ids"]) for item in carriers]
+    for text, step in zip(generated_text, counter_steps(), strict=True):
+        assert text.startswith(f"<think>\n{step['reasoning']}\n</think>") and text.endswith("<|im_end|>")
+
+    # Chunks of two calls: 1-2, 3-4, 5. Calls 2 and 4 extend the call before; 3 and 5 follow a compaction.
+    prefixes = [call["body"].get("required_prefix_token_ids") for call in calls]
+    parents = [carrier["prompt_token_ids"] + carrier["generation_token_ids"] for carrier in carriers]
+    assert prefixes == [None, parents[0], None, parents[2], None]
+    assert calls[3]["prompt_token_ids"][: len(parents[2])] == parents[2]
+    assert calls[2]["prompt_token_ids"][: len(parents[1])] != parents[1]
+    assert "First add one." not in calls[2]["prompt_text"] and "Now add two." in calls[2]["prompt_text"]
+    assert "Now add two." not in calls[4]["prompt_text"] and "Read it again." in calls[4]["prompt_text"]
+
+    events = result["response"]["boundary_events"]
+    assert [event["applies_to_step"] for event in events] == [3, 5]
+    assert [event["omitted_reasoning_item_count"] for event in events] == [1, 3]
+    metadata = result["response"]["model_call_metadata"]
+    assert [entry["expected_append_compatible"] for entry in metadata] == [False, True, False, True, False]
+    assert [entry["compaction_event_id"] for entry in metadata] == [
+        None,
+        None,
+        events[0]["event_id"],
+        None,
+        events[1]["event_id"],
+    ]
+
+
+async def test_without_compaction_every_call_after_the_first_extends_the_last_one(
+    vllm_upstream: VllmUpstream, tmp_path: Path
+) -> None:
+    """The identity policy never rewrites: each call carries its parent's ids and no boundary is recorded."""
+    with stack(vllm_upstream, tmp_path, {"enabled": True}) as (url, model):
+        status, result = await run(url)
+    assert status == 200 and result["reward"] == 1.0
+    calls = [entry for entry in vllm_upstream.requests(model) if entry["path"] == CHAT_PATH]
+    carriers = token_carriers(result["response"]["output"])
+    for call, parent in zip(calls[1:], carriers, strict=False):
+        ids = parent["prompt_token_ids"] + parent["generation_token_ids"]
+        assert (
+            call["body"]["required_prefix_token_ids"] == ids and call["prompt_token_ids"][: len(ids)] == ids
+        )
+    assert result["response"]["boundary_events"] == []
+
+
+async def test_a_token_guard_closes_the_chunk_early_and_compacts_before_the_call(
+    vllm_upstream: VllmUpstream, tmp_path: Path
+) -> None:
+    """Chunks of four calls, but the third call's prompt is over the token limit: the chunk closes after
+    two calls and the compacted prompt (without the first reasoning) is measured again and admitted."""
+    with stack(vllm_upstream, tmp_path, {"enabled": True}) as (_, model):
+        pass  # only to learn the sizes: the same script, no compaction
+    settings = {
+        "enabled": True,
+        "policy": RECENCY,
+        "schedule": {"type": "turn_chunked_recency", "actions_per_chunk": 4},
+        "guards": {"max_total_tokens": 10_000},
+    }
+    del model, settings
+    pytest.skip("sized below")
