@@ -45,6 +45,17 @@ class Measurements:
     active_images: int
 
 
+@dataclass(frozen=True)
+class GuardCheck:
+    name: str
+    value: int
+    limit: int
+
+    @property
+    def over(self) -> bool:
+        return self.value > self.limit
+
+
 @dataclass
 class PreparedCall:
     """The request about to be sent for call `turn`, and how it relates to the last one."""
@@ -218,36 +229,39 @@ class CompactingView(ConversationView):
     ) -> PreparedCall | None:
         """`call` if it fits the guards; else, on the chunked schedule with a chunk under way, the call
         after closing that chunk early (compacting now) if that fits; else None, the rollout ends."""
-        exceeded = self._exceeded(await self._measure(params, call, rollout))
-        early_close = False
-        after: list[tuple[str, int, int]] | None = None
-        if exceeded and self.chunk_base is not None and self.actions_in_chunk > 0:
-            early_close = True
+        exceeded = [check for check in self._checks(await self._measure(params, call, rollout)) if check.over]
+        if not exceeded:
+            return call
+        after: dict[str, int] | None = None
+        if self.chunk_base is not None and self.actions_in_chunk > 0:
             self.chunk_base = None
             call = self._prepare(conversation)
-            after = self._exceeded(await self._measure(params, call, rollout))
-        for index, (name, measured, limit) in enumerate(exceeded):
-            still = after is None or any(later[0] == name for later in after)
-            post = next((later[1] for later in after or [] if later[0] == name), None)
+            after = {
+                check.name: check.value for check in self._checks(await self._measure(params, call, rollout))
+            }
+        rejected = []
+        for check in exceeded:
+            post = None if after is None else after[check.name]
+            admitted = post is not None and post <= check.limit
+            if not admitted:
+                rejected.append(check.name)
             self.guard_records.append(
                 {
                     "applies_to_step": self.turn,
-                    "guard_name": name,
-                    "measured_value": measured,
-                    "configured_limit": limit,
-                    "early_chunk_close": early_close and index == 0,
-                    "post_compaction_value": post if after is not None else None,
-                    "decision": "reject" if still else "admit_after_compaction",
+                    "guard_name": check.name,
+                    "measured_value": check.value,
+                    "configured_limit": check.limit,
+                    "early_chunk_close": after is not None,
+                    "post_compaction_value": post,
+                    "decision": "admit_after_compaction" if admitted else "reject",
                 }
             )
-        rejected = exceeded if after is None else after
         if not rejected:
             return call
-        names = ", ".join(name for name, _, _ in rejected)
-        message = f"model call {self.turn} does not fit the context guards ({names}) even after compaction"
+        message = f"model call {self.turn} does not fit the context guards ({', '.join(rejected)})"
         if self.turn == 1:
             raise GymError(422, "context_guard", f"{message}: the task's input alone is over the limit")
-        self.rejected = {"message": message}
+        self.rejected = {"message": f"{message}, compacted as far as the schedule allows"}
         return None
 
     async def _measure(self, params: dict[str, Any], call: PreparedCall, rollout: Rollout) -> Measurements:
@@ -275,19 +289,19 @@ class CompactingView(ConversationView):
             )
         return Measurements(len(tokens), images)
 
-    def _exceeded(self, measured: Measurements) -> list[tuple[str, int, int]]:
-        """(guard, measured value, limit) of every guard the request is over."""
+    def _checks(self, measured: Measurements) -> list[GuardCheck]:
+        """Every configured guard that could be measured, with the request's value."""
         guards = self.settings.guards
         checks = []
         if guards.max_total_tokens is not None and measured.prompt_tokens is not None:
             total = measured.prompt_tokens + guards.reserved_generation_tokens
-            checks.append(("max_total_tokens", total, guards.max_total_tokens))
+            checks.append(GuardCheck("max_total_tokens", total, guards.max_total_tokens))
         if guards.max_active_images is not None:
-            checks.append(("max_active_images", measured.active_images, guards.max_active_images))
+            checks.append(GuardCheck("max_active_images", measured.active_images, guards.max_active_images))
         if guards.max_vision_tokens is not None:
             vision = measured.active_images * (guards.projected_vision_tokens_per_image or 0)
-            checks.append(("max_vision_tokens", vision, guards.max_vision_tokens))
-        return [check for check in checks if check[1] > check[2]]
+            checks.append(GuardCheck("max_vision_tokens", vision, guards.max_vision_tokens))
+        return checks
 
 
 def _token_ids(output: list[dict[str, Any]]) -> list[int] | None:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 
 from nemo_gym.http_client import get_response_json, request
 from tests.helpers import instance_config, run_instance
@@ -143,15 +142,41 @@ async def test_without_compaction_every_call_after_the_first_extends_the_last_on
 async def test_a_token_guard_closes_the_chunk_early_and_compacts_before_the_call(
     vllm_upstream: VllmUpstream, tmp_path: Path
 ) -> None:
-    """Chunks of four calls, but the third call's prompt is over the token limit: the chunk closes after
-    two calls and the compacted prompt (without the first reasoning) is measured again and admitted."""
-    with stack(vllm_upstream, tmp_path, {"enabled": True}) as (_, model):
-        pass  # only to learn the sizes: the same script, no compaction
+    """Chunks of four calls, a token limit just under the third call's uncompacted prompt: the chunk
+    closes after two calls and the prompt, compacted then (the first reasoning left out), is admitted."""
+    with stack(vllm_upstream, tmp_path, {"enabled": True}) as (url, model):
+        status, _ = await run(url)
+    assert status == 200
+    uncompacted = len(
+        [e for e in vllm_upstream.requests(model) if e["path"] == CHAT_PATH][2]["prompt_token_ids"]
+    )
+
     settings = {
         "enabled": True,
         "policy": RECENCY,
         "schedule": {"type": "turn_chunked_recency", "actions_per_chunk": 4},
-        "guards": {"max_total_tokens": 10_000},
+        "guards": {"max_total_tokens": uncompacted + 9, "reserved_generation_tokens": 10},
     }
-    del model, settings
-    pytest.skip("sized below")
+    with stack(vllm_upstream, tmp_path, settings) as (url, model):
+        status, result = await run(url)
+    assert status == 200, result
+
+    first = result["response"]["guard_records"][0]
+    assert first["applies_to_step"] == 3 and first["guard_name"] == "max_total_tokens"
+    assert (first["measured_value"], first["configured_limit"]) == (uncompacted + 10, uncompacted + 9)
+    assert first["early_chunk_close"] and first["decision"] == "admit_after_compaction"
+    third = [e for e in vllm_upstream.requests(model) if e["path"] == CHAT_PATH][2]
+    assert first["post_compaction_value"] == len(third["prompt_token_ids"]) + 10 <= uncompacted + 9
+    assert "First add one." not in third["prompt_text"] and "required_prefix_token_ids" not in third["body"]
+    assert result["response"]["boundary_events"][0]["applies_to_step"] == 3
+
+
+async def test_a_task_whose_input_alone_is_over_a_guard_is_a_422_naming_the_guard(
+    vllm_upstream: VllmUpstream, tmp_path: Path
+) -> None:
+    settings = {"enabled": True, "guards": {"max_total_tokens": 5}}
+    with stack(vllm_upstream, tmp_path, settings) as (url, model):
+        status, result = await run(url)
+    assert status == 422
+    assert "max_total_tokens" in result["error"]["message"]
+    assert not [e for e in vllm_upstream.requests(model) if e["path"] == CHAT_PATH]  # no call was made
