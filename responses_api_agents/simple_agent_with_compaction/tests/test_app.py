@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 
 from nemo_gym.http_client import get_response_json, request
 from tests.helpers import instance_config, run_instance
@@ -18,8 +19,12 @@ from tests.vllm_script import VllmUpstream, fresh_model, scripted_call
 DATA = Path(__file__).resolve().parents[3] / "resources_servers" / "example_session_state_mgmt" / "data"
 ROW = orjson.loads((DATA / "example.jsonl").read_bytes().splitlines()[0])  # 3, add 1, add 2 -> 6
 CHAT_PATH = "/v1/chat/completions"
-RECENCY = {"type": "recency", "config": {"reasoning": {"enabled": True, "keep_last_blocks": 1}}}
-CHUNKS_OF_TWO = {"type": "turn_chunked_recency", "actions_per_chunk": 2}
+PAIRING = yaml.safe_load((DATA.parent / "configs" / "example_session_state_mgmt_compaction.yaml").read_text())
+# The shipped pairing's: reasoning of the last call only, rewritten every two calls.
+SHIPPED = PAIRING["example_session_state_mgmt_simple_agent_with_compaction"]["responses_api_agents"][
+    "simple_agent_with_compaction"
+]["context_history"]
+RECENCY = SHIPPED["policy"]
 
 
 def counter_steps() -> list[dict[str, Any]]:
@@ -80,8 +85,7 @@ def token_carriers(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
 async def test_a_compaction_mid_rollout_keeps_every_turns_token_ids_exact_and_the_prefix_after_it(
     vllm_upstream: VllmUpstream, tmp_path: Path
 ) -> None:
-    settings = {"enabled": True, "policy": RECENCY, "schedule": CHUNKS_OF_TWO}
-    with stack(vllm_upstream, tmp_path, settings) as (url, model):
+    with stack(vllm_upstream, tmp_path, SHIPPED) as (url, model):
         status, result = await run(url)
     assert status == 200, result
     assert result["reward"] == 1.0
