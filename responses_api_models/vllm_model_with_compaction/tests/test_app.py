@@ -6,9 +6,6 @@ sampled; only a prompt that starts with the caller's `required_prefix_token_ids`
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,7 +14,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from nemo_gym.server_utils import CHECK_CONFIG_ONLY_ENV_VAR_NAME
+from responses_api_models.vllm_model.tests.test_app import start_refusal
 from tests.helpers import instance_config, run_instance
 from tests.vllm_script import VllmUpstream, fresh_model, scripted_call
 
@@ -57,7 +54,14 @@ def settings(upstream: VllmUpstream, model: str, **overrides: Any) -> dict[str, 
 
 
 @asynccontextmanager
-async def server(upstream: VllmUpstream, model: str, workdir: Path) -> AsyncIterator[Any]:
+async def server(
+    upstream: VllmUpstream, workdir: Path, honours_prefix: bool = True
+) -> AsyncIterator[tuple[Any, str]]:
+    """A server for a fresh model scripted with STEPS; yields a JSON poster and the model's name."""
+    model = fresh_model("compaction")
+    if honours_prefix:
+        upstream.configure(model, honours_required_prefix=True)
+    upstream.script(model, STEPS)
     with run_instance(settings(upstream, model), "policy_model", workdir) as process:
         async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
 
@@ -65,7 +69,7 @@ async def server(upstream: VllmUpstream, model: str, workdir: Path) -> AsyncIter
                 async with session.post(process.url + path, json=body) as answer:
                     return answer.status, orjson.loads(await answer.read())
 
-            yield post
+            yield post, model
 
 
 def chat_requests(upstream: VllmUpstream, model: str) -> list[dict[str, Any]]:
@@ -88,10 +92,7 @@ def ids_of(output: list[dict[str, Any]]) -> list[int]:
 async def test_the_callers_prefix_reaches_vllm_and_the_prompt_it_reports_starts_with_it(
     vllm_upstream: VllmUpstream, tmp_path: Path
 ) -> None:
-    model = fresh_model("compaction")
-    vllm_upstream.configure(model, honours_required_prefix=True)
-    vllm_upstream.script(model, STEPS)
-    async with server(vllm_upstream, model, tmp_path) as post:
+    async with server(vllm_upstream, tmp_path) as (post, model):
         status, first = await post("/v1/responses", {"input": QUESTION, "tools": [TOOL]})
         assert status == 200, first
         prefix = ids_of(first["output"])
@@ -118,10 +119,7 @@ async def test_without_a_prefix_the_history_is_rendered_afresh_not_spliced_from_
 ) -> None:
     """After a compaction the agent sends no prefix: the prompt is the template's, whatever ids the
     history's items carry."""
-    model = fresh_model("compaction")
-    vllm_upstream.configure(model, honours_required_prefix=True)
-    vllm_upstream.script(model, STEPS)
-    async with server(vllm_upstream, model, tmp_path) as post:
+    async with server(vllm_upstream, tmp_path) as (post, model):
         _, first = await post("/v1/responses", {"input": QUESTION, "tools": [TOOL]})
         history = after_first_turn(first["output"])
         status, second = await post("/v1/responses", {"input": history, "tools": [TOOL]})
@@ -138,9 +136,7 @@ async def test_without_a_prefix_the_history_is_rendered_afresh_not_spliced_from_
 async def test_an_upstream_without_the_prefix_extension_is_a_502_naming_the_field(
     vllm_upstream: VllmUpstream, tmp_path: Path
 ) -> None:
-    model = fresh_model("compaction")
-    vllm_upstream.script(model, STEPS)  # stock vLLM: the field is ignored
-    async with server(vllm_upstream, model, tmp_path) as post:
+    async with server(vllm_upstream, tmp_path, honours_prefix=False) as (post, model):  # stock vLLM
         _, first = await post("/v1/responses", {"input": QUESTION, "tools": [TOOL]})
         body = {
             "input": after_first_turn(first["output"]),
@@ -156,10 +152,7 @@ async def test_an_upstream_without_the_prefix_extension_is_a_502_naming_the_fiel
 async def test_tokenize_gives_the_ids_the_upstream_would_generate_from(
     vllm_upstream: VllmUpstream, tmp_path: Path
 ) -> None:
-    model = fresh_model("compaction")
-    vllm_upstream.configure(model, honours_required_prefix=True)
-    vllm_upstream.script(model, STEPS)
-    async with server(vllm_upstream, model, tmp_path) as post:
+    async with server(vllm_upstream, tmp_path) as (post, model):
         status, plain = await post("/tokenize", {"input": QUESTION, "tools": [TOOL]})
         _, first = await post("/v1/responses", {"input": QUESTION, "tools": [TOOL]})
         prefix = ids_of(first["output"])
@@ -180,8 +173,7 @@ async def test_tokenize_gives_the_ids_the_upstream_would_generate_from(
 async def test_a_malformed_prefix_is_a_422_naming_the_field(
     vllm_upstream: VllmUpstream, tmp_path: Path
 ) -> None:
-    model = fresh_model("compaction")
-    async with server(vllm_upstream, model, tmp_path) as post:
+    async with server(vllm_upstream, tmp_path) as (post, model):
         answers = [
             await post(path, {"input": QUESTION, "required_prefix_token_ids": prefix})
             for path in ("/v1/responses", "/tokenize")
@@ -194,30 +186,8 @@ async def test_a_malformed_prefix_is_a_422_naming_the_field(
 
 
 def test_a_config_that_would_retokenise_refuses_to_start(tmp_path: Path) -> None:
-    config = {
-        "policy_model": instance_config(
-            "responses_api_models",
-            "vllm_model_with_compaction",
-            base_url="http://127.0.0.1:9/v1",
-            api_key="k",
-            model="m",
-            uses_reasoning_parser=False,
-            request_prompt_and_generation_token_ids=False,
-        )
-    }
-    config_file = tmp_path / "config.yaml"
-    config_file.write_bytes(orjson.dumps(config))
-    env = {
-        **os.environ,
-        "NEMO_GYM_CONFIG_FILE": str(config_file),
-        "NEMO_GYM_CONFIG_PATH": "policy_model",
-        CHECK_CONFIG_ONLY_ENV_VAR_NAME: "1",
-        "PYTHONPATH": str(APP.parents[2]),
-    }
-    done = subprocess.run(
-        [sys.executable, str(APP)], capture_output=True, text=True, timeout=120, env=env, cwd=APP.parent
+    [line] = start_refusal(
+        tmp_path, implementation="vllm_model_with_compaction", request_prompt_and_generation_token_ids=False
     )
-    assert done.returncode != 0
-    [line] = done.stderr.strip().splitlines()
     assert line.startswith("Error: invalid config for server instance 'policy_model': ")
     assert "request_prompt_and_generation_token_ids: vllm_model_with_compaction needs true" in line
