@@ -64,6 +64,7 @@ class PreparedCall:
     outcome: PolicyOutcome
     input_items: list[dict[str, Any]]
     conversation_length: int
+    append_compatible: bool  # shows the last call's view and all that call generated, unchanged
     prefix: list[int] | None
     boundary_id: str | None = None
 
@@ -108,7 +109,7 @@ class CompactingView(ConversationView):
             call = await self._guarded(params, conversation, call, rollout)
             if call is None:
                 return None
-        if call.prefix is None and self.last_view is not None:
+        if not call.append_compatible and self.last_view is not None:
             call.boundary_id = self._record_boundary(call)
         self.pending = call
         body = {**params, "input": call.input_items}
@@ -129,7 +130,7 @@ class CompactingView(ConversationView):
             {
                 "turn_id": call.turn,
                 "context_epoch": self.epoch,
-                "expected_append_compatible": call.prefix is not None,
+                "expected_append_compatible": call.append_compatible,
                 "required_prefix_token_count": len(call.prefix or []),
                 "compaction_event_id": call.boundary_id,
                 "input_item_count": len(call.input_items),
@@ -169,13 +170,15 @@ class CompactingView(ConversationView):
 
     def _prepare(self, conversation: list[dict[str, Any]]) -> PreparedCall:
         outcome = self._view(conversation)
-        prefix = None
-        if self.last_ids is not None and self.continuation is not None:
-            if outcome.descriptor[: len(self.continuation)] == self.continuation:
-                prefix = self.last_ids
-        marker = self._marker()
+        continuation = self.continuation
+        appends = continuation is not None and outcome.descriptor[: len(continuation)] == continuation
         return PreparedCall(
-            self.turn, outcome, materialize(outcome.pieces, conversation, marker), len(conversation), prefix
+            self.turn,
+            outcome,
+            materialize(outcome.pieces, conversation, self._marker()),
+            len(conversation),
+            appends,
+            self.last_ids if appends else None,
         )
 
     def _view(self, conversation: list[dict[str, Any]]) -> PolicyOutcome:

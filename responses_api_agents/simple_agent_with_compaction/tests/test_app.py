@@ -14,6 +14,7 @@ import yaml
 
 from nemo_gym.http_client import get_response_json, request
 from tests.helpers import instance_config, run_instance
+from tests.upstream_script import ScriptedUpstream, assistant_message, function_call, reasoning
 from tests.vllm_script import VllmUpstream, fresh_model, scripted_call
 
 DATA = Path(__file__).resolve().parents[3] / "resources_servers" / "example_session_state_mgmt" / "data"
@@ -39,27 +40,32 @@ def counter_steps() -> list[dict[str, Any]]:
 
 
 @contextmanager
-def stack(upstream: VllmUpstream, workdir: Path, context_history: dict[str, Any]) -> Iterator[str]:
-    """The three servers for one scripted model; yields the agent's URL."""
+def stack(
+    upstream: VllmUpstream, workdir: Path, context_history: dict[str, Any]
+) -> Iterator[tuple[str, str]]:
+    """The three servers, the model played by the fake vLLM; yields the agent's URL and the model."""
     model = fresh_model("compaction")
     upstream.configure(model, honours_required_prefix=True)
     upstream.script(model, counter_steps())
+    implementation = "vllm_model_with_compaction"
+    settings = {"base_url": upstream.base_url, "api_key": "sk-compaction-test", "model": model}
+    settings["uses_reasoning_parser"] = True
+    with agent_stack(workdir, implementation, settings, context_history) as url:
+        yield url, model
+
+
+@contextmanager
+def agent_stack(
+    workdir: Path, implementation: str, model_settings: dict[str, Any], context_history: dict[str, Any]
+) -> Iterator[str]:
+    """The counter environment, model server `implementation` and the agent; yields the agent's URL."""
     resources = {"counter": instance_config("resources_servers", "example_session_state_mgmt")}
-    policy = {
-        "policy_model": instance_config(
-            "responses_api_models",
-            "vllm_model_with_compaction",
-            base_url=upstream.base_url,
-            api_key="sk-compaction-test",
-            model=model,
-            uses_reasoning_parser=True,
-        )
-    }
+    policy = {"policy_model": instance_config("responses_api_models", implementation, **model_settings)}
     with ExitStack() as servers:
         counter = servers.enter_context(run_instance(resources, "counter", workdir))
-        vllm = servers.enter_context(run_instance(policy, "policy_model", workdir))
+        model_server = servers.enter_context(run_instance(policy, "policy_model", workdir))
         resources["counter"]["resources_servers"]["example_session_state_mgmt"]["port"] = counter.port
-        policy["policy_model"]["responses_api_models"]["vllm_model_with_compaction"]["port"] = vllm.port
+        policy["policy_model"]["responses_api_models"][implementation]["port"] = model_server.port
         agent = instance_config(
             "responses_api_agents",
             "simple_agent_with_compaction",
@@ -70,7 +76,7 @@ def stack(upstream: VllmUpstream, workdir: Path, context_history: dict[str, Any]
         agent_server = servers.enter_context(
             run_instance({**resources, **policy, "agent": agent}, "agent", workdir)
         )
-        yield agent_server.url, model
+        yield agent_server.url
 
 
 async def run(url: str) -> tuple[int, dict[str, Any]]:
@@ -184,3 +190,52 @@ async def test_a_task_whose_input_alone_is_over_a_guard_is_a_422_naming_the_guar
     assert status == 422
     assert "max_total_tokens" in result["error"]["message"]
     assert not [e for e in vllm_upstream.requests(model) if e["path"] == CHAT_PATH]  # no call was made
+
+
+async def test_a_model_server_without_token_ids_gets_the_compacted_context_and_no_prefix(
+    scripted_upstream: ScriptedUpstream, tmp_path: Path
+) -> None:
+    """openai_model in front of the scripted upstream: the shipped pairing's compactions happen all the
+    same (the old reasoning leaves the requests), but with no token ids there is no prefix to send."""
+    model = fresh_model("compaction")
+    settings = {
+        "openai_base_url": scripted_upstream.base_url,
+        "openai_api_key": "sk-test",
+        "openai_model": model,
+    }
+    scripted_upstream.script(
+        model,
+        [
+            {
+                "output": [
+                    reasoning(step["reasoning"]),
+                    *(function_call(c["name"], c["arguments"]) for c in step["tool_calls"]),
+                ]
+            }
+            for step in counter_steps()[:4]
+        ]
+        + [{"output": [reasoning("It is six."), assistant_message("The count is 6.")]}],
+    )
+    with agent_stack(tmp_path, "openai_model", settings, SHIPPED) as url:
+        status, result = await run(url)
+    assert status == 200 and result["reward"] == 1.0, result
+
+    inputs = [entry["body"]["input"] for entry in scripted_upstream.requests(model)]
+    assert all(
+        "required_prefix_token_ids" not in entry["body"] for entry in scripted_upstream.requests(model)
+    )
+    thoughts = [
+        [item["summary"][0]["text"] for item in shown if item.get("type") == "reasoning"] for shown in inputs
+    ]
+    assert thoughts == [
+        [],
+        ["First add one."],
+        ["Now add two."],  # compacted: the first call's reasoning is left out
+        ["Now add two.", "Read the count."],
+        ["Read it again."],  # compacted again
+    ]
+    metadata = result["response"]["model_call_metadata"]
+    assert [entry["expected_append_compatible"] for entry in metadata] == [False, True, False, True, False]
+    assert [entry["required_prefix_token_count"] for entry in metadata] == [0] * 5
+    assert [event["applies_to_step"] for event in result["response"]["boundary_events"]] == [3, 5]
+    assert [item["type"] for item in result["response"]["output"]].count("reasoning") == 5
