@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 import yaml
 
 from nemo_gym.http_client import get_response_json, request
@@ -239,3 +240,35 @@ async def test_a_model_server_without_token_ids_gets_the_compacted_context_and_n
     assert [entry["required_prefix_token_count"] for entry in metadata] == [0] * 5
     assert [event["applies_to_step"] for event in result["response"]["boundary_events"]] == [3, 5]
     assert [item["type"] for item in result["response"]["output"]].count("reasoning") == 5
+
+
+@pytest.mark.parametrize(
+    ("context_history", "named"),
+    [
+        ({"enabled": True, "schedule": {"actions_per_chunk": 2}}, "actions_per_chunk must be 1"),
+        ({"enabled": True, "policy": {"type": "summary"}}, "unknown policy.type 'summary'"),
+        ({"enabled": True, "policy": {"type": "recency"}}, "needs images.enabled or reasoning.enabled"),
+        (
+            {"enabled": True, "policy": {"type": "recency", "config": {"images": {"keep_last_groups": 2}}}},
+            "['keep_last_groups'] only apply with enabled: true",
+        ),
+        ({"enabled": True, "guards": {"max_vision_tokens": 10}}, "needs projected_vision_tokens_per_image"),
+    ],
+)
+def test_a_context_history_that_cannot_work_refuses_to_start_in_one_line(
+    context_history: dict[str, Any], named: str, tmp_path: Path
+) -> None:
+    agent = instance_config(
+        "responses_api_agents",
+        "simple_agent_with_compaction",
+        resources_server={"type": "resources_servers", "name": "counter"},
+        model_server={"type": "responses_api_models", "name": "policy_model"},
+        context_history=context_history,
+    )
+    with pytest.raises(RuntimeError) as refused, run_instance({"agent": agent}, "agent", tmp_path):
+        pass
+    [line] = [line for line in str(refused.value).splitlines() if line.startswith("Error:")]
+    assert (
+        line.startswith("Error: invalid config for server instance 'agent': ") and "context_history" in line
+    )
+    assert named in line
