@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 POLICY_TYPES = ("identity", "recency")
 
@@ -56,17 +56,24 @@ class RecencyHistoryPolicyConfig(_Settings):
 
 class HistoryPolicyConfig(_Settings):
     type: str = "identity"
-    config: RecencyHistoryPolicyConfig | dict[str, Any] = Field(default_factory=dict)
+    config: RecencyHistoryPolicyConfig | dict[str, Any] = Field(default_factory=dict, validate_default=True)
 
-    @model_validator(mode="after")
-    def _known_policy(self) -> HistoryPolicyConfig:
-        if self.type not in POLICY_TYPES:
-            raise ValueError(f"unknown policy.type {self.type!r}; known: {', '.join(POLICY_TYPES)}")
-        if self.type == "recency" and not isinstance(self.config, RecencyHistoryPolicyConfig):
-            self.config = RecencyHistoryPolicyConfig.model_validate(self.config)
-        if self.type == "identity" and self.config:
+    @field_validator("type")
+    @classmethod
+    def _known_policy(cls, name: str) -> str:
+        if name not in POLICY_TYPES:
+            raise ValueError(f"unknown policy.type {name!r}; known: {', '.join(POLICY_TYPES)}")
+        return name
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _settings_of_the_policy(cls, value: Any, info: ValidationInfo) -> Any:
+        """The recency policy's settings are checked as such (errors name `config.<key>`)."""
+        if info.data.get("type") == "recency":
+            return RecencyHistoryPolicyConfig.model_validate(value or {})
+        if value:
             raise ValueError("policy.type identity takes no policy.config")
-        return self
+        return {}
 
 
 class CompactionScheduleConfig(_Settings):

@@ -250,7 +250,7 @@ async def test_a_model_server_without_token_ids_gets_the_compacted_context_and_n
         ({"enabled": True, "policy": {"type": "recency"}}, "needs images.enabled or reasoning.enabled"),
         (
             {"enabled": True, "policy": {"type": "recency", "config": {"images": {"keep_last_groups": 2}}}},
-            "['keep_last_groups'] only apply with enabled: true",
+            "config.images: ['keep_last_groups'] only apply with enabled: true",
         ),
         ({"enabled": True, "guards": {"max_vision_tokens": 10}}, "needs projected_vision_tokens_per_image"),
     ],
