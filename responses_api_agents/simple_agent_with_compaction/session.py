@@ -68,6 +68,13 @@ class PreparedCall:
     prefix: list[int] | None
     boundary_id: str | None = None
 
+    def body(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The request: the caller's parameters with this view as input, and the prefix if there is one."""
+        body = {**params, "input": self.input_items}
+        if self.prefix is not None:
+            body[PREFIX_FIELD] = self.prefix
+        return body
+
 
 def view_digest(descriptor: tuple[str, ...]) -> str:
     return hashlib.sha256(orjson.dumps(descriptor)).hexdigest()[:16]
@@ -112,10 +119,7 @@ class CompactingView(ConversationView):
         if not call.append_compatible and self.last_view is not None:
             call.boundary_id = self._record_boundary(call)
         self.pending = call
-        body = {**params, "input": call.input_items}
-        if call.prefix is not None:
-            body[PREFIX_FIELD] = call.prefix
-        return body
+        return call.body(params)
 
     def answered(self, turn: dict[str, Any]) -> None:
         call = self.pending
@@ -271,17 +275,15 @@ class CompactingView(ConversationView):
         images = sum(len(image_parts(item)) for item in call.input_items)
         if self.settings.guards.max_total_tokens is None:
             return Measurements(None, images)
-        body = {**params, "input": call.input_items}
-        if call.prefix is not None:
-            body[PREFIX_FIELD] = call.prefix
         answer = await self.agent.server_client.post(
             self.agent.config.model_server.name,
             with_current_rollout_prefix("/tokenize"),
-            json=body,
+            json=call.body(params),
             cookies=rollout.model_cookies,
         )
         rollout.model_cookies = cookies_after(answer, rollout.model_cookies)
-        tokens = (await checked_json(answer)).get("tokens")
+        payload = await checked_json(answer)
+        tokens = payload.get("tokens") if isinstance(payload, dict) else None
         if not isinstance(tokens, list):
             raise GymError(
                 502,
