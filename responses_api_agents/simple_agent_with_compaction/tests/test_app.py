@@ -55,6 +55,16 @@ def stack(
         yield url, model
 
 
+def agent_config(context_history: dict[str, Any]) -> dict[str, Any]:
+    return instance_config(
+        "responses_api_agents",
+        "simple_agent_with_compaction",
+        resources_server={"type": "resources_servers", "name": "counter"},
+        model_server={"type": "responses_api_models", "name": "policy_model"},
+        context_history=context_history,
+    )
+
+
 @contextmanager
 def agent_stack(
     workdir: Path, implementation: str, model_settings: dict[str, Any], context_history: dict[str, Any]
@@ -67,13 +77,7 @@ def agent_stack(
         model_server = servers.enter_context(run_instance(policy, "policy_model", workdir))
         resources["counter"]["resources_servers"]["example_session_state_mgmt"]["port"] = counter.port
         policy["policy_model"]["responses_api_models"][implementation]["port"] = model_server.port
-        agent = instance_config(
-            "responses_api_agents",
-            "simple_agent_with_compaction",
-            resources_server={"type": "resources_servers", "name": "counter"},
-            model_server={"type": "responses_api_models", "name": "policy_model"},
-            context_history=context_history,
-        )
+        agent = agent_config(context_history)
         agent_server = servers.enter_context(
             run_instance({**resources, **policy, "agent": agent}, "agent", workdir)
         )
@@ -258,13 +262,7 @@ async def test_a_model_server_without_token_ids_gets_the_compacted_context_and_n
 def test_a_context_history_that_cannot_work_refuses_to_start_in_one_line(
     context_history: dict[str, Any], named: str, tmp_path: Path
 ) -> None:
-    agent = instance_config(
-        "responses_api_agents",
-        "simple_agent_with_compaction",
-        resources_server={"type": "resources_servers", "name": "counter"},
-        model_server={"type": "responses_api_models", "name": "policy_model"},
-        context_history=context_history,
-    )
+    agent = agent_config(context_history)
     with pytest.raises(RuntimeError) as refused, run_instance({"agent": agent}, "agent", tmp_path):
         pass
     [line] = [line for line in str(refused.value).splitlines() if line.startswith("Error:")]
