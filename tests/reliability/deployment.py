@@ -2,10 +2,11 @@
 the routes each one publishes in its OpenAPI document, and a tally of the answers the tests got.
 
 The deployment holds each resources server of `resources_servers/*/configs/*.yaml`, one simple agent, one
-gymnasium agent, the three model servers (openai_model, vllm_model, replay_model, each from its own shipped
-config, and vllm_model_with_compaction) and the head server. The models that call an LLM are pointed at the scripted upstream on 127.0.0.1, which answers every
-unscripted request with a plain assistant message; those that need token ids (VLLM_UPSTREAM_MODELS) at the
-fake vLLM of tests/vllm_upstream.py, which answers it with a default turn.
+gymnasium agent, the agents of PAIRED_AGENTS and TEMPLATE_AGENTS, the model servers of MODEL_CONFIGS (each
+from its own shipped config) and the head server. The models that call an LLM are pointed at the scripted
+upstream on 127.0.0.1, which answers every unscripted request with a plain assistant message; those that
+need token ids (VLLM_UPSTREAM_MODELS) at the fake vLLM of tests/vllm_upstream.py, which answers it with a
+default turn.
 """
 
 from __future__ import annotations
