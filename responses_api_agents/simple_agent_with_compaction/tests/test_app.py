@@ -34,7 +34,11 @@ def counter_steps() -> list[dict[str, Any]]:
     return [
         {"reasoning": "First add one.", "tool_calls": [scripted_call("increment_counter", {"count": 1})]},
         {"reasoning": "Now add two.", "tool_calls": [scripted_call("increment_counter", {"count": 2})]},
-        {"reasoning": "Read the count.", "tool_calls": [scripted_call("get_counter_value", {})]},
+        {  # sampled as ids the tokenizer would not give its text: only exact ids continue it
+            "reasoning": "Read the count.",
+            "tool_calls": [scripted_call("get_counter_value", {})],
+            "noncanonical": True,
+        },
         {"reasoning": "Read it again.", "tool_calls": [scripted_call("get_counter_value", {})]},
         {"reasoning": "It is six.", "text": "The count is 6."},
     ]
@@ -113,6 +117,8 @@ async def test_a_compaction_mid_rollout_keeps_every_turns_token_ids_exact_and_th
     generated_text = [vllm_upstream.detokenize(model, item["generation_token_ids"]) for item in carriers]
     for text, step in zip(generated_text, counter_steps(), strict=True):
         assert text.startswith(f"<think>\n{step['reasoning']}\n</think>") and text.endswith("<|im_end|>")
+
+    assert carriers[2]["generation_token_ids"] != vllm_upstream.tokenize(model, generated_text[2])
 
     # Chunks of two calls: 1-2, 3-4, 5. Calls 2 and 4 extend the call before; 3 and 5 follow a compaction.
     prefixes = [call["body"].get("required_prefix_token_ids") for call in calls]
