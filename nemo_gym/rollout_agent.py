@@ -199,11 +199,16 @@ class RolloutAgent(SimpleResponsesAPIAgent):
         await raise_for_status(answer)
         return Response(await answer.read(), media_type="application/json")
 
+    def resources_server_for(self, row: dict[str, Any]) -> str:
+        """The resources server instance that seeds and verifies `row`: the configured one. An agent that
+        serves the rows of several environments overrides it to pick one per row."""
+        return self.config.resources_server.name
+
     async def seeded_rollout(self, request: Request, row: dict[str, Any]) -> Rollout:
         """`POST /seed_session` on the resources server with the whole row and the caller's cookies; the
         rollout starts with the cookies that answer set."""
         seeded = await self.server_client.post(
-            self.config.resources_server.name, "/seed_session", json=row, cookies=request.cookies
+            self.resources_server_for(row), "/seed_session", json=row, cookies=request.cookies
         )
         await raise_for_status(seeded)
         return Rollout.starting(cookies_after(seeded, dict(request.cookies)))
@@ -216,7 +221,7 @@ class RolloutAgent(SimpleResponsesAPIAgent):
             skipped = {"reward": self.config.skip_verification_reward, "verification_skipped": True}
             return orjson.dumps({**row, "response": response, **skipped})
         answer = await self.server_client.post(
-            self.config.resources_server.name,
+            self.resources_server_for(row),
             "/verify",
             json={**row, "response": response},
             cookies=rollout.resources_cookies,

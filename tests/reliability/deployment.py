@@ -36,6 +36,8 @@ GYMNASIUM_AGENT = "blackjack_gymnasium_agent"
 # pointed at an environment (instance name -> resources server instance).
 PAIRED_AGENTS = (
     "proof_judge_proof_refinement_agent",
+    "image_tools_simple_agent",
+    "gdp_pdf_agent",
     "example_session_state_mgmt_simple_agent_with_compaction",
 )
 TEMPLATE_AGENTS = {"non_executing_simple_agent": "xlam_fc"}
