@@ -20,8 +20,8 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -217,31 +217,6 @@ def run_judged_server(
         config = {**judge.config, name: instance_config("resources_servers", name, **inner)}
         with run_instance(config, name, workdir) as server:
             yield JudgedServer(server, judge)
-
-
-def run_in_order(
-    servers: ExitStack, config: dict, names: Sequence[str], workdir: Path
-) -> dict[str, StartedServer]:
-    """Start instances `names` of `config` one after another (stopped when `servers` closes), writing each
-    one's bound port into `config` at once, so an instance started later reaches the earlier ones."""
-    started: dict[str, StartedServer] = {}
-    for name in names:
-        started[name] = servers.enter_context(run_instance(config, name, workdir))
-        for implementations in config[name].values():
-            for inner in implementations.values():
-                inner["port"] = started[name].port
-    return started
-
-
-def openai_policy_model(base_url: str, model: str) -> dict:
-    """An openai_model instance config for `model` at `base_url` (a scripted upstream), with a test key."""
-    return instance_config(
-        "responses_api_models",
-        "openai_model",
-        openai_base_url=base_url,
-        openai_api_key="sk-test",
-        openai_model=model,
-    )
 
 
 def start_refusal(config: dict, instance_name: str, workdir: Path) -> list[str]:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from nemo_gym.http_client import get_response_json, request
-from nemo_gym.testing import instance_config, openai_policy_model, run_in_order
-from tests.helpers import run_fixture_instance
-from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
+from nemo_gym.testing import instance_config
+from tests.helpers import run_fixture_instance, run_role_models, run_with_port
+from tests.upstream_script import ScriptedUpstream, assistant_message
 
 AGENT = Path(__file__).resolve().parent / "fixtures" / "one_turn_agent.py"
 ROLLOUT_DEADLINE_S = 3.0
@@ -24,22 +24,21 @@ def servers(
     scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, str]]:
     workdir = tmp_path_factory.mktemp("rollout_agent_routes")
-    model = fresh_model("one_turn")
-    config = {
-        "counter_rs": instance_config("resources_servers", "example_session_state_mgmt", domain="agent"),
-        "policy_model": openai_policy_model(scripted_upstream.base_url, model),
-        "agent": instance_config(
+    with ExitStack() as stack:
+        config, models = run_role_models(stack, scripted_upstream, ["policy"], workdir)
+        config["counter_rs"] = instance_config(
+            "resources_servers", "example_session_state_mgmt", domain="agent"
+        )
+        run_with_port(stack, config, "counter_rs", workdir)
+        config["agent"] = instance_config(
             "responses_api_agents",
             "one_turn_agent",
             resources_server={"type": "resources_servers", "name": "counter_rs"},
             model_server={"type": "responses_api_models", "name": "policy_model"},
             rollout_deadline_s=ROLLOUT_DEADLINE_S,
-        ),
-    }
-    with ExitStack() as stack:
-        run_in_order(stack, config, ["counter_rs", "policy_model"], workdir)
+        )
         agent = stack.enter_context(run_fixture_instance(AGENT, config, "agent", workdir))
-        yield agent.url, model
+        yield agent.url, models["policy"]
 
 
 def row(initial: int, expected: int) -> dict:

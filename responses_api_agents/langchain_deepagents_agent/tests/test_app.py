@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -16,8 +15,9 @@ import pytest
 import yaml
 
 from nemo_gym.http_client import get_response_json, request
-from nemo_gym.testing import instance_config, openai_policy_model, run_in_order, start_refusal
-from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
+from nemo_gym.testing import instance_config, start_refusal
+from tests.helpers import RoleStack, run_role_models, run_with_port
+from tests.upstream_script import ScriptedUpstream, assistant_message, function_call
 
 FOLDER = Path(__file__).resolve().parents[1]
 REPO = FOLDER.parents[1]
@@ -32,26 +32,6 @@ ROLLOUT_DEADLINE_S = 60.0
 HANG_DEADLINE_S = 3.0
 MAX_STEPS = 3
 TOKENS = {"prompt_token_ids": [1, 2], "generation_token_ids": [3, 4], "generation_log_probs": [-0.1, -0.2]}
-
-
-@dataclass
-class Stack:
-    counter_url: str
-    reasoning_url: str
-    impatient_url: str
-    small_context_url: str
-    model: str
-    upstream: ScriptedUpstream
-    seen: int = 0
-
-    def script(self, *steps: dict) -> None:
-        self.upstream.clear(self.model)
-        self.seen = len(self.upstream.requests(self.model))
-        self.upstream.script(self.model, list(steps))
-
-    def asked(self) -> list[dict]:
-        """The body of every model call since the last `script`."""
-        return [entry["body"] for entry in self.upstream.requests(self.model)[self.seen :]]
 
 
 def template_agent(resources: str, **settings: object) -> dict:
@@ -74,26 +54,26 @@ def paired_agent() -> dict:
 
 
 @pytest.fixture(scope="module")
-def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RoleStack]:
     workdir = tmp_path_factory.mktemp("langchain_deepagents_agent")
-    model = fresh_model("deepagents")
-    config = {
-        "counter_rs": instance_config("resources_servers", "example_session_state_mgmt", domain="agent"),
-        "reasoning_gym": instance_config("resources_servers", "reasoning_gym", domain="other"),
-        "policy_model": openai_policy_model(scripted_upstream.base_url, model),
-        "counter_agent": template_agent(
-            "counter_rs", rollout_deadline_s=ROLLOUT_DEADLINE_S, max_steps=MAX_STEPS
-        ),
-        "reasoning_agent": paired_agent(),
-        "impatient_agent": template_agent("counter_rs", rollout_deadline_s=HANG_DEADLINE_S),
-        # Less than DeepAgents' own system prompt: no conversation fits.
-        "small_context_agent": template_agent("counter_rs", max_input_tokens=500),
-    }
     with ExitStack() as servers:
-        started = run_in_order(servers, config, list(config), workdir)
-        agents = ("counter_agent", "reasoning_agent", "impatient_agent", "small_context_agent")
-        urls = [started[name].url for name in agents]
-        yield Stack(*urls, model, scripted_upstream)
+        config, models = run_role_models(servers, scripted_upstream, ["policy"], workdir)
+        config |= {
+            "counter_rs": instance_config("resources_servers", "example_session_state_mgmt", domain="agent"),
+            "reasoning_gym": instance_config("resources_servers", "reasoning_gym", domain="other"),
+            "counter": template_agent(
+                "counter_rs", rollout_deadline_s=ROLLOUT_DEADLINE_S, max_steps=MAX_STEPS
+            ),
+            "reasoning": paired_agent(),
+            "impatient": template_agent("counter_rs", rollout_deadline_s=HANG_DEADLINE_S),
+            # Less than DeepAgents' own system prompt: no conversation fits.
+            "small_context": template_agent("counter_rs", max_input_tokens=500),
+        }
+        started = {name: run_with_port(servers, config, name, workdir) for name in list(config)[1:]}
+        agents = ("counter", "reasoning", "impatient", "small_context")
+        yield RoleStack(scripted_upstream, models, urls={name: started[name].url for name in agents})
 
 
 def counter_row(initial: int, expected: int, tools: list[dict] = COUNTER_TOOLS) -> dict:
@@ -105,11 +85,6 @@ def counter_row(initial: int, expected: int, tools: list[dict] = COUNTER_TOOLS) 
         "initial_count": initial,
         "expected_count": expected,
     }
-
-
-async def run(url: str, row: dict) -> tuple[int, dict]:
-    response = await request("POST", url + "/run", json=row)
-    return response.status, await get_response_json(response)
 
 
 def kinds(output: list[dict]) -> list[str]:
@@ -125,9 +100,12 @@ async def test_the_graph_calls_the_resources_server_tools_in_the_session_and_ear
     read = function_call("get_counter_value", {})
     final = {**assistant_message("The count is 5."), **TOKENS}
     stack.script(
-        {"output": [increment]}, {"output": [read]}, {"output": [final], "usage": {"input_tokens": 30}}
+        "policy",
+        {"output": [increment]},
+        {"output": [read]},
+        {"output": [final], "usage": {"input_tokens": 30}},
     )
-    status, result = await run(stack.counter_url, counter_row(initial=3, expected=5))
+    status, result = await stack.run("counter", counter_row(initial=3, expected=5))
     assert status == 200, result
     assert result["reward"] == 1.0, (
         "the counter of this session reached 5: the tools ran in the seeded session"
@@ -147,7 +125,7 @@ async def test_the_graph_calls_the_resources_server_tools_in_the_session_and_ear
     assert output[1]["call_id"] == increment["call_id"] and output[3]["call_id"] == read["call_id"]
     assert {key: output[-1][key] for key in TOKENS} == TOKENS, "token ids come through"
     assert result["response"]["usage"]["input_tokens"] == 10 + 10 + 30
-    first, second, third = stack.asked()
+    first, second, third = stack.requests("policy")
     assert {"increment_counter", "get_counter_value", "write_file", "task"} <= tool_names(first), (
         "task and DeepAgents tools"
     )
@@ -165,17 +143,18 @@ async def test_the_graph_calls_the_resources_server_tools_in_the_session_and_ear
 async def test_a_malformed_tool_call_is_answered_with_the_refusal_and_the_model_retries(stack):
     broken = {**function_call("increment_counter", {}), "arguments": "{count: 2"}
     stack.script(
+        "policy",
         {"output": [broken]},
         {"output": [function_call("increment_counter", {"count": 2})]},
         {"output": [assistant_message("done")]},
     )
-    status, result = await run(stack.counter_url, counter_row(initial=0, expected=2))
+    status, result = await stack.run("counter", counter_row(initial=0, expected=2))
     assert status == 200 and result["reward"] == 1.0, result
     refusal = result["response"]["output"][1]
     assert refusal["call_id"] == broken["call_id"] and "count" in refusal["output"], (
         "the route's 422 names it"
     )
-    retry = stack.asked()[1]["input"]
+    retry = stack.requests("policy")[1]["input"]
     assert any(item.get("arguments") == "{count: 2" for item in retry), (
         "the model's own call goes back as it was"
     )
@@ -186,12 +165,13 @@ async def test_deepagents_own_tools_run_inside_the_graph(stack):
     write = function_call("write_file", {"file_path": "/plan.md", "content": "step: add 2"})
     read = function_call("read_file", {"file_path": "/plan.md"})
     stack.script(
+        "policy",
         {"output": [write]},
         {"output": [read]},
         {"output": [function_call("increment_counter", {"count": 2})]},
         {"output": [assistant_message("done")]},
     )
-    status, result = await run(stack.counter_url, counter_row(initial=0, expected=2))
+    status, result = await stack.run("counter", counter_row(initial=0, expected=2))
     assert status == 200 and result["reward"] == 1.0, result
     answers = {item["call_id"]: item["output"] for item in result["response"]["output"] if "output" in item}
     assert "step: add 2" in answers[read["call_id"]]
@@ -204,37 +184,39 @@ async def test_a_sub_agent_works_in_the_same_session_and_its_calls_count(stack):
         "task", {"description": "Add 2 to the counter.", "subagent_type": "general-purpose"}
     )
     stack.script(
+        "policy",
         {"output": [delegate]},
         {"output": [function_call("increment_counter", {"count": 2})]},
         {"output": [assistant_message("Added 2.")]},
         {"output": [assistant_message("done")]},
     )
-    status, result = await run(stack.counter_url, counter_row(initial=1, expected=3))
+    status, result = await stack.run("counter", counter_row(initial=1, expected=3))
     assert status == 200 and result["reward"] == 1.0, result
     output = result["response"]["output"]
     assert kinds(output) == ["function_call", "function_call_output", "message"]
     assert output[1]["call_id"] == delegate["call_id"] and "Added 2." in output[1]["output"]
     assert result["response"]["usage"]["input_tokens"] == 4 * 10, "the sub-agent's calls are in the usage"
-    sub_agent_first_call = stack.asked()[1]
+    sub_agent_first_call = stack.requests("policy")[1]
     assert sub_agent_first_call["input"][-1]["content"] == "Add 2 to the counter."
 
 
 async def test_the_shipped_reasoning_gym_pairing_is_verified_for_real(stack):
     stack.script(
-        {"output": [assistant_message(f"Worked it out. <answer>{REASONING_ROW['answer']}</answer>")]}
+        "policy",
+        {"output": [assistant_message(f"Worked it out. <answer>{REASONING_ROW['answer']}</answer>")]},
     )
-    status, result = await run(stack.reasoning_url, REASONING_ROW)
+    status, result = await stack.run("reasoning", REASONING_ROW)
     assert status == 200, result
     assert (result["reward"], result["extracted_answer"]) == (1.0, REASONING_ROW["answer"])
-    (asked,) = stack.asked()
+    (asked,) = stack.requests("policy")
     assert "<answer></answer> tags" in asked["input"][0]["content"], "the pairing's system prompt is sent"
 
 
 async def test_the_model_call_cap_ends_the_rollout_incomplete_and_verified(stack):
-    stack.script({"output": [function_call("get_counter_value", {})], "repeat": 10})
-    status, result = await run(stack.counter_url, counter_row(initial=0, expected=0))
+    stack.script("policy", {"output": [function_call("get_counter_value", {})], "repeat": 10})
+    status, result = await stack.run("counter", counter_row(initial=0, expected=0))
     assert status == 200, result
-    assert len(stack.asked()) == MAX_STEPS
+    assert len(stack.requests("policy")) == MAX_STEPS
     response = result["response"]
     assert response["status"] == "incomplete" and response["metadata"]["ng_termination_reason"] == "max_steps"
     assert kinds(response["output"]) == ["function_call", "function_call_output"] * MAX_STEPS, (
@@ -248,40 +230,40 @@ async def test_a_model_error_mid_graph_fails_the_rollout_clearly(stack):
         "status": 400,
         "body": {"error": {"message": "context too long", "type": "invalid_request_error"}},
     }
-    stack.script({"output": [function_call("get_counter_value", {})]}, refusal)
-    status, result = await run(stack.counter_url, counter_row(initial=0, expected=0))
+    stack.script("policy", {"output": [function_call("get_counter_value", {})]}, refusal)
+    status, result = await stack.run("counter", counter_row(initial=0, expected=0))
     assert status == 400, result
     assert "policy_model" in result["error"]["cause"]["server"]
     assert "context too long" in orjson.dumps(result["error"]).decode()
 
 
 async def test_a_hanging_model_fails_the_rollout_at_its_deadline(stack):
-    stack.script({"hang": True})
+    stack.script("policy", {"hang": True})
     started = time.monotonic()
-    status, result = await run(stack.impatient_url, counter_row(initial=0, expected=0))
+    status, result = await stack.run("impatient", counter_row(initial=0, expected=0))
     assert status == 504 and result["error"]["type"] == "timeout", result
     assert time.monotonic() - started >= HANG_DEADLINE_S
 
 
 async def test_a_conversation_beyond_max_input_tokens_is_a_400_naming_the_key(stack):
-    stack.script()
-    status, result = await run(stack.small_context_url, counter_row(initial=0, expected=0))
+    stack.script("policy")
+    status, result = await stack.run("small_context", counter_row(initial=0, expected=0))
     assert status == 400 and result["error"]["type"] == "context_length_exceeded", result
     assert "max_input_tokens (500)" in result["error"]["message"]
-    assert stack.asked() == [], "DeepAgents refused before calling the model"
+    assert stack.requests("policy") == [], "DeepAgents refused before calling the model"
 
 
 async def test_a_tool_named_like_a_reserved_route_is_a_422(stack):
-    stack.script()
+    stack.script("policy")
     tools = [{**COUNTER_TOOLS[0], "name": "verify"}]
-    status, result = await run(stack.counter_url, counter_row(initial=0, expected=0, tools=tools))
+    status, result = await stack.run("counter", counter_row(initial=0, expected=0, tools=tools))
     assert status == 422 and "tools[0].name 'verify'" in result["error"]["message"], result
-    assert stack.asked() == []
+    assert stack.requests("policy") == []
 
 
 async def test_responses_route_runs_the_graph_without_verifying(stack):
-    stack.script({"output": [assistant_message("hello")]})
-    response = await request("POST", stack.counter_url + "/v1/responses", json={"input": "say hello"})
+    stack.script("policy", {"output": [assistant_message("hello")]})
+    response = await request("POST", stack.urls["counter"] + "/v1/responses", json={"input": "say hello"})
     result = await get_response_json(response)
     assert response.status == 200, result
     assert kinds(result["output"]) == ["message"] and result["output"][0]["content"][0]["text"] == "hello"
@@ -298,13 +280,13 @@ def test_a_tavily_key_is_refused_at_start_in_one_line(tmp_path: Path):
 
 
 async def test_malformed_rows_are_refused_with_a_4xx(stack):
-    stack.script()
+    stack.script("policy")
     for row in [
         {"initial_count": 1},
         {"responses_create_params": {"input": 5}},
         {"responses_create_params": {"input": [], "tools": [{"type": "function", "name": 3}]}},
         {"responses_create_params": {"input": [], "tools": [{"type": "function", "name": "has space"}]}},
     ]:
-        status, result = await run(stack.counter_url, row)
+        status, result = await stack.run("counter", row)
         assert 400 <= status < 500, (row, result)
-    assert stack.asked() == []
+    assert stack.requests("policy") == []

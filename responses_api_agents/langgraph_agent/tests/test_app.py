@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -16,7 +15,8 @@ import pytest
 import yaml
 
 from nemo_gym.http_client import get_response_json, request
-from nemo_gym.testing import instance_config, openai_policy_model, run_in_order, start_refusal
+from nemo_gym.testing import instance_config, start_refusal
+from tests.helpers import RoleStack, run_role_models, run_with_port
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
 from tests.vllm_script import VllmUpstream
 
@@ -44,23 +44,9 @@ TOKENS = {
 }
 
 
-@dataclass
-class Stack:
-    urls: dict[str, str]
-    model: str
-    upstream: ScriptedUpstream
-    seen: int = 0
-
-    def script(self, *answers: str | dict) -> None:
-        """The model's answers, one per call: texts, or raw scripted steps."""
-        self.upstream.clear(self.model)
-        self.seen = len(self.upstream.requests(self.model))
-        steps = [a if isinstance(a, dict) else {"output": [assistant_message(a)]} for a in answers]
-        self.upstream.script(self.model, steps)
-
-    def asked(self) -> list[list[dict]]:
-        """The input of every model call since the last `script`, in the order they arrived."""
-        return [entry["body"]["input"] for entry in self.upstream.requests(self.model)[self.seen :]]
+def policy_inputs(stack: RoleStack) -> list[list[dict]]:
+    """The input of every policy call since the last script, in the order they arrived."""
+    return [body["input"] for body in stack.requests("policy")]
 
 
 def shipped_agent(graph: str) -> dict:
@@ -72,30 +58,28 @@ def shipped_agent(graph: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RoleStack]:
     workdir = tmp_path_factory.mktemp("langgraph_agent")
-    model = fresh_model("langgraph")
-    config = {
-        "reasoning_gym": instance_config("resources_servers", "reasoning_gym", domain="other"),
-        "policy_model": openai_policy_model(scripted_upstream.base_url, model),
-    }
-    for graph in GRAPHS:
-        config[graph] = shipped_agent(graph)
-        config[graph]["responses_api_agents"]["langgraph_agent"]["rollout_deadline_s"] = ROLLOUT_DEADLINE_S
-    config["parallel_thinking"]["responses_api_agents"]["langgraph_agent"]["num_parallel_paths"] = 3
-    config["impatient"] = shipped_agent("orchestrator")
-    config["impatient"]["responses_api_agents"]["langgraph_agent"]["rollout_deadline_s"] = HANG_DEADLINE_S
     with ExitStack() as servers:
-        started = run_in_order(
-            servers, config, ["reasoning_gym", "policy_model", *GRAPHS, "impatient"], workdir
+        config, models = run_role_models(servers, scripted_upstream, ["policy"], workdir)
+        config["reasoning_gym"] = instance_config("resources_servers", "reasoning_gym", domain="other")
+        for graph in GRAPHS:
+            config[graph] = shipped_agent(graph)
+            config[graph]["responses_api_agents"]["langgraph_agent"]["rollout_deadline_s"] = (
+                ROLLOUT_DEADLINE_S
+            )
+        config["parallel_thinking"]["responses_api_agents"]["langgraph_agent"]["num_parallel_paths"] = 3
+        config["impatient"] = shipped_agent("orchestrator")
+        config["impatient"]["responses_api_agents"]["langgraph_agent"]["rollout_deadline_s"] = HANG_DEADLINE_S
+        started = {
+            name: run_with_port(servers, config, name, workdir)
+            for name in ["reasoning_gym", *GRAPHS, "impatient"]
+        }
+        yield RoleStack(
+            scripted_upstream, models, urls={name: server.url for name, server in started.items()}
         )
-        urls = {name: server.url for name, server in started.items()}
-        yield Stack(urls, model, scripted_upstream)
-
-
-async def run(url: str, row: dict = ROW) -> tuple[int, dict]:
-    response = await request("POST", url + "/run", json=row)
-    return response.status, await get_response_json(response)
 
 
 def texts(output: list[dict]) -> list[str]:
@@ -107,11 +91,11 @@ def user_text(model_input: list[dict]) -> str:
     return model_input[-1]["content"]
 
 
-def served_order(stack: Stack, marker_of_branch: list[str]) -> list[int]:
+def served_order(stack: RoleStack, marker_of_branch: list[str]) -> list[int]:
     """For calls made side by side: branch index of each call that arrived, in arrival order, found by the
     text only branch i's prompt holds (call k got the k-th scripted answer)."""
     order = []
-    for model_input in stack.asked():
+    for model_input in policy_inputs(stack):
         hits = [index for index, marker in enumerate(marker_of_branch) if marker in user_text(model_input)]
         if len(hits) == 1:
             order.append(hits[0])
@@ -124,8 +108,8 @@ async def test_reflection_drafts_critiques_and_revises_into_a_rewarded_answer(st
         "output": [{**assistant_message(f"Rechecked. {RIGHT}"), **TOKENS}],
         "usage": {"input_tokens": 40},
     }
-    stack.script(draft, critique, revised)
-    status, result = await run(stack.urls["reflection"])
+    stack.script("policy", draft, critique, revised)
+    status, result = await stack.run("reflection", ROW)
     assert status == 200, result
     assert (result["reward"], result["extracted_answer"]) == (1.0, ROW["answer"]), (
         "the real /verify scored it"
@@ -134,7 +118,7 @@ async def test_reflection_drafts_critiques_and_revises_into_a_rewarded_answer(st
     assert texts(output) == [draft, critique, f"Rechecked. {RIGHT}"], "every model call, in order"
     assert {key: output[-1][key] for key in TOKENS} == TOKENS, "token ids come through"
     assert result["response"]["usage"]["input_tokens"] == 10 + 10 + 40, "usage summed over the calls"
-    generate, reflect, revise = stack.asked()
+    generate, reflect, revise = policy_inputs(stack)
     assert generate == TASK_INPUT
     assert (
         reflect[: len(TASK_INPUT)] == TASK_INPUT and reflect[len(TASK_INPUT)]["content"][0]["text"] == draft
@@ -144,20 +128,20 @@ async def test_reflection_drafts_critiques_and_revises_into_a_rewarded_answer(st
 
 
 async def test_reflection_stops_after_max_reflections(stack):
-    stack.script(*[f"attempt {n}" for n in range(6)])
-    status, result = await run(stack.urls["reflection"])
+    stack.script("policy", *[f"attempt {n}" for n in range(6)])
+    status, result = await stack.run("reflection", ROW)
     assert status == 200 and result["reward"] == 0.0, result
     # max_reflections 2 (shipped): generate, reflect, generate, reflect, generate.
     assert texts(result["response"]["output"]) == [f"attempt {n}" for n in range(5)]
-    assert len(stack.asked()) == 5
+    assert len(policy_inputs(stack)) == 5
 
 
 async def test_orchestrator_plans_runs_subagents_and_synthesizes(stack):
     plan = "SUBTASK 1: What follows if Zoey is a sage?\nSUBTASK 2: What follows if Zoey is a fool?"
-    stack.script(plan, "first sub-result", "second sub-result", f"Combined. {RIGHT}")
-    status, result = await run(stack.urls["orchestrator"])
+    stack.script("policy", plan, "first sub-result", "second sub-result", f"Combined. {RIGHT}")
+    status, result = await stack.run("orchestrator", ROW)
     assert status == 200 and result["reward"] == 1.0, result
-    asked = stack.asked()
+    asked = policy_inputs(stack)
     assert len(asked) == 4 and ROW["question"] in user_text(asked[0])
     arrival = served_order(stack, ["Zoey is a sage?", "Zoey is a fool?"])
     assert sorted(arrival) == [0, 1], "one sub-agent call per sub-task"
@@ -170,17 +154,17 @@ async def test_orchestrator_plans_runs_subagents_and_synthesizes(stack):
 
 
 async def test_orchestrator_without_subtask_lines_solves_the_whole_problem(stack):
-    stack.script("I will just solve it.", "worked answer", RIGHT)
-    status, result = await run(stack.urls["orchestrator"])
+    stack.script("policy", "I will just solve it.", "worked answer", RIGHT)
+    status, result = await stack.run("orchestrator", ROW)
     assert status == 200 and result["reward"] == 1.0, result
-    assert ROW["question"] in user_text(stack.asked()[1]), "the one sub-task is the problem itself"
+    assert ROW["question"] in user_text(policy_inputs(stack)[1]), "the one sub-task is the problem itself"
 
 
 async def test_parallel_thinking_runs_branches_and_aggregates_them(stack):
-    stack.script("path a", "path b", "path c", f"Most agree. {RIGHT}")
-    status, result = await run(stack.urls["parallel_thinking"])
+    stack.script("policy", "path a", "path b", "path c", f"Most agree. {RIGHT}")
+    status, result = await stack.run("parallel_thinking", ROW)
     assert status == 200 and result["reward"] == 1.0, result
-    asked = stack.asked()
+    asked = policy_inputs(stack)
     assert len(asked) == 4
     perspectives = ["Reason forward", "List every possible case", "Start from what the answer must satisfy"]
     arrival = served_order(stack, perspectives)
@@ -201,10 +185,10 @@ async def test_rewoo_plans_with_variables_runs_each_step_and_solves(stack):
         "Plan: test Zoey being a sage. #E1 = LLM[If Zoey is a sage, what is Riley?]\n"
         "Plan: check Riley's claim. #E2 = LLM[Riley says Zoey or Riley is a sage; given #E1, is that true?]"
     )
-    stack.script(plan, "Riley would be a fool.", "Then Riley told the truth: contradiction.", RIGHT)
-    status, result = await run(stack.urls["rewoo"])
+    stack.script("policy", plan, "Riley would be a fool.", "Then Riley told the truth: contradiction.", RIGHT)
+    status, result = await stack.run("rewoo", ROW)
     assert status == 200 and result["reward"] == 1.0, result
-    _, first, second, solve = stack.asked()
+    _, first, second, solve = policy_inputs(stack)
     assert user_text(first) == "If Zoey is a sage, what is Riley?"
     assert (
         user_text(second) == "Riley says Zoey or Riley is a sage; given Riley would be a fool., is that true?"
@@ -218,27 +202,27 @@ async def test_a_model_error_mid_graph_fails_the_rollout_clearly(stack):
         "status": 400,
         "body": {"error": {"message": "context too long", "type": "invalid_request_error"}},
     }
-    stack.script("draft without an answer", refusal)
-    status, result = await run(stack.urls["reflection"])
+    stack.script("policy", "draft without an answer", refusal)
+    status, result = await stack.run("reflection", ROW)
     assert status == 400, result
     error = result["error"]
     assert "policy_model" in error["cause"]["server"] and "context too long" in orjson.dumps(error).decode()
 
 
 async def test_a_hanging_model_fails_the_rollout_at_its_deadline(stack):
-    stack.script("SUBTASK 1: a\nSUBTASK 2: b", "fine", {"hang": True})
+    stack.script("policy", "SUBTASK 1: a\nSUBTASK 2: b", "fine", {"hang": True})
     started = time.monotonic()
-    status, result = await run(stack.urls["impatient"])
+    status, result = await stack.run("impatient", ROW)
     assert status == 504 and result["error"]["type"] == "timeout", result
     assert time.monotonic() - started >= HANG_DEADLINE_S
 
 
 async def test_a_task_without_user_text_is_a_422(stack):
-    stack.script()
+    stack.script("policy")
     row = {**ROW, "responses_create_params": {"input": [{"role": "system", "content": "be brief"}]}}
-    status, result = await run(stack.urls["rewoo"], row)
+    status, result = await stack.run("rewoo", row)
     assert status == 422 and "user message" in result["error"]["message"], result
-    assert stack.asked() == [], "refused before any model call"
+    assert policy_inputs(stack) == [], "refused before any model call"
 
 
 def test_a_template_with_a_placeholder_the_graph_does_not_fill_is_refused_at_start(tmp_path: Path):
@@ -250,14 +234,14 @@ def test_a_template_with_a_placeholder_the_graph_does_not_fill_is_refused_at_sta
 
 
 async def test_responses_route_runs_the_graph_without_verifying(stack):
-    stack.script("a", "b", "c", RIGHT)
+    stack.script("policy", "a", "b", "c", RIGHT)
     response = await request(
         "POST", stack.urls["parallel_thinking"] + "/v1/responses", json={"input": "2+2?"}
     )
     result = await get_response_json(response)
     assert response.status == 200, result
     assert len(result["output"]) == 4 and texts(result["output"])[-1] == RIGHT
-    assert all("Problem: 2+2?" in user_text(model_input) for model_input in stack.asked()[:3])
+    assert all("Problem: 2+2?" in user_text(model_input) for model_input in policy_inputs(stack)[:3])
 
 
 MALFORMED = [
@@ -271,11 +255,11 @@ MALFORMED = [
 
 @pytest.mark.parametrize("graph", GRAPHS)
 async def test_malformed_rows_are_refused_with_a_4xx(stack, graph):
-    stack.script()
+    stack.script("policy")
     for row in MALFORMED:
-        status, result = await run(stack.urls[graph], row)
+        status, result = await stack.run(graph, row)
         assert 400 <= status < 500, (row, result)
-    assert stack.asked() == []
+    assert policy_inputs(stack) == []
 
 
 async def test_with_vllm_model_every_call_keeps_the_engines_token_ids(
@@ -302,9 +286,11 @@ async def test_with_vllm_model_every_call_keeps_the_engines_token_ids(
         "agent": agent,
     }
     vllm_upstream.script(model, [{"text": "A first guess."}, {"text": "Check Riley."}, {"text": RIGHT}])
+    workdir = tmp_path_factory.mktemp("langgraph_vllm")
     with ExitStack() as servers:
-        started = run_in_order(servers, config, list(config), tmp_path_factory.mktemp("langgraph_vllm"))
-        status, result = await run(started["agent"].url)
+        agent = [run_with_port(servers, config, name, workdir) for name in config][-1]
+        answer = await request("POST", agent.url + "/run", json=ROW)
+        status, result = answer.status, await get_response_json(answer)
     assert status == 200 and result["reward"] == 1.0, result
     messages = [item for item in result["response"]["output"] if item["type"] == "message"]
     assert [message["content"][0]["text"] for message in messages] == [
