@@ -250,6 +250,16 @@ def shipped_settings(folder: Path, instance: str | None = None) -> dict[str, Any
     return shipped[name]["resources_servers"][folder.name]
 
 
+def shipped_instance(config_path: Path, instance: str, **settings: Any) -> dict[str, Any]:
+    """Instance `instance` of a shipped config file as a test starts it: its block without `datasets`, bound
+    to a free port on 127.0.0.1, `settings` laid over it."""
+    block = yaml.safe_load(config_path.read_text())[instance]
+    ((server_type, implementations),) = block.items()
+    ((implementation, inner),) = implementations.items()
+    inner = {key: value for key, value in inner.items() if key != "datasets"}
+    return {server_type: {implementation: {**inner, "host": "127.0.0.1", "port": 0, **settings}}}
+
+
 # A CPU-time budget (not wall time, which a busy machine stretches) far above what linear work on a test's
 # pathological input costs and far below what quadratic or backtracking work would: a complexity check,
 # not a speed test.

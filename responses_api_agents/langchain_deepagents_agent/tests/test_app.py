@@ -12,10 +12,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-import yaml
 
 from nemo_gym.http_client import get_response_json, request
-from nemo_gym.testing import instance_config, start_refusal
+from nemo_gym.testing import instance_config, shipped_instance, start_refusal
 from tests.helpers import RoleStack, run_role_models, run_with_port
 from tests.upstream_script import ScriptedUpstream, assistant_message, function_call
 
@@ -35,22 +34,13 @@ TOKENS = {"prompt_token_ids": [1, 2], "generation_token_ids": [3, 4], "generatio
 
 
 def template_agent(resources: str, **settings: object) -> dict:
-    """The shipped template, its resources server named, bound to a free port."""
-    shipped = yaml.safe_load((FOLDER / "configs" / "langchain_deepagents_agent.yaml").read_text())
-    inner = shipped["langchain_deepagents_agent"]["responses_api_agents"]["langchain_deepagents_agent"]
-    inner["resources_server"]["name"] = resources
-    return {
-        "responses_api_agents": {
-            "langchain_deepagents_agent": {**inner, "host": "127.0.0.1", "port": 0, **settings}
-        }
-    }
-
-
-def paired_agent() -> dict:
-    shipped = yaml.safe_load((REASONING / "configs" / f"{PAIRING}.yaml").read_text())[PAIRING]
-    inner = shipped["responses_api_agents"]["langchain_deepagents_agent"]
-    inner.pop("datasets")
-    return {"responses_api_agents": {"langchain_deepagents_agent": {**inner, "host": "127.0.0.1", "port": 0}}}
+    """The shipped template, its resources server named."""
+    agent = shipped_instance(
+        FOLDER / "configs" / "langchain_deepagents_agent.yaml", "langchain_deepagents_agent"
+    )
+    agent["responses_api_agents"]["langchain_deepagents_agent"] |= settings
+    agent["responses_api_agents"]["langchain_deepagents_agent"]["resources_server"]["name"] = resources
+    return agent
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +56,7 @@ def stack(
             "counter": template_agent(
                 "counter_rs", rollout_deadline_s=ROLLOUT_DEADLINE_S, max_steps=MAX_STEPS
             ),
-            "reasoning": paired_agent(),
+            "reasoning": shipped_instance(REASONING / "configs" / f"{PAIRING}.yaml", PAIRING),
             "impatient": template_agent("counter_rs", rollout_deadline_s=HANG_DEADLINE_S),
             # Less than DeepAgents' own system prompt: no conversation fits.
             "small_context": template_agent("counter_rs", max_input_tokens=500),

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-import yaml
 
 from nemo_gym.http_client import get_response_json, request
-from nemo_gym.testing import instance_config, start_refusal
+from nemo_gym.testing import instance_config, shipped_instance, start_refusal
 from tests.helpers import RoleStack, run_role_models, run_with_port
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
 from tests.vllm_script import VllmUpstream
@@ -49,12 +48,9 @@ def policy_inputs(stack: RoleStack) -> list[list[dict]]:
     return [body["input"] for body in stack.requests("policy")]
 
 
-def shipped_agent(graph: str) -> dict:
-    """The agent instance of the shipped pairing config of `graph`, bound to a free port."""
-    shipped = yaml.safe_load((ENVIRONMENT / "configs" / f"{graph}_agent.yaml").read_text())[GRAPHS[graph]]
-    inner = shipped["responses_api_agents"]["langgraph_agent"]
-    inner.pop("datasets")
-    return {"responses_api_agents": {"langgraph_agent": {**inner, "host": "127.0.0.1", "port": 0}}}
+def shipped_agent(graph: str, **settings: object) -> dict:
+    """The agent instance of the shipped pairing config of `graph`."""
+    return shipped_instance(ENVIRONMENT / "configs" / f"{graph}_agent.yaml", GRAPHS[graph], **settings)
 
 
 @pytest.fixture(scope="module")
