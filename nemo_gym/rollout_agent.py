@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import re
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +55,9 @@ USAGE_DETAIL_COUNTS = (
     ("input_tokens_details", "cached_tokens"),
     ("output_tokens_details", "reasoning_tokens"),
 )
+# Routes of every resources server that a model must never reach by naming them as a tool.
+RESERVED_ROUTES = frozenset({"seed_session", "verify", "aggregate_metrics"})
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
 class RolloutAgentConfig(BaseResponsesAPIAgentConfig):
@@ -183,6 +187,17 @@ class RolloutAgent(SimpleResponsesAPIAgent):
         rollout.resources_cookies = cookies_after(answer, rollout.resources_cookies)
         return await answer.read()
 
+    async def tool_call_output(
+        self, call: dict[str, Any], declared_tools: set[str], rollout: Rollout
+    ) -> dict[str, Any]:
+        """Run one function call (`call_tool`); a call that may not run (`tool_call_refusal`) and any
+        refusal of the tool become the tool's output, so the loop goes on."""
+        refusal = tool_call_refusal(call, declared_tools)
+        if refusal is not None:
+            return refusal
+        body = await self.call_tool(rollout, call["name"], orjson.loads(call["arguments"] or "{}"))
+        return function_call_output(call, body.decode(errors="replace"))
+
     def setup_webserver(self) -> FastAPI:
         """A burst of rollouts far beyond what the CPU can start at once (say 10,000 arriving together) would
         otherwise begin all their first steps in one go, and hold the event loop long enough for timers of
@@ -272,6 +287,49 @@ class RolloutAgent(SimpleResponsesAPIAgent):
 def cookies_after(answer: aiohttp.ClientResponse | LocalResponse, previous: dict[str, str]) -> dict[str, str]:
     """The cookies to send next: the previous ones updated with those this answer set."""
     return {**previous, **response_cookies(answer)}
+
+
+def declared_tool_names(params: dict[str, Any]) -> set[str]:
+    """The names of the function tools a request offers; empty when it declares none."""
+    return {tool.get("name") for tool in params.get("tools") or [] if tool.get("type") == "function"}
+
+
+def tool_call_refusal(call: dict[str, Any], declared_tools: set[str]) -> dict[str, Any] | None:
+    """The `function_call_output` refusing a call that may not run, or None when it may: a name that is
+    not declared (when tools are declared), a resources server route or not a tool name at all, and
+    arguments that are not a JSON object."""
+    name = call.get("name") or ""
+    undeclared = bool(declared_tools) and name not in declared_tools
+    if undeclared or name in RESERVED_ROUTES or not TOOL_NAME.match(name):
+        available = ", ".join(sorted(declared_tools - RESERVED_ROUTES)) or "none"
+        return tool_error_output(call, f"Unknown tool {name!r}. Available tools: {available}")
+    try:
+        arguments = orjson.loads(call.get("arguments") or "{}")
+    except orjson.JSONDecodeError as error:
+        return tool_error_output(call, f"Invalid tool call arguments: {error}")
+    if not isinstance(arguments, dict):
+        return tool_error_output(call, "Invalid tool call arguments: expected a JSON object")
+    return None
+
+
+def function_call_output(call: dict[str, Any], output: str) -> dict[str, Any]:
+    """The item answering `call` with `output`."""
+    return {"type": "function_call_output", "call_id": call.get("call_id"), "output": output}
+
+
+def tool_error_output(call: dict[str, Any], message: str) -> dict[str, Any]:
+    return function_call_output(call, orjson.dumps({"error": message}).decode())
+
+
+def marked_incomplete(response: dict[str, Any], reason: str, message: str) -> dict[str, Any]:
+    """`response` as a rollout that ended before an answer: `status: incomplete`, with NeMo Gym 0.7's
+    `ng_termination_reason` and `ng_termination_message` in its metadata, so a trainer can tell it apart."""
+    metadata = {
+        **(response.get("metadata") or {}),
+        "ng_termination_reason": reason,
+        "ng_termination_message": message,
+    }
+    return {**response, "status": "incomplete", "metadata": metadata}
 
 
 def summed_usage(total: dict[str, Any] | None, turn: dict[str, Any] | None) -> dict[str, Any] | None:
