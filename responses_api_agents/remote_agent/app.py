@@ -130,7 +130,10 @@ class RemoteAgent(RolloutAgent):
 
     async def _loop(self, params: dict[str, Any], rollout: Rollout) -> Rollout:
         """Call the service, run the calls it left unanswered, call it again with their outputs; until it
-        answers a message with no call left, stops early (`incomplete_details`), or `max_steps` calls."""
+        answers a message with no call left, stops early (`incomplete_details`), or `max_steps` calls.
+        Fields the caller set to null are not sent: null means the default, and the service gets only
+        what the task says."""
+        params = {key: value for key, value in params.items() if value is not None}
         task_input = params.get("input", [])
         if isinstance(task_input, str):
             task_input = [{"role": "user", "content": task_input, "type": "message"}]

@@ -31,8 +31,15 @@ AGENT = "example_single_tool_call_simple_agent"
 GYMNASIUM_AGENT = "blackjack_gymnasium_agent"
 # Agents no environment ships with as its main agent: a shipped pairing, or the agent's own template config
 # pointed at an environment (instance name -> resources server instance).
-PAIRED_AGENTS = ("proof_judge_proof_refinement_agent",)
-TEMPLATE_AGENTS = {"non_executing_simple_agent": "xlam_fc"}
+PAIRED_AGENTS = ("proof_judge_proof_refinement_agent", "single_step_tool_use_with_argument_comparison_agent")
+TEMPLATE_AGENTS = {
+    "non_executing_simple_agent": "xlam_fc",
+    "remote_agent": "example_session_state_mgmt_resources_server",
+}
+# What a template leaves required (`???`) besides its resources server, filled in from the deployment's
+# config: remote_agent's user-hosted service is played by the scripted upstream, which answers
+# `POST /v1/responses` (with a plain assistant message unless scripted), as such a service does.
+TEMPLATE_SETTINGS = {"remote_agent": {"agent_base_url": "${remote_agent_base_url}"}}
 # One instance of each environment server, all in front of AGENT.
 ENVIRONMENT_SERVERS = {
     "episodes_environment_server": "single_agent_turn",
@@ -174,6 +181,7 @@ def shipped_instances() -> dict[str, Any]:
             (REPO_ROOT / "responses_api_agents" / name / "configs" / f"{name}.yaml").read_text()
         )
         block[name]["responses_api_agents"][name]["resources_server"]["name"] = resources
+        block[name]["responses_api_agents"][name].update(TEMPLATE_SETTINGS.get(name, {}))
         config[name] = block[name]
     for name, path in MODEL_CONFIGS.items():
         config[name] = yaml.safe_load((REPO_ROOT / path).read_text())["policy_model"]
@@ -224,6 +232,7 @@ def every_shipped_server(upstream: ScriptedUpstream, workdir: Path) -> Iterator[
     config = {
         **shipped_instances(),
         "policy_base_url": upstream.base_url,
+        "remote_agent_base_url": upstream.url,
         "policy_api_key": "sk-reliability",
         "policy_model_name": fresh_model("reliability"),
         "global_http_deadline_s": HTTP_DEADLINE_S,
