@@ -36,10 +36,6 @@ TEMPLATE_AGENTS = {
     "non_executing_simple_agent": "xlam_fc",
     "remote_agent": "example_session_state_mgmt_resources_server",
 }
-# What a template leaves required (`???`) besides its resources server, filled in from the deployment's
-# config: remote_agent's user-hosted service is played by the scripted upstream, which answers
-# `POST /v1/responses` (with a plain assistant message unless scripted), as such a service does.
-TEMPLATE_SETTINGS = {"remote_agent": {"agent_base_url": "${remote_agent_base_url}"}}
 # One instance of each environment server, all in front of AGENT.
 ENVIRONMENT_SERVERS = {
     "episodes_environment_server": "single_agent_turn",
@@ -181,7 +177,6 @@ def shipped_instances() -> dict[str, Any]:
             (REPO_ROOT / "responses_api_agents" / name / "configs" / f"{name}.yaml").read_text()
         )
         block[name]["responses_api_agents"][name]["resources_server"]["name"] = resources
-        block[name]["responses_api_agents"][name].update(TEMPLATE_SETTINGS.get(name, {}))
         config[name] = block[name]
     for name, path in MODEL_CONFIGS.items():
         config[name] = yaml.safe_load((REPO_ROOT / path).read_text())["policy_model"]
@@ -232,6 +227,8 @@ def every_shipped_server(upstream: ScriptedUpstream, workdir: Path) -> Iterator[
     config = {
         **shipped_instances(),
         "policy_base_url": upstream.base_url,
+        # remote_agent's template asks for it: the scripted upstream stands for a user's agent service, since
+        # it answers `POST /v1/responses` as one does (a plain assistant message, unless scripted).
         "remote_agent_base_url": upstream.url,
         "policy_api_key": "sk-reliability",
         "policy_model_name": fresh_model("reliability"),
