@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import copy
 import re
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -223,6 +223,22 @@ class RolloutAgent(SimpleResponsesAPIAgent):
         await raise_for_status(seeded)
         return Rollout.starting(cookies_after(seeded, dict(request.cookies)))
 
+    async def seed_loop_verify(
+        self,
+        request: Request,
+        body: RolloutRunRequest,
+        loop: Callable[[dict[str, Any], Rollout], Awaitable[Rollout]],
+    ) -> Response:
+        """`/run` of an agent whose rollout is seed, `loop` (given the row's `responses_create_params` and the
+        seeded rollout), verify: the verify answer as is, all within the rollout's deadline."""
+
+        async def rollout() -> bytes:
+            row = body.model_dump(mode="json", exclude_unset=True)
+            done = await loop(row["responses_create_params"], await self.seeded_rollout(request, row))
+            return await self.verified(row, done.response, done)
+
+        return Response(await self.as_rollout(rollout()), media_type="application/json")
+
     async def verified(self, row: dict[str, Any], response: dict[str, Any], rollout: Rollout) -> bytes:
         """The resources server's `/verify` answer (its bytes) for `row` and `response`, sent with the
         rollout's resources cookies (kept updated); a non-2xx answer raises `HTTPStatusError`. With
@@ -287,6 +303,12 @@ class RolloutAgent(SimpleResponsesAPIAgent):
 def cookies_after(answer: aiohttp.ClientResponse | LocalResponse, previous: dict[str, str]) -> dict[str, str]:
     """The cookies to send next: the previous ones updated with those this answer set."""
     return {**previous, **response_cookies(answer)}
+
+
+def input_items(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """A request's `input` as a list of items: a string is one user message (the Responses API allows both)."""
+    given = params.get("input", [])
+    return [{"role": "user", "content": given, "type": "message"}] if isinstance(given, str) else given
 
 
 def declared_tool_names(params: dict[str, Any]) -> set[str]:

@@ -27,6 +27,7 @@ from nemo_gym.rollout_agent import (
     RolloutAgentConfig,
     RolloutRunRequest,
     declared_tool_names,
+    input_items,
     summed_usage,
 )
 from responses_api_agents.remote_agent.remote_service import (
@@ -121,12 +122,7 @@ class RemoteAgent(RolloutAgent):
 
     async def run(self, request: Request, body: RemoteAgentRunRequest) -> Response:
         """One rollout: seed the session, run the loop, verify; the verify answer is returned as is."""
-        return Response(await self.as_rollout(self._run(request, body)), media_type="application/json")
-
-    async def _run(self, request: Request, body: RemoteAgentRunRequest) -> bytes:
-        row = body.model_dump(mode="json", exclude_unset=True)
-        rollout = await self._loop(row["responses_create_params"], await self.seeded_rollout(request, row))
-        return await self.verified(row, rollout.response, rollout)
+        return await self.seed_loop_verify(request, body, self._loop)
 
     async def _loop(self, params: dict[str, Any], rollout: Rollout) -> Rollout:
         """Call the service, run the calls it left unanswered, call it again with their outputs; until it
@@ -134,9 +130,7 @@ class RemoteAgent(RolloutAgent):
         Fields the caller set to null are not sent: null means the default, and the service gets only
         what the task says."""
         params = {key: value for key, value in params.items() if value is not None}
-        task_input = params.get("input", [])
-        if isinstance(task_input, str):
-            task_input = [{"role": "user", "content": task_input, "type": "message"}]
+        task_input = input_items(params)
         declared_tools = declared_tool_names(params)
         new_items: list[dict[str, Any]] = []
         usage: dict[str, Any] | None = None

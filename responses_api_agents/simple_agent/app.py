@@ -23,6 +23,7 @@ from nemo_gym.rollout_agent import (
     RolloutAgentConfig,
     RolloutRunRequest,
     declared_tool_names,
+    input_items,
     marked_incomplete,
     summed_usage,
 )
@@ -56,20 +57,13 @@ class SimpleAgent(RolloutAgent):
 
     async def run(self, request: Request, body: SimpleAgentRunRequest) -> Response:
         """One rollout: seed the session, run the loop, verify; the verify answer is returned as is."""
-        return Response(await self.as_rollout(self._run(request, body)), media_type="application/json")
+        return await self.seed_loop_verify(request, body, self._loop)
 
     # ---- the rollout ------------------------------------------------------------------------------------
 
-    async def _run(self, request: Request, body: SimpleAgentRunRequest) -> bytes:
-        row = body.model_dump(mode="json", exclude_unset=True)
-        rollout = await self._loop(row["responses_create_params"], await self.seeded_rollout(request, row))
-        return await self.verified(row, rollout.response, rollout)
-
     async def _loop(self, params: dict[str, Any], rollout: Rollout) -> Rollout:
         """`params` is the caller's freshly dumped body; it is read, never changed."""
-        original_input = params.get("input", [])
-        if isinstance(original_input, str):
-            original_input = [{"role": "user", "content": original_input, "type": "message"}]
+        original_input = input_items(params)
         declared_tools = declared_tool_names(params)
         new_items: list[dict[str, Any]] = []
         usage: dict[str, Any] | None = None

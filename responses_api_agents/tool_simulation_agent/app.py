@@ -25,6 +25,7 @@ from nemo_gym.rollout_agent import (
     RolloutRunRequest,
     declared_tool_names,
     function_call_output,
+    input_items,
     summed_usage,
     tool_call_refusal,
 )
@@ -88,9 +89,7 @@ class ToolSimulationAgent(RolloutAgent):
         """Policy turns, each tool call answered by the simulator, until a turn calls no tool, the model
         stops early, a simulated answer is unusable or `max_steps` turns were made. With one step the
         policy's turn is the response, unchanged."""
-        task_input = params.get("input", [])
-        if isinstance(task_input, str):
-            task_input = [{"role": "user", "content": task_input, "type": "message"}]
+        task_input = input_items(params)
         new_items: list[dict[str, Any]] = []
         usage: dict[str, Any] | None = None
         simulator_cookies: dict[str, str] = {}
