@@ -5,6 +5,8 @@ one the tool simulator (each under a model name of its own), each a real server 
 from __future__ import annotations
 
 import copy
+import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -14,9 +16,10 @@ import orjson
 import pytest
 import yaml
 
+from nemo_gym.collection.row_checks import prompt_key
 from nemo_gym.http_client import get_response_json, request
 from nemo_gym.testing import read_jsonl
-from tests.helpers import instance_config, run_instance
+from tests.helpers import LAUNCHER_VERDICT_S, REPO_ROOT, gym_command, instance_config, run_instance
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
 
 ENVIRONMENT = (
@@ -254,3 +257,31 @@ def test_more_steps_without_a_simulator_is_refused_at_start(tmp_path):
         with run_instance(config, "agent", tmp_path):
             pass
     assert "max_steps is 3 but tool_simulation_model is not set" in str(refused.value)
+
+
+def test_the_shipped_pairing_replays_offline_to_the_recorded_rewards(tmp_path):
+    """`gym eval run` of the pairing config with replay_model playing the environment's recorded rollouts:
+    every example task runs through this agent and earns the reward it was recorded with."""
+    recordings = ENVIRONMENT / "data" / "example_rollouts.jsonl"
+    output = tmp_path / "rollouts.jsonl"
+    result = subprocess.run(
+        gym_command(
+            "eval", "run", "--config", str(PAIRING), "--model-type", "replay_model",
+            f"++policy_model.responses_api_models.replay_model.rollouts_jsonl_fpath=[{recordings}]",
+            "-o", str(output),
+        ),
+        capture_output=True, text=True, timeout=LAUNCHER_VERDICT_S, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0 and " 0 failed" in result.stdout, result.stdout + result.stderr
+    rows = read_jsonl(output)
+    # A verify past its grading deadline (a busy machine) is masked with its reason: it measured nothing.
+    assert all(row["failure_kind"] for row in rows if row.get("mask_sample"))
+    replayed = Counter(
+        (prompt_key(row["responses_create_params"]), row["reward"])
+        for row in rows
+        if not row.get("mask_sample")
+    )
+    recorded = Counter(
+        (prompt_key(row["responses_create_params"]), row["reward"]) for row in read_jsonl(recordings)
+    )
+    assert replayed <= recorded and len(rows) == len(ROWS)
