@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Request, Response
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from nemo_gym.config_types import ModelServerRef
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
@@ -41,7 +41,7 @@ ToolSimulationAgentRunRequest = RolloutRunRequest
 
 class ToolSimulationAgentConfig(RolloutAgentConfig):
     max_steps: int = Field(
-        default=1, ge=1, description="policy model calls per rollout; 1 = NeMo Gym's single step"
+        default=1, ge=1, description="policy model calls per rollout; 1 or null = NeMo Gym's single step"
     )
     tool_simulation_model: ModelServerRef | None = Field(
         default=None, description="the model server that answers the policy's tool calls (max_steps > 1)"
@@ -51,6 +51,12 @@ class ToolSimulationAgentConfig(RolloutAgentConfig):
         min_length=1,
         description="system prompt of the simulator; the tools, the conversation and the call follow it",
     )
+
+    @field_validator("max_steps", mode="before")
+    @classmethod
+    def _null_is_one_step(cls, steps: object) -> object:
+        """NeMo Gym's configs may say `max_steps: null`; its agent makes one call whatever they say."""
+        return 1 if steps is None else steps
 
     @model_validator(mode="after")
     def _a_simulator_for_more_steps(self) -> ToolSimulationAgentConfig:

@@ -94,8 +94,9 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
             config[name][server_type][folder]["port"] = started.port
         agent = shipped["single_step_tool_use_with_argument_comparison_agent"]["responses_api_agents"]
         agent_settings = {k: v for k, v in agent["tool_simulation_agent"].items() if k != "datasets"}
+        # The shipped settings, plus `max_steps: null` as NeMo Gym configs may say it: still one step.
         config["single_step_agent"] = instance_config(
-            "responses_api_agents", "tool_simulation_agent", **agent_settings
+            "responses_api_agents", "tool_simulation_agent", **agent_settings, max_steps=None
         )
         config["simulating_agent"] = instance_config(
             "responses_api_agents",
