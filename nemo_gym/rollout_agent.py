@@ -214,30 +214,31 @@ class RolloutAgent(SimpleResponsesAPIAgent):
         await raise_for_status(answer)
         return Response(await answer.read(), media_type="application/json")
 
+    def resources_server_for(self, row: dict[str, Any]) -> str:
+        """The resources server instance that seeds and verifies `row`: the configured one. An agent that
+        serves the rows of several environments overrides it to pick one per row."""
+        return self.config.resources_server.name
+
     async def seeded_rollout(self, request: Request, row: dict[str, Any]) -> Rollout:
         """`POST /seed_session` on the resources server with the whole row and the caller's cookies; the
         rollout starts with the cookies that answer set."""
         seeded = await self.server_client.post(
-            self.config.resources_server.name, "/seed_session", json=row, cookies=request.cookies
+            self.resources_server_for(row), "/seed_session", json=row, cookies=request.cookies
         )
         await raise_for_status(seeded)
         return Rollout.starting(cookies_after(seeded, dict(request.cookies)))
 
-    async def seed_loop_verify(
+    async def seeded_loop_verified(
         self,
         request: Request,
         body: RolloutRunRequest,
         loop: Callable[[dict[str, Any], Rollout], Awaitable[Rollout]],
-    ) -> Response:
-        """`/run` of an agent whose rollout is seed, `loop` (given the row's `responses_create_params` and the
-        seeded rollout), verify: the verify answer as is, all within the rollout's deadline."""
-
-        async def rollout() -> bytes:
-            row = body.model_dump(mode="json", exclude_unset=True)
-            done = await loop(row["responses_create_params"], await self.seeded_rollout(request, row))
-            return await self.verified(row, done.response, done)
-
-        return Response(await self.as_rollout(rollout()), media_type="application/json")
+    ) -> bytes:
+        """The rollout of an agent that seeds, runs `loop` (given the row's `responses_create_params` and the
+        seeded rollout) and verifies: the verify answer's bytes. Run it within `as_rollout`."""
+        row = body.model_dump(mode="json", exclude_unset=True)
+        rollout = await loop(row["responses_create_params"], await self.seeded_rollout(request, row))
+        return await self.verified(row, rollout.response, rollout)
 
     async def verified(self, row: dict[str, Any], response: dict[str, Any], rollout: Rollout) -> bytes:
         """The resources server's `/verify` answer (its bytes) for `row` and `response`, sent with the
@@ -247,7 +248,7 @@ class RolloutAgent(SimpleResponsesAPIAgent):
             skipped = {"reward": self.config.skip_verification_reward, "verification_skipped": True}
             return orjson.dumps({**row, "response": response, **skipped})
         answer = await self.server_client.post(
-            self.config.resources_server.name,
+            self.resources_server_for(row),
             "/verify",
             json={**row, "response": response},
             cookies=rollout.resources_cookies,

@@ -42,6 +42,8 @@ BUILDS_ON = {
     "resources_servers.ifbench": "resources_servers.instruction_following",  # its IFEval checkers, splitter
     "resources_servers.iheval": "resources_servers.ifbench",  # its instruction registry, strict/loose grading
     "resources_servers.gdp_pdf": "resources_servers.labbench2_vlm",  # its check of the prompt's images
+    "responses_api_agents.image_tools_agent": "resources_servers.image_tools",  # its tool-call reader
+    "responses_api_agents.gdp_pdf_agent": "responses_api_agents.simple_agent",  # its loop, as in NeMo Gym
 }
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"

@@ -41,7 +41,12 @@ class NonExecutingSimpleAgent(RolloutAgent):
 
     async def run(self, request: Request, body: NonExecutingSimpleAgentRunRequest) -> Response:
         """Seed the session, ask the model once, verify its answer; the verify answer is returned as is."""
-        return await self.seed_loop_verify(request, body, self._answer)
+        return Response(await self.as_rollout(self._run(request, body)), media_type="application/json")
+
+    async def _run(self, request: Request, body: NonExecutingSimpleAgentRunRequest) -> bytes:
+        row = body.model_dump(mode="json", exclude_unset=True)
+        rollout = await self._answer(row["responses_create_params"], await self.seeded_rollout(request, row))
+        return await self.verified(row, rollout.response, rollout)
 
     async def _answer(self, params: dict[str, Any], rollout: Rollout) -> Rollout:
         """The model's one turn, unchanged: a function call in it is the answer, never executed."""

@@ -122,7 +122,8 @@ class RemoteAgent(RolloutAgent):
 
     async def run(self, request: Request, body: RemoteAgentRunRequest) -> Response:
         """One rollout: seed the session, run the loop, verify; the verify answer is returned as is."""
-        return await self.seed_loop_verify(request, body, self._loop)
+        rollout = self.seeded_loop_verified(request, body, self._loop)
+        return Response(await self.as_rollout(rollout), media_type="application/json")
 
     async def _loop(self, params: dict[str, Any], rollout: Rollout) -> Rollout:
         """Call the service, run the calls it left unanswered, call it again with their outputs; until it

@@ -57,9 +57,12 @@ class SimpleAgent(RolloutAgent):
 
     async def run(self, request: Request, body: SimpleAgentRunRequest) -> Response:
         """One rollout: seed the session, run the loop, verify; the verify answer is returned as is."""
-        return await self.seed_loop_verify(request, body, self._loop)
+        return Response(await self.as_rollout(self._run(request, body)), media_type="application/json")
 
     # ---- the rollout ------------------------------------------------------------------------------------
+
+    async def _run(self, request: Request, body: SimpleAgentRunRequest) -> bytes:
+        return await self.seeded_loop_verified(request, body, self._loop)
 
     async def _loop(self, params: dict[str, Any], rollout: Rollout) -> Rollout:
         """`params` is the caller's freshly dumped body; it is read, never changed."""

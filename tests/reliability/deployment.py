@@ -31,7 +31,12 @@ AGENT = "example_single_tool_call_simple_agent"
 GYMNASIUM_AGENT = "blackjack_gymnasium_agent"
 # Agents no environment ships with as its main agent: a shipped pairing, or the agent's own template config
 # pointed at an environment (instance name -> resources server instance).
-PAIRED_AGENTS = ("proof_judge_proof_refinement_agent", "single_step_tool_use_with_argument_comparison_agent")
+PAIRED_AGENTS = (
+    "proof_judge_proof_refinement_agent",
+    "image_tools_simple_agent",
+    "gdp_pdf_agent",
+    "single_step_tool_use_with_argument_comparison_agent",
+)
 TEMPLATE_AGENTS = {
     "non_executing_simple_agent": "xlam_fc",
     "remote_agent": "example_session_state_mgmt_resources_server",
