@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from pydantic import SecretStr, ValidationError
 
+from nemo_gym.deadlines import bounded
 from nemo_gym.errors import GymError
 from nemo_gym.http_client import (
     BadResponseError,
@@ -70,6 +71,7 @@ class RemoteService:
         self, body: dict[str, Any], cookies: dict[str, str]
     ) -> tuple[dict[str, Any], dict[str, str]]:
         """The service's Response to `body`, and the cookies to send it next (its own, kept per rollout)."""
+        allowed_s = bounded(self._policy.deadline_s)  # the rollout may have less left than a call's deadline
         try:
             answer = await request(
                 "POST",
@@ -82,12 +84,16 @@ class RemoteService:
                 allow_redirects=False,
             )
         except DeadlineExceededError as error:
+            limit = (
+                f"remote_responses_timeout_secs={self._policy.deadline_s:g}s; raise it if its turns "
+                "legitimately take longer"
+                if allowed_s >= self._policy.deadline_s
+                else f"the {allowed_s:.3g}s the rollout had left of its deadline"
+            )
             raise GymError(
                 504,
                 "remote_agent_timeout",
-                f"the remote agent service at {self.url} gave no whole answer within "
-                f"remote_responses_timeout_secs={self._policy.deadline_s:g}s ({error.reason}); raise it if "
-                "its turns legitimately take longer",
+                f"the remote agent service at {self.url} gave no whole answer within {limit} ({error.reason})",
             ) from error
         except RequestFailedError as error:
             raise GymError(

@@ -33,6 +33,7 @@ CONTROL_TIMEOUT_S = 10.0
 class Stack:
     agent_url: str
     impatient_agent_url: str
+    short_rollout_agent_url: str
     service_url: str
     model: str
     upstream: ScriptedUpstream
@@ -99,8 +100,10 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
         config["agent"] = agent_settings(service.url + "/")
         config["impatient_agent"] = agent_settings(service.url, remote_responses_timeout_secs=HANG_TIMEOUT_S)
         agent = servers.enter_context(run_instance(config, "agent", workdir))
+        config["short_rollout_agent"] = agent_settings(service.url, run_timeout_secs=HANG_TIMEOUT_S)
         impatient = servers.enter_context(run_instance(config, "impatient_agent", workdir))
-        yield Stack(agent.url, impatient.url, service.url, model, scripted_upstream)
+        short = servers.enter_context(run_instance(config, "short_rollout_agent", workdir))
+        yield Stack(agent.url, impatient.url, short.url, service.url, model, scripted_upstream)
 
 
 async def run(url: str, row: dict) -> tuple[int, dict]:
@@ -230,6 +233,17 @@ async def test_a_hanging_service_fails_the_rollout_at_the_call_deadline(stack):
     assert result["error"]["type"] == "remote_agent_timeout"
     assert f"remote_responses_timeout_secs={HANG_TIMEOUT_S:g}s" in result["error"]["message"]
     assert len(stack.service_calls()) == 1, "a call that timed out is not sent again"
+
+
+async def test_a_hanging_service_is_cut_off_by_the_rollouts_deadline_when_that_comes_first(stack):
+    stack.script(*counting_turns())
+    stack.faults({"hang": True})
+    status, result = await run(stack.short_rollout_agent_url, ROW)
+    assert status == 504, result
+    message = result["error"]["message"]
+    assert "deadline" in message and "remote_responses_timeout_secs" not in message, (
+        "the rollout's, not the call's"
+    )
 
 
 @pytest.mark.parametrize(
