@@ -36,7 +36,7 @@ from nemo_gym.http_client import (
 )
 from nemo_gym.in_process import LocalResponse
 from nemo_gym.mcp_tool_calls import call_mcp_tool
-from nemo_gym.openai_utils import NeMoGymResponse
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.rollout_paths import with_current_rollout_prefix
 from nemo_gym.validation_errors import first_problem
 from nemo_gym.wire.rows import BaseRunRequest
@@ -276,6 +276,22 @@ class RolloutAgent(SimpleResponsesAPIAgent):
                 f"{error.error_count()} problem(s), first: {first_problem(error)}",
             ) from error
         return turn, cookies
+
+    async def passed_through(
+        self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming
+    ) -> NeMoGymResponse:
+        """`/v1/responses` as one call of `model_server`, within the rollout deadline: the caller's cookies
+        go with it, and those the model server sets are set on `response`."""
+        answer, cookies = await self.as_rollout(
+            self.model_turn(
+                self.config.model_server.name,
+                body.model_dump(mode="json", exclude_unset=True),
+                dict(request.cookies),
+            )
+        )
+        for name, value in cookies.items():
+            response.set_cookie(name, value)
+        return NeMoGymResponse.model_validate(answer)
 
     async def as_rollout(self, work: Coroutine[Any, Any, Any]) -> Any:
         """Run `work` once a rollout slot is free (`max_concurrent_rollouts`), all within the rollout's

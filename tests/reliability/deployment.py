@@ -35,6 +35,8 @@ PAIRED_AGENTS = (
     "proof_judge_proof_refinement_agent",
     "image_tools_simple_agent",
     "gdp_pdf_agent",
+    "toolsandbox_toolsandbox_agent",
+    "conversational_tool_use_agent",
     "single_step_tool_use_with_argument_comparison_agent",
 )
 TEMPLATE_AGENTS = {
