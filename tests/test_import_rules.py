@@ -49,6 +49,8 @@ BUILDS_ON: dict[str, str | tuple[str, ...]] = {
         "responses_api_agents.gymnasium_agent",  # its user-sim loop, for the simulation stage
         "resources_servers.conversational_tool_use_simulation",  # the row models and JSON reading it generates for
     ),
+    "responses_api_agents.simple_agent_with_compaction": "responses_api_agents.simple_agent",  # its loop
+    "responses_api_models.vllm_model_with_compaction": "responses_api_models.vllm_model",  # its server
 }
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
