@@ -184,15 +184,19 @@ class Upstream:
         limit = bounds.max_concurrent_requests
         self._semaphore = asyncio.Semaphore(limit) if limit is not None else None
 
-    def client(self, client_class: type[Client], base_url: str, max_retries: int | None = None) -> Client:
+    def client(
+        self, client_class: type[Client], base_url: str, max_retries: int | None = None, **fields: Any
+    ) -> Client:
         """A client of `base_url`; `max_retries` lowers the configured attempts (e.g. for a backend that
-        may move, so a call fails soon and the next one looks for it again)."""
+        may move, so a call fails soon and the next one looks for it again). `fields` are the settings a
+        provider's client class adds (e.g. Azure's query parameters)."""
         return client_class(
             base_url=base_url,
             api_key=self._api_key.get_secret_value(),
             default_headers=self._default_headers,
             max_retries=min(self._bounds.max_retries, max_retries or self._bounds.max_retries),
             timeout=self._bounds.timeout_s or default_retry_policy().deadline_s,
+            **fields,
         )
 
     @contextlib.asynccontextmanager

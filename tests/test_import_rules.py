@@ -24,7 +24,7 @@ SERVER_KINDS = ("resources_servers", "responses_api_agents", "responses_api_mode
 # Re-exports core names under the path environments written for NeMo Gym import them from.
 SHARED_SHIM = "resources_servers.gymnasium"
 # Folders that build on another folder, as their NeMo Gym namesakes do; each says so in its README.
-BUILDS_ON = {
+BUILDS_ON: dict[str, str | tuple[str, ...]] = {
     "resources_servers.polymath": "resources_servers.math_with_judge",  # its server, with more metrics
     "resources_servers.circle_click": "resources_servers.circle_count",  # the same synthetic pictures
     "resources_servers.physics_judge": "resources_servers.math_with_judge",  # its server, another judge
@@ -42,6 +42,14 @@ BUILDS_ON = {
     "resources_servers.ifbench": "resources_servers.instruction_following",  # its IFEval checkers, splitter
     "resources_servers.iheval": "resources_servers.ifbench",  # its instruction registry, strict/loose grading
     "resources_servers.gdp_pdf": "resources_servers.labbench2_vlm",  # its check of the prompt's images
+    "responses_api_models.inference_provider": "responses_api_models.vllm_model",  # its chat conversion
+    "responses_api_models.azure_openai_model": "responses_api_models.inference_provider",  # its server
+    # its pass-through server, and vllm_model's conversion for a proxy that answers with a chat completion
+    "responses_api_models.litellm_model": (
+        "responses_api_models.openai_model",
+        "responses_api_models.vllm_model",
+    ),
+    "responses_api_models.switchyard_model": "responses_api_models.openai_model",  # its pass-through server
 }
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
@@ -102,7 +110,8 @@ def server_folder_violations(root: Path, folder: Path) -> list[str]:
             if level:
                 problems.append(f"{where}relative import `{'.' * level}{module}`; write it from `{package}`")
             elif top in SERVER_KINDS:
-                allowed = (package, SHARED_SHIM, *([BUILDS_ON[package]] if package in BUILDS_ON else []))
+                bases = BUILDS_ON.get(package, ())
+                allowed = (package, SHARED_SHIM, *((bases,) if isinstance(bases, str) else bases))
                 if not any(is_within(module, base) for base in allowed):
                     problems.append(f"{where}`{module}` is another server folder")
             elif top == REPO_TESTS:

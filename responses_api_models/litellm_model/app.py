@@ -1,0 +1,73 @@
+"""litellm_model: openai_model in front of a LiteLLM proxy (`/v1/responses`, `/v1/chat/completions`).
+
+NeMo Gym's litellm_model keys are openai_model's. Before serving, the proxy must say on
+`/health/readiness/details` that it runs LiteLLM 1.83.0 or later (version_check.py), since two earlier
+releases stole credentials; the key goes there as `Authorization: Bearer` and `x-litellm-key` (model
+calls send the bearer token only). A `/responses` answer is normalised from the proxy's known quirks (normalise.py) before it is
+checked like openai_model's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from pydantic import Field
+
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
+from nemo_gym.upstream import validated_answer
+from responses_api_models.litellm_model.normalise import normalised_response
+from responses_api_models.litellm_model.version_check import check_proxy_version
+from responses_api_models.openai_model.app import OpenAIModel, OpenAIModelConfig
+
+logger = logging.getLogger("litellm_model")
+LITELLM_KEY_HEADER = "x-litellm-key"
+
+
+class LiteLLMModelConfig(OpenAIModelConfig):
+    verify_proxy_version: bool = Field(
+        default=True,
+        description="check the proxy's LiteLLM version before serving; false only for a proxy that hides "
+        "/health/readiness/details and whose version you have checked yourself",
+    )
+
+
+class LiteLLMModel(OpenAIModel):
+    config: LiteLLMModelConfig
+
+    def setup_webserver(self) -> FastAPI:
+        app = super().setup_webserver()
+        if self.config.verify_proxy_version:
+            app.router.lifespan_context = self._after_version_check(app.router.lifespan_context)
+        return app
+
+    def _after_version_check(self, lifespan: Any) -> Any:
+        @contextlib.asynccontextmanager
+        async def checked_lifespan(app: FastAPI) -> AsyncIterator[Any]:
+            key = self.config.openai_api_key.get_secret_value()
+            headers = {
+                **self.config.openai_default_headers,
+                "Authorization": f"Bearer {key}",
+                LITELLM_KEY_HEADER: key,
+            }
+            version = await check_proxy_version(self.config.openai_base_url, headers)
+            logger.info("LiteLLM proxy version %s is safe to use", ".".join(map(str, version)))
+            async with lifespan(app) as state:
+                yield state
+
+        return checked_lifespan
+
+    async def responses(
+        self, request: Request, body: NeMoGymResponseCreateParamsNonStreaming
+    ) -> NeMoGymResponse:
+        client = self.client_for(request)
+        answer = await self._call_upstream(client.create_response, body)
+        fixed = normalised_response(answer, body, self.config.openai_model, client.base_url)
+        return validated_answer(NeMoGymResponse, fixed, client.base_url, "Responses API response")
+
+
+if __name__ == "__main__":
+    LiteLLMModel.run_webserver()
