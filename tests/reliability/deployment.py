@@ -2,8 +2,8 @@
 the routes each one publishes in its OpenAPI document, and a tally of the answers the tests got.
 
 The deployment holds each resources server of `resources_servers/*/configs/*.yaml`, one simple agent, one
-gymnasium agent, the three model servers (openai_model, vllm_model, replay_model, each from its own shipped
-config) and the head server. The models that call an LLM are pointed at the scripted upstream on 127.0.0.1, which answers every
+gymnasium agent, every model server (each from its own shipped config, see `MODEL_SETTINGS`) and the head
+server. The models that call an LLM are pointed at the scripted upstream on 127.0.0.1, which answers every
 unscripted request with a plain assistant message.
 """
 
@@ -43,6 +43,20 @@ MODEL_CONFIGS = {
     "policy_model": "responses_api_models/openai_model/configs/openai_model.yaml",
     "vllm_policy_model": "responses_api_models/vllm_model/configs/vllm_model.yaml",
     "replay_policy_model": "responses_api_models/replay_model/configs/replay_model.yaml",
+    "azure_policy_model": "responses_api_models/azure_openai_model/configs/azure_openai_model.yaml",
+    "litellm_policy_model": "responses_api_models/litellm_model/configs/litellm_model.yaml",
+    "provider_policy_model": "responses_api_models/inference_provider/configs/inference_provider.yaml",
+    "switchyard_policy_model": "responses_api_models/switchyard_model/configs/switchyard_model.yaml",
+}
+# What the provider model servers need to call the scripted upstream: its base URL ends in /v1, which
+# azure_openai_model takes as Azure's v1 API (deployment in the body; any api-version is sent and ignored);
+# switchyard_model attaches to it as if it were the proxy (the route is the model name); it serves no
+# LiteLLM readiness route, so litellm_model's version check is off. Their own tests (each folder's tests/)
+# run them against stand-ins that speak each provider's API (tests/provider_gateways.py).
+MODEL_SETTINGS = {
+    "azure_policy_model": {"default_query": {"api-version": "2024-10-21"}},
+    "litellm_policy_model": {"verify_proxy_version": False},
+    "switchyard_policy_model": {"switchyard_base_url": "${policy_base_url}"},
 }
 # Short enough that a request stuck on a peer or the upstream ends well inside a test's budget.
 HTTP_DEADLINE_S = 10
@@ -177,6 +191,8 @@ def shipped_instances() -> dict[str, Any]:
         config[name] = block[name]
     for name, path in MODEL_CONFIGS.items():
         config[name] = yaml.safe_load((REPO_ROOT / path).read_text())["policy_model"]
+        for inner in config[name]["responses_api_models"].values():
+            inner.update(MODEL_SETTINGS.get(name, {}))
     agent = {"type": "responses_api_agents", "name": AGENT}
     resources = config[AGENT]["responses_api_agents"]["simple_agent"]["resources_server"]
     for name, implementation in ENVIRONMENT_SERVERS.items():
