@@ -48,13 +48,12 @@ MODEL_CONFIGS = {
     "provider_policy_model": "responses_api_models/inference_provider/configs/inference_provider.yaml",
     "switchyard_policy_model": "responses_api_models/switchyard_model/configs/switchyard_model.yaml",
 }
-# What the provider model servers need to call the scripted upstream: its base URL ends in /v1, which
-# azure_openai_model takes as Azure's v1 API (deployment in the body; any api-version is sent and ignored);
+# What the provider model servers need to call the scripted upstream. azure_openai_model takes its base URL,
+# which ends in /v1, as Azure's v1 API (the deployment in the body; the api-version is sent and ignored);
 # switchyard_model attaches to it as if it were the proxy (the route is the model name); it serves no
 # LiteLLM readiness route, so litellm_model's version check is off. Their own tests (each folder's tests/)
 # run them against stand-ins that speak each provider's API (tests/provider_gateways.py).
 MODEL_SETTINGS = {
-    "azure_policy_model": {"default_query": {"api-version": "2024-10-21"}},
     "litellm_policy_model": {"verify_proxy_version": False},
     "switchyard_policy_model": {"switchyard_base_url": "${policy_base_url}"},
 }
