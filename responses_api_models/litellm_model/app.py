@@ -9,14 +9,13 @@ checked like openai_model's.
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import logging
-from collections.abc import AsyncIterator
-from typing import Any
 
 from fastapi import FastAPI, Request
 from pydantic import Field
 
+from nemo_gym.http_client import close_global_aiohttp_client
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.upstream import validated_answer
 from responses_api_models.litellm_model.normalise import normalised_response
@@ -39,26 +38,25 @@ class LiteLLMModel(OpenAIModel):
     config: LiteLLMModelConfig
 
     def setup_webserver(self) -> FastAPI:
+        """The version is checked here, before the server listens, so an unsafe proxy stops the start with
+        one line (a config error) instead of failing the first call."""
         app = super().setup_webserver()
         if self.config.verify_proxy_version:
-            app.router.lifespan_context = self._after_version_check(app.router.lifespan_context)
+            version = asyncio.run(self._proxy_version())
+            logger.info("LiteLLM proxy version %s is safe to use", ".".join(map(str, version)))
         return app
 
-    def _after_version_check(self, lifespan: Any) -> Any:
-        @contextlib.asynccontextmanager
-        async def checked_lifespan(app: FastAPI) -> AsyncIterator[Any]:
-            key = self.config.openai_api_key.get_secret_value()
-            headers = {
-                **self.config.openai_default_headers,
-                "Authorization": f"Bearer {key}",
-                LITELLM_KEY_HEADER: key,
-            }
-            version = await check_proxy_version(self.config.openai_base_url, headers)
-            logger.info("LiteLLM proxy version %s is safe to use", ".".join(map(str, version)))
-            async with lifespan(app) as state:
-                yield state
-
-        return checked_lifespan
+    async def _proxy_version(self) -> tuple[int, int, int]:
+        key = self.config.openai_api_key.get_secret_value()
+        headers = {
+            **self.config.openai_default_headers,
+            "Authorization": f"Bearer {key}",
+            LITELLM_KEY_HEADER: key,
+        }
+        try:
+            return await check_proxy_version(self.config.openai_base_url, headers)
+        finally:
+            await close_global_aiohttp_client()  # this loop ends here; serving runs on another
 
     async def responses(
         self, request: Request, body: NeMoGymResponseCreateParamsNonStreaming

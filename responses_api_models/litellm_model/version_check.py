@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from nemo_gym.config.errors import ConfigError
 from nemo_gym.http_client import HTTPStatusError, RequestFailedError, RetryPolicy, checked_json, request
 
 READINESS_PATH = "/health/readiness/details"
@@ -16,8 +17,8 @@ MINIMUM_SAFE_VERSION = (1, 83, 0)
 VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-stable(?:\.patch\.\d+)?|\.post\d+)?$")
 
 
-class UnsafeProxyError(RuntimeError):
-    """The proxy runs a version known or not shown to be safe; the server does not start."""
+class UnsafeProxyError(ConfigError):
+    """The proxy runs a version known or not shown to be safe; the server does not start (one line)."""
 
 
 def proxy_root(base_url: str) -> str:

@@ -152,7 +152,13 @@ async def test_proxy_errors_keep_status_retry_after_and_hide_the_key(
 
 @pytest.mark.parametrize(
     ("version", "reason"),
-    [("1.82.7", "carried credential-harvesting malware"), ("1.80.0", "older than the minimum safe 1.83.0")],
+    [
+        (
+            "1.82.7",
+            "a release that carried credential-harvesting malware; upgrade the proxy to 1.83.0 or later",
+        ),
+        ("1.80.0", "older than the minimum safe 1.83.0; upgrade the proxy"),
+    ],
 )
 def test_an_unsafe_proxy_version_stops_the_start(tmp_path: Path, scripted_upstream, version, reason) -> None:
     with run_gateway(
@@ -166,7 +172,9 @@ def test_an_unsafe_proxy_version_stops_the_start(tmp_path: Path, scripted_upstre
             [sys.executable, str(APP)], env=env, cwd=APP.parent, capture_output=True, text=True, timeout=60
         )
     assert result.returncode != 0
-    assert reason in result.stderr + result.stdout
+    assert result.stderr.strip().splitlines() == [
+        f"Error: server instance 'policy_model': the LiteLLM proxy runs {version}, {reason}"
+    ]
     assert API_KEY not in result.stderr + result.stdout
 
 
