@@ -114,6 +114,11 @@ class NeMoGymAsyncOpenAI(BaseModel):
     def _headers(self) -> dict[str, str]:
         return {**self.default_headers, **_authorization(self.base_url, self.api_key)}
 
+    def auth_headers(self) -> dict[str, str]:
+        """The headers every call of this client sends, the key's included: for a side call made as the
+        same caller (a proxy's stats, say), never for a log."""
+        return self._headers()
+
     async def _call(self, method: str, url: str, body: dict[str, Any] | None = None) -> Any:
         if self._refused is not None:
             raise copy.copy(self._refused)

@@ -12,14 +12,19 @@ to attach instead.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
-from fastapi import Request
+from fastapi import FastAPI, Request
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 
 from nemo_gym.rollout_paths import rollout_key_of
 from nemo_gym.upstream import NeMoGymAsyncOpenAI
 from responses_api_models.openai_model.app import OpenAIModel, OpenAIModelConfig
+from responses_api_models.switchyard_model.condition import snapshot_stats, write_condition
 
 logger = logging.getLogger("switchyard_model")
 SESSION_ID_HEADER = "x-switchyard-session-id"
@@ -48,6 +53,14 @@ class SwitchyardModelConfig(OpenAIModelConfig):
     proxy_port: int | None = Field(default=None, description="the in-process proxy's port; unused here")
     session_id_headers: list[str] = Field(default_factory=lambda: [SESSION_ID_HEADER])
     forward_session_id: bool = True
+    condition_dir: Path | None = Field(
+        default=None,
+        description="where the run's routing condition is recorded (condition.py); null = nowhere",
+    )
+    proxy_provenance: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the attached proxy's identity (build, deployment hash), as its operator gives it",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -79,6 +92,32 @@ class SwitchyardModelConfig(OpenAIModelConfig):
 
 class SwitchyardModel(OpenAIModel):
     config: SwitchyardModelConfig
+
+    def setup_webserver(self) -> FastAPI:
+        app = super().setup_webserver()
+        folder = self.config.condition_dir
+        if folder is not None:
+            config = self.config
+            write_condition(
+                folder,
+                config.openai_model,
+                config.openai_base_url,
+                config.proxy_provenance,
+                config.session_id_headers,
+            )
+            app.router.lifespan_context = self._with_stats_snapshot(app.router.lifespan_context, folder)
+        return app
+
+    def _with_stats_snapshot(self, lifespan: Any, folder: Path) -> Any:
+        """The app's lifespan, then the proxy's stats kept when the server stops."""
+
+        @contextlib.asynccontextmanager
+        async def lifespan_then_snapshot(app: FastAPI) -> AsyncIterator[Any]:
+            async with lifespan(app) as state:
+                yield state
+            await snapshot_stats(folder, self.client.base_url, self.client.auth_headers())
+
+        return lifespan_then_snapshot
 
     def client_for(self, request: Request) -> NeMoGymAsyncOpenAI:
         """The client with the rollout id in the session headers, for a call made within a rollout."""

@@ -128,6 +128,35 @@ async def test_proxy_errors_keep_status_retry_after_and_hide_the_key(
     )
 
 
+async def test_the_routing_condition_is_recorded_at_start_and_the_stats_at_stop(
+    tmp_path: Path, scripted_upstream
+) -> None:
+    target = fresh_model("switchyard")
+    folder = tmp_path / "condition"
+    provenance = {"switchyard_commit": "abc123"}
+    with run_gateway("switchyard", scripted_upstream, API_KEY, tmp_path, routes_to(target)) as proxy:
+        settings = {"condition_dir": str(folder), "proxy_provenance": provenance}
+        with run_model(switchyard(proxy.url, **settings), tmp_path) as server:
+            condition = orjson.loads((folder / "switchyard-condition.json").read_bytes())
+            status, _ = await post(f"{server.url}/ng-rollout/task1-r0/v1/responses", {"input": "hi"})
+            assert not (folder / "switchyard-stats.json").exists()
+        snapshot = orjson.loads((folder / "switchyard-stats.json").read_bytes())
+
+    assert status == 200
+    assert (condition["route"], condition["mode"], condition["proxy_root_url"]) == (
+        ROUTE,
+        "attached",
+        proxy.url,
+    )
+    assert condition["proxy_provenance"] == provenance
+    assert condition["session_id_headers"] == ["x-switchyard-session-id"]
+    assert snapshot["scope"] == "proxy-lifetime aggregate"
+    assert snapshot["stats"]["by_target"] == {target: 1} and snapshot["stats"]["by_session"] == {
+        "task1-r0": 1
+    }
+    assert API_KEY not in (folder / "switchyard-condition.json").read_text()
+
+
 def test_hosting_the_proxy_is_refused_in_one_line(tmp_path: Path) -> None:
     inner = {"entrypoint": "app.py", "host": "127.0.0.1", "port": 0, "switchyard_model": ROUTE}
     for settings, expected in (
