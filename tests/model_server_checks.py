@@ -5,6 +5,9 @@ model server under test as its policy model."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -20,6 +23,8 @@ from tests.upstream_script import ScriptedUpstream
 GATEWAYS = REPO_ROOT / "tests" / "provider_gateways.py"
 WEATHER_ROWS = REPO_ROOT / "resources_servers" / "example_single_tool_call" / "data" / "example.jsonl"
 ANSWER_TIMEOUT_S = 60.0
+# A server that refuses its config exits before it listens; this bounds the wait for that.
+START_FAILURE_TIMEOUT_S = 60.0
 
 
 @contextmanager
@@ -43,6 +48,31 @@ def run_model(config: dict[str, Any], workdir: Path) -> Iterator[StartedServer]:
         inner = next(iter(config["policy_model"]["responses_api_models"].values()))
         inner["port"] = server.port
         yield server
+
+
+def failed_start(config: dict[str, Any], workdir: Path) -> str:
+    """The error output of the `policy_model` of `config` started as `gym run` would, which must exit
+    (non-zero) instead of serving."""
+    inner = next(iter(config["policy_model"]["responses_api_models"].items()))
+    app = REPO_ROOT / "responses_api_models" / inner[0] / "app.py"
+    config_file = workdir / "failing-config.json"
+    config_file.write_bytes(orjson.dumps(config))
+    env = {
+        **os.environ,
+        "NEMO_GYM_CONFIG_FILE": str(config_file),
+        "NEMO_GYM_CONFIG_PATH": "policy_model",
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+    result = subprocess.run(
+        [sys.executable, str(app)],
+        env=env,
+        cwd=app.parent,
+        capture_output=True,
+        text=True,
+        timeout=START_FAILURE_TIMEOUT_S,
+    )
+    assert result.returncode != 0, result.stdout
+    return result.stderr + result.stdout
 
 
 @contextmanager

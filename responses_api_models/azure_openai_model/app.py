@@ -10,7 +10,7 @@ deployment URL, the `api-version` query and the `api-key` header. An `openai_bas
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field, SecretStr, model_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator
 
 from responses_api_models.azure_openai_model.client import API_VERSION, AzureOpenAIClient, uses_v1_api
 from responses_api_models.inference_provider.app import InferenceProvider, InferenceProviderConfig
@@ -29,7 +29,9 @@ class AzureOpenAIModelConfig(InferenceProviderConfig):
     model: str = Field(
         validation_alias=AliasChoices("openai_model", "model"), description="the deployment name"
     )
-    default_query: dict[str, str] = Field(default_factory=dict, description="query of every call")
+    default_query: dict[str, str] = Field(
+        default_factory=dict, validate_default=True, description="query parameters of every call"
+    )
     max_concurrent_requests: int | None = Field(
         default=8,
         ge=1,
@@ -37,14 +39,16 @@ class AzureOpenAIModelConfig(InferenceProviderConfig):
         description="upstream calls in flight per server process; null = no cap",
     )
 
-    @model_validator(mode="after")
-    def _api_version_for_deployment_urls(self) -> AzureOpenAIModelConfig:
-        if not self.default_query.get(API_VERSION) and not all(map(uses_v1_api, self.base_url)):
+    @field_validator("default_query")
+    @classmethod
+    def _api_version_for_deployment_urls(cls, query: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        urls = info.data.get("base_url") or []
+        if not query.get(API_VERSION) and not all(map(uses_v1_api, urls)):
             raise ValueError(
-                "default_query.api-version is required for an Azure deployment URL: set it, e.g. "
+                "api-version is required for an Azure deployment URL: set it, e.g. "
                 "+default_query.api-version=2024-10-21 (or use an openai_base_url ending in /openai/v1)"
             )
-        return self
+        return query
 
 
 class AzureOpenAIModel(InferenceProvider):

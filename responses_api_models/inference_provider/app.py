@@ -10,7 +10,7 @@ at start, and its 400s (a prompt too long included) reach the caller as sent.
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field, field_validator
 
 from responses_api_models.vllm_model.app import VLLMModel, VLLMModelConfig
 
@@ -27,14 +27,12 @@ class InferenceProviderConfig(VLLMModelConfig):
     # A hosted provider's 400 is the caller's to see, not an empty turn (vllm_model's default).
     propagate_context_overflow_errors: bool = True
 
-    @model_validator(mode="after")
-    def _no_training_mode(self) -> InferenceProviderConfig:
-        if self.return_token_id_information:
-            raise ValueError(
-                "return_token_id_information: true needs token ids a hosted provider does not return; "
-                "use vllm_model for training"
-            )
-        return self
+    @field_validator("return_token_id_information")
+    @classmethod
+    def _no_training_mode(cls, value: bool) -> bool:
+        if value:
+            raise ValueError("a hosted provider returns no token ids; use vllm_model for training")
+        return value
 
 
 class InferenceProvider(VLLMModel):

@@ -4,17 +4,15 @@ upstream: real server processes over HTTP, the official openai client as the cal
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import openai
 import orjson
 
-from tests.helpers import REPO_ROOT
 from tests.model_server_checks import (
     assert_weather_rollout,
+    failed_start,
     model_config,
     post,
     run_gateway,
@@ -26,7 +24,6 @@ from tests.upstream_script import ScriptedUpstream, chat_tool_call, fresh_model
 
 API_KEY = "azure-key-0123456789abcdef0123"
 API_VERSION = "2024-10-21"
-APP = REPO_ROOT / "responses_api_models" / "azure_openai_model" / "app.py"
 
 
 def azure(endpoint: str, deployment: str, key: str = API_KEY, **settings: object) -> dict:
@@ -119,30 +116,15 @@ async def test_azure_errors_keep_status_retry_after_and_hide_the_key(
 
 
 def test_a_missing_api_version_is_a_one_line_config_error(tmp_path: Path) -> None:
-    inner = {
-        "entrypoint": "app.py",
-        "host": "127.0.0.1",
-        "port": 0,
-        "openai_base_url": "https://example.openai.azure.com",
-        "openai_api_key": API_KEY,
-        "openai_model": "gpt-4o",
-        "num_concurrent_requests": 8,
-    }
-    config = tmp_path / "config.yaml"
-    config.write_bytes(
-        orjson.dumps({"policy_model": {"responses_api_models": {"azure_openai_model": inner}}})
-    )
-    env = {
-        "NEMO_GYM_CONFIG_FILE": str(config),
-        "NEMO_GYM_CONFIG_PATH": "policy_model",
-        "PYTHONPATH": str(REPO_ROOT),
-    }
-    result = subprocess.run(
-        [sys.executable, str(APP)], env=env, cwd=APP.parent, capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode != 0
-    assert "default_query.api-version is required" in result.stderr
-    assert API_KEY not in result.stderr + result.stdout
+    config = azure("https://example.openai.azure.com", "gpt-4o", num_concurrent_requests=8)
+    config["policy_model"]["responses_api_models"]["azure_openai_model"]["default_query"] = {}
+    output = failed_start(config, tmp_path)
+    assert output.strip().splitlines() == [
+        "Error: invalid config for server instance 'policy_model': default_query: api-version is required for "
+        "an Azure deployment URL: set it, e.g. +default_query.api-version=2024-10-21 (or use an openai_base_url "
+        "ending in /openai/v1)"
+    ]
+    assert API_KEY not in output
 
 
 async def test_a_shipped_environment_rollout_runs_through_it(tmp_path: Path, scripted_upstream) -> None:

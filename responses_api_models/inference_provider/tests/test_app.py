@@ -3,17 +3,15 @@ API a hosted provider serves: real server processes over HTTP, the official open
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import openai
 import orjson
 
-from tests.helpers import REPO_ROOT
 from tests.model_server_checks import (
     assert_weather_rollout,
+    failed_start,
     model_config,
     post,
     run_model,
@@ -23,7 +21,6 @@ from tests.model_server_checks import (
 from tests.upstream_script import ScriptedUpstream, chat_tool_call, fresh_model
 
 API_KEY = "sk-provider-test-0123456789abcdef"
-APP = REPO_ROOT / "responses_api_models" / "inference_provider" / "app.py"
 
 
 def provider(upstream: ScriptedUpstream, model: str, **settings: object) -> dict:
@@ -103,30 +100,14 @@ async def test_rate_limit_waits_and_errors_keep_their_status_without_the_key(
     assert API_KEY not in log
 
 
-def test_training_mode_is_refused_at_start_in_one_line(tmp_path: Path) -> None:
-    config = tmp_path / "config.yaml"
-    settings = {"base_url": "http://127.0.0.1:1/v1", "api_key": API_KEY, "model": "m"}
-    inner = {
-        "entrypoint": "app.py",
-        "host": "127.0.0.1",
-        "port": 0,
-        **settings,
-        "return_token_id_information": True,
-    }
-    config.write_bytes(
-        orjson.dumps({"policy_model": {"responses_api_models": {"inference_provider": inner}}})
-    )
-    env = {
-        "NEMO_GYM_CONFIG_FILE": str(config),
-        "NEMO_GYM_CONFIG_PATH": "policy_model",
-        "PYTHONPATH": str(REPO_ROOT),
-    }
-    result = subprocess.run(
-        [sys.executable, str(APP)], env=env, cwd=APP.parent, capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode != 0
-    assert "return_token_id_information" in result.stderr and "use vllm_model for training" in result.stderr
-    assert API_KEY not in result.stderr + result.stdout
+def test_training_mode_is_refused_at_start_in_one_line(tmp_path: Path, scripted_upstream) -> None:
+    config = provider(scripted_upstream, "m", return_token_id_information=True)
+    output = failed_start(config, tmp_path)
+    assert output.strip().splitlines() == [
+        "Error: invalid config for server instance 'policy_model': return_token_id_information: "
+        "a hosted provider returns no token ids; use vllm_model for training"
+    ]
+    assert API_KEY not in output
 
 
 async def test_a_shipped_environment_rollout_runs_through_it(tmp_path: Path, scripted_upstream) -> None:

@@ -4,9 +4,6 @@ scripted upstream: real server processes over HTTP, the official openai client a
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,9 +11,9 @@ import openai
 import orjson
 import pytest
 
-from tests.helpers import REPO_ROOT
 from tests.model_server_checks import (
     assert_weather_rollout,
+    failed_start,
     model_config,
     post,
     run_gateway,
@@ -27,7 +24,6 @@ from tests.model_server_checks import (
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
 
 API_KEY = "sk-litellm-0123456789abcdef"
-APP = REPO_ROOT / "responses_api_models" / "litellm_model" / "app.py"
 
 
 def litellm(proxy_url: str, model: str, key: str = API_KEY, **settings: object) -> dict:
@@ -161,21 +157,13 @@ async def test_proxy_errors_keep_status_retry_after_and_hide_the_key(
     ],
 )
 def test_an_unsafe_proxy_version_stops_the_start(tmp_path: Path, scripted_upstream, version, reason) -> None:
-    with run_gateway(
-        "litellm", scripted_upstream, API_KEY, tmp_path, {"GATEWAY_LITELLM_VERSION": version}
-    ) as proxy:
-        config = tmp_path / "config.yaml"
-        config.write_bytes(orjson.dumps(litellm(proxy.url, fresh_model("litellm"))))
-        env = {**os.environ, "NEMO_GYM_CONFIG_FILE": str(config), "NEMO_GYM_CONFIG_PATH": "policy_model"}
-        env["PYTHONPATH"] = str(REPO_ROOT)
-        result = subprocess.run(
-            [sys.executable, str(APP)], env=env, cwd=APP.parent, capture_output=True, text=True, timeout=60
-        )
-    assert result.returncode != 0
-    assert result.stderr.strip().splitlines() == [
+    env = {"GATEWAY_LITELLM_VERSION": version}
+    with run_gateway("litellm", scripted_upstream, API_KEY, tmp_path, env) as proxy:
+        output = failed_start(litellm(proxy.url, fresh_model("litellm")), tmp_path)
+    assert output.strip().splitlines() == [
         f"Error: server instance 'policy_model': the LiteLLM proxy runs {version}, {reason}"
     ]
-    assert API_KEY not in result.stderr + result.stdout
+    assert API_KEY not in output
 
 
 async def test_a_shipped_environment_rollout_runs_through_it(tmp_path: Path, scripted_upstream) -> None:

@@ -4,9 +4,6 @@ upstream: real server processes over HTTP, the official openai client as the cal
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,9 +11,9 @@ import aiohttp
 import openai
 import orjson
 
-from tests.helpers import REPO_ROOT
 from tests.model_server_checks import (
     assert_weather_rollout,
+    failed_start,
     model_config,
     post,
     run_gateway,
@@ -28,7 +25,6 @@ from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_mod
 
 API_KEY = "sk-switchyard-0123456789abcdef"
 ROUTE = "policy-route"
-APP = REPO_ROOT / "responses_api_models" / "switchyard_model" / "app.py"
 
 
 def routes_to(target: str) -> dict[str, str]:
@@ -158,21 +154,12 @@ async def test_the_routing_condition_is_recorded_at_start_and_the_stats_at_stop(
 
 
 def test_hosting_the_proxy_is_refused_in_one_line(tmp_path: Path) -> None:
-    inner = {"entrypoint": "app.py", "host": "127.0.0.1", "port": 0, "switchyard_model": ROUTE}
     for settings, expected in (
         ({"deployment": "/etc/routes.toml"}, "start `switchyard-server --config <deployment> --port N`"),
         ({}, "switchyard_base_url is required"),
     ):
-        config = tmp_path / "config.yaml"
-        block = {"policy_model": {"responses_api_models": {"switchyard_model": {**inner, **settings}}}}
-        config.write_bytes(orjson.dumps(block))
-        env = {**os.environ, "NEMO_GYM_CONFIG_FILE": str(config), "NEMO_GYM_CONFIG_PATH": "policy_model"}
-        env["PYTHONPATH"] = str(REPO_ROOT)
-        result = subprocess.run(
-            [sys.executable, str(APP)], env=env, cwd=APP.parent, capture_output=True, text=True, timeout=60
-        )
-        assert result.returncode != 0
-        assert expected in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        output = failed_start(model_config("switchyard_model", switchyard_model=ROUTE, **settings), tmp_path)
+        assert expected in output and len(output.strip().splitlines()) == 1, output
 
 
 async def test_a_shipped_environment_rollout_runs_through_it(tmp_path: Path, scripted_upstream) -> None:
