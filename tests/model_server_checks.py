@@ -18,7 +18,7 @@ import orjson
 
 from nemo_gym.testing import read_jsonl
 from tests.helpers import REPO_ROOT, StartedServer, instance_config, run_instance, run_server
-from tests.upstream_script import ScriptedUpstream
+from tests.upstream_script import ScriptedUpstream, assistant_message, chat_tool_call, function_call
 
 GATEWAYS = REPO_ROOT / "tests" / "provider_gateways.py"
 WEATHER_ROWS = REPO_ROOT / "resources_servers" / "example_single_tool_call" / "data" / "example.jsonl"
@@ -99,6 +99,18 @@ def weather_agent(model: dict[str, Any], workdir: Path) -> Iterator[StartedServe
         yield servers.enter_context(run_instance({**resources, **model, "agent": agent}, "agent", workdir))
 
 
+def weather_steps(api: str, final_text: str, city: str = "SF") -> list[dict[str, Any]]:
+    """The scripted upstream's two answers of a weather rollout, in the API the model server calls
+    (`chat` or `responses`): a get_weather call for `city`, then `final_text`."""
+    if api == "chat":
+        call = {"content": None, "tool_calls": [chat_tool_call("get_weather", {"city": city})]}
+        return [{"message": call}, {"message": {"content": final_text}}]
+    return [
+        {"output": [function_call("get_weather", {"city": city})]},
+        {"output": [assistant_message(final_text)]},
+    ]
+
+
 def weather_row() -> dict[str, Any]:
     return read_jsonl(WEATHER_ROWS)[0]
 
@@ -110,9 +122,11 @@ async def post(url: str, body: dict[str, Any], headers: dict[str, str] | None = 
             return answer.status, orjson.loads(await answer.read())
 
 
-async def run_weather_rollout(agent: StartedServer) -> dict[str, Any]:
-    """One `/run` of the first shipped row; the agent's answer (200 asserted)."""
-    status, result = await post(f"{agent.url}/run", weather_row())
+async def run_weather_rollout(model: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    """One `/run` of the first shipped row by simple_agent, with `model`'s `policy_model` started as its
+    model server; the agent's answer (200 asserted)."""
+    with run_model(model, workdir), weather_agent(model, workdir) as agent:
+        status, result = await post(f"{agent.url}/run", weather_row())
     assert status == 200, result
     return result
 

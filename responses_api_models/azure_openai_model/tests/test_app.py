@@ -18,7 +18,7 @@ from tests.model_server_checks import (
     run_gateway,
     run_model,
     run_weather_rollout,
-    weather_agent,
+    weather_steps,
 )
 from tests.upstream_script import ScriptedUpstream, chat_tool_call, fresh_model
 
@@ -129,15 +129,8 @@ def test_a_missing_api_version_is_a_one_line_config_error(tmp_path: Path) -> Non
 
 async def test_a_shipped_environment_rollout_runs_through_it(tmp_path: Path, scripted_upstream) -> None:
     deployment = fresh_model("azure")
-    scripted_upstream.script(
-        deployment,
-        [
-            {"message": {"content": None, "tool_calls": [chat_tool_call("get_weather", {"city": "SF"})]}},
-            {"message": {"content": "Cold in SF."}},
-        ],
-    )
+    scripted_upstream.script(deployment, weather_steps("chat", "Cold in SF."))
     with run_gateway("azure", scripted_upstream, API_KEY, tmp_path) as gateway:
         config = azure(gateway.url, deployment)
-        with run_model(config, tmp_path), weather_agent(config, tmp_path) as agent:
-            result = await run_weather_rollout(agent)
+        result = await run_weather_rollout(config, tmp_path)
     assert_weather_rollout(result, "SF", "Cold in SF.")

@@ -16,7 +16,7 @@ from tests.model_server_checks import (
     post,
     run_model,
     run_weather_rollout,
-    weather_agent,
+    weather_steps,
 )
 from tests.upstream_script import ScriptedUpstream, chat_tool_call, fresh_model
 
@@ -112,16 +112,9 @@ def test_training_mode_is_refused_at_start_in_one_line(tmp_path: Path, scripted_
 
 async def test_a_shipped_environment_rollout_runs_through_it(tmp_path: Path, scripted_upstream) -> None:
     model = fresh_model("provider")
-    scripted_upstream.script(
-        model,
-        [
-            {"message": {"content": None, "tool_calls": [chat_tool_call("get_weather", {"city": "SF"})]}},
-            {"message": {"content": "It is cold in SF."}},
-        ],
-    )
+    scripted_upstream.script(model, weather_steps("chat", "It is cold in SF."))
     config = provider(scripted_upstream, model)
-    with run_model(config, tmp_path), weather_agent(config, tmp_path) as agent:
-        result = await run_weather_rollout(agent)
+    result = await run_weather_rollout(config, tmp_path)
     assert_weather_rollout(result, "SF", "It is cold in SF.")
     second_call = scripted_upstream.requests(model)[1]["body"]["messages"]
     assert second_call[-1]["role"] == "tool" and "cold" in second_call[-1]["content"]

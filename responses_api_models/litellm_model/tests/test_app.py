@@ -19,9 +19,9 @@ from tests.model_server_checks import (
     run_gateway,
     run_model,
     run_weather_rollout,
-    weather_agent,
+    weather_steps,
 )
-from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
+from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
 
 API_KEY = "sk-litellm-0123456789abcdef"
 
@@ -168,15 +168,8 @@ def test_an_unsafe_proxy_version_stops_the_start(tmp_path: Path, scripted_upstre
 
 async def test_a_shipped_environment_rollout_runs_through_it(tmp_path: Path, scripted_upstream) -> None:
     model = fresh_model("litellm")
-    scripted_upstream.script(
-        model,
-        [
-            {"output": [function_call("get_weather", {"city": "SF"})]},
-            {"output": [assistant_message("Cold in SF.")]},
-        ],
-    )
+    scripted_upstream.script(model, weather_steps("responses", "Cold in SF."))
     with run_gateway("litellm", scripted_upstream, API_KEY, tmp_path) as proxy:
         config = litellm(proxy.url, model)
-        with run_model(config, tmp_path), weather_agent(config, tmp_path) as agent:
-            result = await run_weather_rollout(agent)
+        result = await run_weather_rollout(config, tmp_path)
     assert_weather_rollout(result, "SF", "Cold in SF.")

@@ -19,9 +19,9 @@ from tests.model_server_checks import (
     run_gateway,
     run_model,
     run_weather_rollout,
-    weather_agent,
+    weather_steps,
 )
-from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
+from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
 
 API_KEY = "sk-switchyard-0123456789abcdef"
 ROUTE = "policy-route"
@@ -164,15 +164,8 @@ def test_hosting_the_proxy_is_refused_in_one_line(tmp_path: Path) -> None:
 
 async def test_a_shipped_environment_rollout_runs_through_it(tmp_path: Path, scripted_upstream) -> None:
     target = fresh_model("switchyard")
-    scripted_upstream.script(
-        target,
-        [
-            {"output": [function_call("get_weather", {"city": "SF"})]},
-            {"output": [assistant_message("Cold in SF.")]},
-        ],
-    )
+    scripted_upstream.script(target, weather_steps("responses", "Cold in SF."))
     with run_gateway("switchyard", scripted_upstream, API_KEY, tmp_path, routes_to(target)) as proxy:
         config = switchyard(proxy.url)
-        with run_model(config, tmp_path), weather_agent(config, tmp_path) as agent:
-            result = await run_weather_rollout(agent)
+        result = await run_weather_rollout(config, tmp_path)
     assert_weather_rollout(result, "SF", "Cold in SF.")
