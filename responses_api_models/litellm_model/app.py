@@ -3,8 +3,8 @@
 NeMo Gym's litellm_model keys are openai_model's. Before serving, the proxy must say on
 `/health/readiness/details` that it runs LiteLLM 1.83.0 or later (version_check.py), since two earlier
 releases stole credentials; the key goes there as `Authorization: Bearer` and `x-litellm-key` (model
-calls send the bearer token only). A `/responses` answer is normalised from the proxy's known quirks (normalise.py) before it is
-checked like openai_model's.
+calls send the bearer token only). A `/responses` answer is normalised from the proxy's known quirks
+(normalise.py) before it is checked like openai_model's.
 """
 
 from __future__ import annotations
