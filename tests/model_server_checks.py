@@ -15,7 +15,10 @@ from typing import Any
 
 import aiohttp
 import orjson
+from omegaconf import OmegaConf
 
+from nemo_gym.config_types import BaseServerConfig
+from nemo_gym.server_utils import ServerClient
 from nemo_gym.testing import read_jsonl
 from tests.helpers import REPO_ROOT, StartedServer, instance_config, run_instance, run_server
 from tests.upstream_script import ScriptedUpstream, assistant_message, chat_tool_call, function_call
@@ -48,6 +51,28 @@ def run_model(config: dict[str, Any], workdir: Path) -> Iterator[StartedServer]:
         inner = next(iter(config["policy_model"]["responses_api_models"].values()))
         inner["port"] = server.port
         yield server
+
+
+def assert_key_stays_out_of_reprs(server_class: type, settings: dict[str, Any], key: str) -> None:
+    """The key is in the upstream client (it must be sent) but in no repr, str or JSON dump of the config,
+    the server or the client."""
+    config_class = server_class.model_fields["config"].annotation
+    config = config_class(name="policy_model", host="127.0.0.1", port=0, entrypoint="app.py", **settings)
+    client_of = ServerClient(
+        head_server_config=BaseServerConfig(host="127.0.0.1", port=1), global_config_dict=OmegaConf.create({})
+    )
+    server = server_class(config=config, server_client=client_of)
+    server.setup_webserver()
+    client = server.client if hasattr(server, "client") else server._clients[0]
+    assert client.api_key == key
+    shown = (
+        repr(config),
+        str(config),
+        repr(server),
+        repr(client),
+        orjson.dumps(config.model_dump(mode="json")),
+    )
+    assert all(key not in (text if isinstance(text, str) else text.decode()) for text in shown)
 
 
 def failed_start(config: dict[str, Any], workdir: Path) -> str:

@@ -10,7 +10,9 @@ from pathlib import Path
 import openai
 import orjson
 
+from responses_api_models.azure_openai_model.app import AzureOpenAIModel
 from tests.model_server_checks import (
+    assert_key_stays_out_of_reprs,
     assert_weather_rollout,
     failed_start,
     model_config,
@@ -134,3 +136,13 @@ async def test_a_shipped_environment_rollout_runs_through_it(tmp_path: Path, scr
         config = azure(gateway.url, deployment)
         result = await run_weather_rollout(config, tmp_path)
     assert_weather_rollout(result, "SF", "Cold in SF.")
+
+
+def test_the_key_stays_out_of_reprs() -> None:
+    settings = {
+        "openai_base_url": "http://127.0.0.1:1",
+        "openai_api_key": API_KEY,
+        "openai_model": "gpt-4o",
+        "default_query": {"api-version": API_VERSION},
+    }
+    assert_key_stays_out_of_reprs(AzureOpenAIModel, settings, API_KEY)

@@ -9,7 +9,9 @@ from pathlib import Path
 import openai
 import orjson
 
+from responses_api_models.inference_provider.app import InferenceProvider
 from tests.model_server_checks import (
+    assert_key_stays_out_of_reprs,
     assert_weather_rollout,
     failed_start,
     model_config,
@@ -118,3 +120,8 @@ async def test_a_shipped_environment_rollout_runs_through_it(tmp_path: Path, scr
     assert_weather_rollout(result, "SF", "It is cold in SF.")
     second_call = scripted_upstream.requests(model)[1]["body"]["messages"]
     assert second_call[-1]["role"] == "tool" and "cold" in second_call[-1]["content"]
+
+
+def test_the_key_stays_out_of_reprs() -> None:
+    settings = {"base_url": "http://127.0.0.1:1/v1", "api_key": API_KEY, "model": "m"}
+    assert_key_stays_out_of_reprs(InferenceProvider, settings, API_KEY)

@@ -11,7 +11,9 @@ import openai
 import orjson
 import pytest
 
+from responses_api_models.litellm_model.app import LiteLLMModel
 from tests.model_server_checks import (
+    assert_key_stays_out_of_reprs,
     assert_weather_rollout,
     failed_start,
     model_config,
@@ -173,3 +175,13 @@ async def test_a_shipped_environment_rollout_runs_through_it(tmp_path: Path, scr
         config = litellm(proxy.url, model)
         result = await run_weather_rollout(config, tmp_path)
     assert_weather_rollout(result, "SF", "Cold in SF.")
+
+
+def test_the_key_stays_out_of_reprs() -> None:
+    settings = {
+        "openai_base_url": "http://127.0.0.1:1/v1",
+        "openai_api_key": API_KEY,
+        "openai_model": "m",
+        "verify_proxy_version": False,
+    }
+    assert_key_stays_out_of_reprs(LiteLLMModel, settings, API_KEY)

@@ -11,7 +11,9 @@ import aiohttp
 import openai
 import orjson
 
+from responses_api_models.switchyard_model.app import SwitchyardModel
 from tests.model_server_checks import (
+    assert_key_stays_out_of_reprs,
     assert_weather_rollout,
     failed_start,
     model_config,
@@ -169,3 +171,12 @@ async def test_a_shipped_environment_rollout_runs_through_it(tmp_path: Path, scr
         config = switchyard(proxy.url)
         result = await run_weather_rollout(config, tmp_path)
     assert_weather_rollout(result, "SF", "Cold in SF.")
+
+
+def test_the_key_stays_out_of_reprs() -> None:
+    settings = {
+        "switchyard_base_url": "http://127.0.0.1:1/v1",
+        "switchyard_api_key": API_KEY,
+        "switchyard_model": ROUTE,
+    }
+    assert_key_stays_out_of_reprs(SwitchyardModel, settings, API_KEY)
