@@ -237,6 +237,8 @@ def test_list_cuts_a_long_description_at_a_word(tmp_path):
         (["list", "environment-servers"], ["legacy_agent", "single_agent_turn", "single_agent_turn_legacy"]),
         (["search", "agents", "simple"], ["non_executing_simple_agent", "simple_agent"]),
         (["search", "mcq"], ["bunsenbench_chemistry_mcq", "mcqa"]),
+        (["list", "models", "switchyard_model"], ["switchyard_model"]),
+        (["search", "models", "azure"], ["azure_openai_model"]),
     ],
 )
 def test_list_by_name_and_search(args, names, tmp_path):
