@@ -125,3 +125,21 @@ async def test_a_shipped_environment_rollout_runs_through_it(tmp_path: Path, scr
 def test_the_key_stays_out_of_reprs() -> None:
     settings = {"base_url": "http://127.0.0.1:1/v1", "api_key": API_KEY, "model": "m"}
     assert_key_stays_out_of_reprs(InferenceProvider, settings, API_KEY)
+
+
+async def test_a_providers_reasoning_becomes_a_reasoning_item_with_the_parser_on(
+    tmp_path: Path, scripted_upstream
+) -> None:
+    model = fresh_model("provider")
+    thinking = {"content": "42", "reasoning_content": "six times seven"}
+    scripted_upstream.script(model, [{"message": thinking}, {"message": thinking}])
+    with run_model(provider(scripted_upstream, model, uses_reasoning_parser=True), tmp_path) as server:
+        status, answer = await post(f"{server.url}/v1/responses", {"input": "6*7?"})
+    with run_model(provider(scripted_upstream, model), tmp_path) as server:
+        off_status, refused = await post(f"{server.url}/v1/responses", {"input": "6*7?"})
+
+    assert status == 200
+    assert [item["type"] for item in answer["output"]] == ["reasoning", "message"]
+    assert answer["output"][0]["summary"][0]["text"] == "six times seven"
+    # With the parser off (the default here), reasoning the provider split off is a configuration mismatch.
+    assert off_status == 502 and "uses_reasoning_parser" in refused["error"]["message"]
