@@ -35,7 +35,7 @@ from nemo_gym.http_client import (
 )
 from nemo_gym.in_process import LocalResponse
 from nemo_gym.mcp_tool_calls import call_mcp_tool
-from nemo_gym.openai_utils import NeMoGymResponse
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.rollout_paths import with_current_rollout_prefix
 from nemo_gym.validation_errors import first_problem
 from nemo_gym.wire.rows import BaseRunRequest
@@ -199,11 +199,16 @@ class RolloutAgent(SimpleResponsesAPIAgent):
         await raise_for_status(answer)
         return Response(await answer.read(), media_type="application/json")
 
+    def resources_server_for(self, row: dict[str, Any]) -> str:
+        """The resources server instance that seeds and verifies `row`: the configured one. An agent that
+        serves the rows of several environments overrides it to pick one per row."""
+        return self.config.resources_server.name
+
     async def seeded_rollout(self, request: Request, row: dict[str, Any]) -> Rollout:
         """`POST /seed_session` on the resources server with the whole row and the caller's cookies; the
         rollout starts with the cookies that answer set."""
         seeded = await self.server_client.post(
-            self.config.resources_server.name, "/seed_session", json=row, cookies=request.cookies
+            self.resources_server_for(row), "/seed_session", json=row, cookies=request.cookies
         )
         await raise_for_status(seeded)
         return Rollout.starting(cookies_after(seeded, dict(request.cookies)))
@@ -216,7 +221,7 @@ class RolloutAgent(SimpleResponsesAPIAgent):
             skipped = {"reward": self.config.skip_verification_reward, "verification_skipped": True}
             return orjson.dumps({**row, "response": response, **skipped})
         answer = await self.server_client.post(
-            self.config.resources_server.name,
+            self.resources_server_for(row),
             "/verify",
             json={**row, "response": response},
             cookies=rollout.resources_cookies,
@@ -244,6 +249,22 @@ class RolloutAgent(SimpleResponsesAPIAgent):
                 f"{error.error_count()} problem(s), first: {first_problem(error)}",
             ) from error
         return turn, cookies
+
+    async def passed_through(
+        self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming
+    ) -> NeMoGymResponse:
+        """`/v1/responses` as one call of `model_server`, within the rollout deadline: the caller's cookies
+        go with it, and those the model server sets are set on `response`."""
+        answer, cookies = await self.as_rollout(
+            self.model_turn(
+                self.config.model_server.name,
+                body.model_dump(mode="json", exclude_unset=True),
+                dict(request.cookies),
+            )
+        )
+        for name, value in cookies.items():
+            response.set_cookie(name, value)
+        return NeMoGymResponse.model_validate(answer)
 
     async def as_rollout(self, work: Coroutine[Any, Any, Any]) -> Any:
         """Run `work` once a rollout slot is free (`max_concurrent_rollouts`), all within the rollout's

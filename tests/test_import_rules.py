@@ -42,6 +42,15 @@ BUILDS_ON: dict[str, str | tuple[str, ...]] = {
     "resources_servers.ifbench": "resources_servers.instruction_following",  # its IFEval checkers, splitter
     "resources_servers.iheval": "resources_servers.ifbench",  # its instruction registry, strict/loose grading
     "resources_servers.gdp_pdf": "resources_servers.labbench2_vlm",  # its check of the prompt's images
+    "responses_api_agents.image_tools_agent": "resources_servers.image_tools",  # its tool-call reader
+    "responses_api_agents.gdp_pdf_agent": "responses_api_agents.simple_agent",  # its loop, as in NeMo Gym
+    "responses_api_agents.toolsandbox_agent": "responses_api_agents.gymnasium_agent",  # its user-sim loop
+    "responses_api_agents.conversational_tool_use": (
+        "responses_api_agents.gymnasium_agent",  # its user-sim loop, for the simulation stage
+        "resources_servers.conversational_tool_use_simulation",  # the row models and JSON reading it generates for
+    ),
+    "responses_api_agents.simple_agent_with_compaction": "responses_api_agents.simple_agent",  # its loop
+    "responses_api_models.vllm_model_with_compaction": "responses_api_models.vllm_model",  # its server
     "responses_api_models.inference_provider": "responses_api_models.vllm_model",  # its chat conversion
     "responses_api_models.azure_openai_model": "responses_api_models.inference_provider",  # its server
     # its pass-through server, and vllm_model's conversion for a proxy that answers with a chat completion

@@ -34,6 +34,26 @@ TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 SimpleAgentRunRequest = RolloutRunRequest
 
 
+class ConversationView:
+    """What the model is shown before each of its calls. This one shows the whole conversation; an agent
+    that rewrites the context first (simple_agent_with_compaction) returns its own from
+    `SimpleAgent.conversation_view`, so the loop itself is written once."""
+
+    async def request(
+        self, params: dict[str, Any], conversation: list[dict[str, Any]], rollout: Rollout
+    ) -> dict[str, Any] | None:
+        """The body of the next model call, given the whole conversation so far; None ends the rollout
+        before that call (the view marks why in `finished`)."""
+        return {**params, "input": conversation}
+
+    def answered(self, turn: dict[str, Any]) -> None:
+        """The model's answer to the last body `request` gave."""
+
+    def finished(self, response: dict[str, Any]) -> dict[str, Any]:
+        """The rollout's response (every item of the conversation after the input), as the view adds to it."""
+        return response
+
+
 class SimpleAgentConfig(RolloutAgentConfig):
     max_steps: int | None = Field(
         default=None, ge=0, description=f"model calls per rollout; null or 0 means {DEFAULT_MAX_STEPS}"
@@ -63,6 +83,10 @@ class SimpleAgent(RolloutAgent):
 
     # ---- the rollout ------------------------------------------------------------------------------------
 
+    def conversation_view(self, params: dict[str, Any]) -> ConversationView:
+        """The view of one rollout, made fresh for it; `params` is the caller's body, read only."""
+        return ConversationView()
+
     async def _run(self, request: Request, body: SimpleAgentRunRequest) -> bytes:
         row = body.model_dump(mode="json", exclude_unset=True)
         rollout = await self._loop(row["responses_create_params"], await self.seeded_rollout(request, row))
@@ -76,14 +100,17 @@ class SimpleAgent(RolloutAgent):
         declared_tools = {
             tool.get("name") for tool in params.get("tools") or [] if tool.get("type") == "function"
         }
+        view = self.conversation_view(params)
         new_items: list[dict[str, Any]] = []
         usage: dict[str, Any] | None = None
         for _ in range(self.config.max_steps or DEFAULT_MAX_STEPS):
+            body = await view.request(params, [*original_input, *new_items], rollout)
+            if body is None:
+                break
             turn, rollout.model_cookies = await self.model_turn(
-                self.config.model_server.name,
-                {**params, "input": [*original_input, *new_items]},
-                rollout.model_cookies,
+                self.config.model_server.name, body, rollout.model_cookies
             )
+            view.answered(turn)
             output = turn.get("output") or []
             new_items.extend(output)
             usage = summed_usage(usage, turn.get("usage"))
@@ -96,7 +123,7 @@ class SimpleAgent(RolloutAgent):
                 break
             for call in calls:
                 new_items.append(await self._tool_output(call, declared_tools, rollout))
-        rollout.response = {**rollout.response, "output": new_items, "usage": usage}
+        rollout.response = view.finished({**rollout.response, "output": new_items, "usage": usage})
         return rollout
 
     async def _tool_output(
