@@ -1,4 +1,4 @@
-"""RolloutAgent's route helpers (`loop_run`, `loop_responses`) through a real agent process
+"""RolloutAgent's route helpers (`seeded_loop_verified` within `as_rollout`, `loop_responses`) through a real agent process
 (tests/fixtures/one_turn_agent.py) in front of the shipped counter environment and openai_model, both real
 servers; the scripted upstream plays the model."""
 
@@ -46,7 +46,9 @@ def row(initial: int, expected: int) -> dict:
     return {"responses_create_params": params, "initial_count": initial, "expected_count": expected}
 
 
-async def test_loop_run_seeds_runs_the_loop_and_verifies_in_one_session(servers, scripted_upstream):
+async def test_seeded_loop_verified_seeds_runs_the_loop_and_verifies_in_one_session(
+    servers, scripted_upstream
+):
     url, model = servers
     scripted_upstream.script(
         model, [{"output": [assistant_message("4")]}, {"output": [assistant_message("4")]}]
@@ -58,7 +60,7 @@ async def test_loop_run_seeds_runs_the_loop_and_verifies_in_one_session(servers,
     assert answers[0]["response"]["output"][0]["content"][0]["text"] == "4"
 
 
-async def test_loop_run_keeps_the_deadline(servers, scripted_upstream):
+async def test_the_run_keeps_the_rollout_deadline(servers, scripted_upstream):
     url, model = servers
     scripted_upstream.script(model, [{"hang": True}])
     answer = await request("POST", url + "/run", json=row(initial=0, expected=0))

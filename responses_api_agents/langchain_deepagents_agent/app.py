@@ -14,7 +14,6 @@ after the task input: each model answer's own output items (token ids included) 
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict
 from typing import Any
 
@@ -30,7 +29,17 @@ from pydantic import Field, PrivateAttr
 
 from nemo_gym.errors import GymError
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.rollout_agent import Rollout, RolloutAgent, RolloutAgentConfig, RolloutRunRequest, summed_usage
+from nemo_gym.rollout_agent import (
+    RESERVED_ROUTES,
+    TOOL_NAME,
+    Rollout,
+    RolloutAgent,
+    RolloutAgentConfig,
+    RolloutRunRequest,
+    input_items,
+    marked_incomplete,
+    summed_usage,
+)
 from responses_api_agents.langchain_deepagents_agent.chat_model import (
     CURRENT_RUN,
     GYM_OUTPUT,
@@ -42,13 +51,10 @@ from responses_api_agents.langchain_deepagents_agent.chat_model import (
 )
 
 DEFAULT_MAX_STEPS = 50
-# Routes every resources server has, which no task may offer to the model as tools.
-RESERVED_ROUTES = frozenset({"seed_session", "verify", "aggregate_metrics"})
 # DeepAgents' own tools (0.7; `write_todos` of earlier versions); a task tool of the same name would clash.
 BUILTIN_TOOLS = frozenset(
     {"write_todos", "ls", "read_file", "write_file", "edit_file", "delete", "glob", "grep", "task"}
 )
-TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 # Compiled graphs kept per distinct tool list (building one costs milliseconds; datasets reuse few lists).
 GRAPHS_KEPT = 32
 # Request settings of the task that the graph decides for itself on every call.
@@ -91,14 +97,13 @@ class DeepAgentsAgent(RolloutAgent):
 
     async def run(self, request: Request, body: RolloutRunRequest) -> Response:
         """One rollout: seed the session, run the graph, verify; the verify answer is returned as is."""
-        return await self.loop_run(request, body, self._deep_rollout)
+        rollout = self.seeded_loop_verified(request, body, self._deep_rollout)
+        return Response(await self.as_rollout(rollout), media_type="application/json")
 
     # ---- the rollout ------------------------------------------------------------------------------------
 
     async def _deep_rollout(self, params: dict[str, Any], rollout: Rollout) -> Rollout:
-        task_input = params.get("input", [])
-        if isinstance(task_input, str):
-            task_input = [{"role": "user", "content": task_input, "type": "message"}]
+        task_input = input_items(params)
         graph = self.graph_for(declared_tools(params))
         settings = {key: value for key, value in params.items() if key not in GRAPH_SETTINGS}
         run = DeepRun(self.model_turn, self.config.model_server.name, rollout, settings)
@@ -208,12 +213,8 @@ def rollout_response(turns: list[dict[str, Any]], messages: list[BaseMessage]) -
     response = {**turns[-1], "output": output, "usage": usage}
     last = messages[-1] if messages else None
     if isinstance(last, AIMessage) and GYM_TURN not in last.response_metadata:
-        metadata = {
-            **(response.get("metadata") or {}),
-            "ng_termination_reason": "max_steps",
-            "ng_termination_message": "the agent reached max_steps model calls before it finished",
-        }
-        response |= {"status": "incomplete", "metadata": metadata}
+        message = "the agent reached max_steps model calls before it finished"
+        return marked_incomplete(response, "max_steps", message)
     return response
 
 

@@ -23,7 +23,7 @@ from langchain_core.messages.tool import tool_call
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from nemo_gym.rollout_agent import Rollout
+from nemo_gym.rollout_agent import Rollout, function_call_output
 
 # response_metadata keys of an AIMessage made from a model answer: its output items, and its place in the run.
 GYM_OUTPUT = "gym_output"
@@ -201,7 +201,7 @@ def _assistant_items(message: AIMessage) -> list[dict[str, Any]]:
 
 
 def tool_output_item(message: ToolMessage) -> dict[str, Any]:
-    return {"type": "function_call_output", "call_id": message.tool_call_id, "output": _text(message.content)}
+    return function_call_output({"call_id": message.tool_call_id}, _text(message.content))
 
 
 def _text(content: Any) -> str:

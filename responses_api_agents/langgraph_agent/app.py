@@ -26,7 +26,14 @@ from pydantic import PrivateAttr, model_validator
 
 from nemo_gym.errors import GymError
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.rollout_agent import Rollout, RolloutAgent, RolloutAgentConfig, RolloutRunRequest, summed_usage
+from nemo_gym.rollout_agent import (
+    Rollout,
+    RolloutAgent,
+    RolloutAgentConfig,
+    RolloutRunRequest,
+    input_items,
+    summed_usage,
+)
 
 # Where a graph run finds its `GraphRun` in the LangGraph config every node receives.
 GRAPH_RUN_KEY = "gym_graph_run"
@@ -96,12 +103,13 @@ class LangGraphAgent(RolloutAgent):
 
     async def run(self, request: Request, body: RolloutRunRequest) -> Response:
         """One rollout: seed the session, run the graph, verify; the verify answer is returned as is."""
-        return await self.loop_run(request, body, self._graph_rollout)
+        rollout = self.seeded_loop_verified(request, body, self._graph_rollout)
+        return Response(await self.as_rollout(rollout), media_type="application/json")
 
     # ---- the rollout ------------------------------------------------------------------------------------
 
     async def _graph_rollout(self, params: dict[str, Any], rollout: Rollout) -> Rollout:
-        params = with_message_input(params)
+        params = {**params, "input": input_items(params)}
         run_config: RunnableConfig = {
             "configurable": {GRAPH_RUN_KEY: GraphRun(rollout, params)},
             "recursion_limit": self.step_limit(),
@@ -148,12 +156,6 @@ def text_of(turn: dict[str, Any]) -> str:
 
 def user_message(text: str) -> dict[str, Any]:
     return {"role": "user", "content": text, "type": "message"}
-
-
-def with_message_input(params: dict[str, Any]) -> dict[str, Any]:
-    if isinstance(params.get("input"), str):
-        return {**params, "input": [user_message(params["input"])]}
-    return params
 
 
 def content_text(content: Any) -> str:
