@@ -19,6 +19,8 @@ from responses_api_agents.claude_code_agent.trajectory import parse_stream_json
 
 FOLDER = Path(__file__).resolve().parent
 PACKAGE = "@anthropic-ai/claude-code"
+# How often Claude Code itself retries a failed model call; the model server has bounded retries of its own.
+CLI_RETRIES = "1"
 # Claude Code's own switches for a run that reaches nothing but the model server.
 OFFLINE_ENV = {
     "DISABLE_TELEMETRY": "1",
@@ -28,6 +30,7 @@ OFFLINE_ENV = {
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     "CLAUDE_CODE_ENABLE_TELEMETRY": "0",
     "CLAUDE_CODE_ATTRIBUTION_HEADER": "0",
+    "CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY": "1",
     "IS_SANDBOX": "1",  # lets --dangerously-skip-permissions run as root (the workspace is the sandbox)
 }
 
@@ -77,6 +80,8 @@ class ClaudeCodeAgent(CliAgent):
         env = {
             **OFFLINE_ENV,
             "CLAUDE_CONFIG_DIR": str(config_dir),
+            "CLAUDE_CODE_MAX_RETRIES": CLI_RETRIES,
+            "API_TIMEOUT_MS": str(int(self.config.timeout * 1000)),
             "ANTHROPIC_BASE_URL": self.config.anthropic_base_url or self.model_base_url(""),
             "ANTHROPIC_API_KEY": self.config.anthropic_api_key.get_secret_value(),
             "ANTHROPIC_MODEL": model,

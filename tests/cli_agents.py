@@ -1,0 +1,100 @@
+"""A stack for the tests of a CLI agent (claude_code_agent, codex_agent, ...): the shipped string_match
+environment, a model server in front of the scripted upstream and the agent, each a real server process
+on 127.0.0.1; the upstream plays the model the CLI talks to."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from nemo_gym.http_client import get_response_json, request
+from tests.helpers import REPO_ROOT, instance_config, run_instance
+
+ROWS = REPO_ROOT / "resources_servers" / "string_match" / "data" / "example.jsonl"
+ROW = orjson.loads(ROWS.read_bytes().splitlines()[0])  # a hexagon's sides, "Final answer: 6"
+START_CHECK_TIMEOUT_S = 60
+
+
+def installed_cli(folder: str, program: str) -> Path:
+    """The folder's installed CLI; the test module is skipped, saying why, when `make agent-clis` could
+    not install it (no node/npm here, or the registry could not serve the package)."""
+    path = REPO_ROOT / "responses_api_agents" / folder / "node_modules" / ".bin" / program
+    if not path.exists():
+        pytest.skip(
+            f"{program} is not installed under {folder}/node_modules (make agent-clis)",
+            allow_module_level=True,
+        )
+    return path
+
+
+@dataclass
+class CliStack:
+    agent_url: str
+    model: str
+    upstream: Any
+    requests_before_script: int = 0
+
+    def script(self, *turns: dict) -> None:
+        self.upstream.clear(self.model)
+        self.requests_before_script = len(self.upstream.requests(self.model))
+        self.upstream.script(self.model, list(turns))
+
+    def model_requests(self) -> list[dict]:
+        return [entry["body"] for entry in self.upstream.requests(self.model)[self.requests_before_script :]]
+
+    async def run(self, row: dict) -> tuple[int, dict]:
+        response = await request("POST", self.agent_url + "/run", json=row)
+        return response.status, await get_response_json(response)
+
+
+@contextmanager
+def cli_stack(
+    folder: str, workdir: Path, model_server: dict, model: str, upstream: Any, **agent_settings: Any
+) -> Iterator[CliStack]:
+    """string_match, `model_server` (an instance_config block named policy_model) and the agent."""
+    config = {
+        "string_match": instance_config("resources_servers", "string_match", domain="other"),
+        "policy_model": model_server,
+    }
+    with ExitStack() as servers:
+        for name in ("string_match", "policy_model"):
+            started = servers.enter_context(run_instance(config, name, workdir))
+            (inner,) = next(iter(config[name].values())).values()
+            inner["port"] = started.port
+        config["agent"] = agent_config(folder, **agent_settings)
+        agent = servers.enter_context(run_instance(config, "agent", workdir))
+        yield CliStack(agent.url, model, upstream)
+
+
+def agent_config(folder: str, **settings: Any) -> dict:
+    return instance_config(
+        "responses_api_agents",
+        folder,
+        resources_server={"type": "resources_servers", "name": "string_match"},
+        model_server={"type": "responses_api_models", "name": "policy_model"},
+        **settings,
+    )
+
+
+def start_refusal(folder: str, workdir: Path, **settings: Any) -> str:
+    """What the agent says when it refuses to start with `settings` (it must exit non-zero)."""
+    config_file = workdir / "refused.yaml"
+    config_file.write_bytes(orjson.dumps({"agent": agent_config(folder, **settings)}))
+    app = REPO_ROOT / "responses_api_agents" / folder / "app.py"
+    env = {**os.environ, "NEMO_GYM_CONFIG_FILE": str(config_file), "NEMO_GYM_CONFIG_PATH": "agent"}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    result = subprocess.run(
+        [sys.executable, str(app)], env=env, cwd=app.parent, capture_output=True, text=True,
+        timeout=START_CHECK_TIMEOUT_S, check=False,
+    )  # fmt: skip
+    assert result.returncode != 0, result.stdout
+    return result.stderr.strip().splitlines()[-1]
