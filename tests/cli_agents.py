@@ -17,23 +17,18 @@ import orjson
 import pytest
 
 from nemo_gym.http_client import get_response_json, request
-from tests.helpers import REPO_ROOT, instance_config, run_instance
+from tests.helpers import REPO_ROOT, instance_config, missing_program, run_instance
 
 ROWS = REPO_ROOT / "resources_servers" / "string_match" / "data" / "example.jsonl"
 ROW = orjson.loads(ROWS.read_bytes().splitlines()[0])  # a hexagon's sides, "Final answer: 6"
 START_CHECK_TIMEOUT_S = 60
 
 
-def installed_cli(folder: str, program: str) -> Path:
-    """The folder's installed CLI; the test module is skipped, saying why, when `make agent-clis` could
-    not install it (no node/npm here, or the registry could not serve the package)."""
-    path = REPO_ROOT / "responses_api_agents" / folder / "node_modules" / ".bin" / program
-    if not path.exists():
-        pytest.skip(
-            f"{program} is not installed under {folder}/node_modules (make agent-clis)",
-            allow_module_level=True,
-        )
-    return path
+def skip_without_cli(folder: str) -> None:
+    """Skip the test module, saying why, when `make agent-clis` could not install the folder's CLI (no
+    node/npm here, or the registry could not serve the package)."""
+    if reason := missing_program(folder):
+        pytest.skip(reason, allow_module_level=True)
 
 
 @dataclass

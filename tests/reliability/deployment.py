@@ -32,7 +32,11 @@ GYMNASIUM_AGENT = "blackjack_gymnasium_agent"
 # Agents no environment ships with as its main agent: a shipped pairing, or the agent's own template config
 # pointed at an environment (instance name -> resources server instance).
 PAIRED_AGENTS = ("proof_judge_proof_refinement_agent",)
-TEMPLATE_AGENTS = {"non_executing_simple_agent": "xlam_fc"}
+TEMPLATE_AGENTS = {
+    "non_executing_simple_agent": "xlam_fc",
+    "claude_code_agent": "string_match",
+    "codex_agent": "string_match",
+}
 # One instance of each environment server, all in front of AGENT.
 ENVIRONMENT_SERVERS = {
     "episodes_environment_server": "single_agent_turn",
@@ -170,6 +174,9 @@ def shipped_instances() -> dict[str, Any]:
             if "resources_servers" in block or name in (AGENT, GYMNASIUM_AGENT, *PAIRED_AGENTS):
                 config[name] = block
     for name, resources in TEMPLATE_AGENTS.items():
+        if reason := missing_program(name):
+            warnings.warn(f"left out of the reliability deployment: {reason}", stacklevel=1)
+            continue
         block = yaml.safe_load(
             (REPO_ROOT / "responses_api_agents" / name / "configs" / f"{name}.yaml").read_text()
         )

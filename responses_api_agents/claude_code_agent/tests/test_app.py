@@ -9,11 +9,11 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from tests.cli_agents import ROW, CliStack, cli_stack, installed_cli, start_refusal
+from tests.cli_agents import ROW, CliStack, cli_stack, skip_without_cli, start_refusal
 from tests.helpers import instance_config
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
 
-installed_cli("claude_code_agent", "claude")
+skip_without_cli("claude_code_agent")
 CLI_TIMEOUT_S = 60
 API_KEY = "sk-ant-never-shown-0123456789"
 
