@@ -28,6 +28,7 @@ import orjson
 from fastapi import FastAPI, Request, Response
 from pydantic import Field, PrivateAttr, SecretStr, model_validator
 
+from nemo_gym.cli_model_relay import ModelCallRelay
 from nemo_gym.config_types import ConfigError
 from nemo_gym.deadlines import bounded
 from nemo_gym.errors import GymError
@@ -40,6 +41,8 @@ READ_CHUNK_BYTES = 64 * 1024
 STDERR_TAIL_BYTES = 4096
 # What a CLI run may read from its parent's environment; everything else (keys, tokens, proxies) stays out.
 INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")
+# Output items a model call generates (tool results are the CLI's).
+GENERATED_TYPES = frozenset({"message", "function_call", "reasoning"})
 # Loopback traffic never goes through a proxy the host may configure.
 NO_PROXY = "127.0.0.1,localhost,::1"
 
@@ -70,6 +73,29 @@ class CliAgentConfig(RolloutAgentConfig):
         if self.concurrency is not None and self.max_concurrent_rollouts is None:
             self.max_concurrent_rollouts = self.concurrency
         return self
+
+
+def attach_token_ids(output: list[dict[str, Any]], calls: list[dict[str, Any] | None]) -> str:
+    """Put each model call's token fields on the last item it generated, as the model servers do: the
+    output's turns (runs of generated items between tool results) are the calls, in order. Says whether
+    that was done (`attached`), the model server had none (`unavailable`), or turns and calls did not
+    line up one to one (`unmatched`: then nothing is attached rather than something wrong)."""
+    if not calls or not any(calls):
+        return "unavailable"
+    turns: list[dict[str, Any]] = []  # the last generated item of each turn
+    in_turn = False
+    for item in output:
+        generated = item.get("type") in GENERATED_TYPES
+        if generated and in_turn:
+            turns[-1] = item
+        elif generated:
+            turns.append(item)
+        in_turn = generated or (in_turn and item.get("type") != "function_call_output")
+    if len(turns) != len(calls) or not all(calls):
+        return "unmatched"
+    for item, fields in zip(turns, calls, strict=True):
+        item.update(fields)
+    return "attached"
 
 
 @dataclass
@@ -292,6 +318,7 @@ class CliAgent(RolloutAgent):
     folder: Path = Path()
 
     _cli: Path = PrivateAttr(default=Path())
+    _relay: ModelCallRelay = PrivateAttr(default_factory=ModelCallRelay)
 
     def setup_webserver(self) -> FastAPI:
         """A CLI that is not installed stops the agent at start, saying how to install it."""
@@ -306,10 +333,14 @@ class CliAgent(RolloutAgent):
         """Raise ValueError naming a key this agent cannot run with (checked at start)."""
 
     def model_base_url(self, path: str) -> str:
-        """The model server's address for the CLI, under the rollout's prefix so its calls are the
+        """The model server's address (+ `path`) under the rollout's prefix, so the CLI's calls are the
         rollout's (and recorded when training-token capture is on)."""
         base = self.server_client.server_base_url(self.config.model_server.name).rstrip("/")
         return base + with_current_rollout_prefix(path)
+
+    def model_target(self) -> str:
+        """The base URL the CLI's model calls go to (through the relay, which records their token ids)."""
+        raise NotImplementedError
 
     def redacted(self, failure: str, stderr_tail: str) -> str:
         """`failure` with the end of the CLI's stderr, no configured secret (API key) in either."""
@@ -342,14 +373,15 @@ class CliAgent(RolloutAgent):
             home.mkdir()
             workspace = Path(self.config.cwd).expanduser() if self.config.cwd else Path(scratch) / "workspace"
             workspace.mkdir(parents=True, exist_ok=True)
-            argv, extra_env = self.prepare(task, system, workspace, home)
-            run = await run_cli(
-                argv,
-                env=cli_environment(home, extra_env),
-                cwd=workspace,
-                timeout_s=timeout_s,
-                max_output_bytes=self.config.max_output_bytes,
-            )
+            async with self._relay.relayed(self.model_target(), timeout_s) as (model_url, relayed):
+                argv, extra_env = self.prepare(task, system, model_url, workspace, home)
+                run = await run_cli(
+                    argv,
+                    env=cli_environment(home, extra_env),
+                    cwd=workspace,
+                    timeout_s=timeout_s,
+                    max_output_bytes=self.config.max_output_bytes,
+                )
         trajectory = (
             None if run.timed_out or run.truncated else self.parse(run.stdout.decode(errors="replace"))
         )
@@ -357,6 +389,7 @@ class CliAgent(RolloutAgent):
         if failure is not None:
             raise GymError(504 if run.timed_out else 502, "timeout" if run.timed_out else "cli_failed",
                            self.redacted(failure, run.stderr_tail))  # fmt: skip
+        trajectory.metadata["token_ids"] = attach_token_ids(trajectory.output, relayed.calls)
         response = {
             "id": f"resp_{os.urandom(12).hex()}",
             "object": "response",

@@ -70,8 +70,11 @@ class ClaudeCodeAgent(CliAgent):
             if path and not Path(path).expanduser().is_file():
                 raise ValueError(f"{key}: no file at {path}")
 
+    def model_target(self) -> str:
+        return self.config.anthropic_base_url or self.model_base_url("")
+
     def prepare(
-        self, task: str, system: str | None, workspace: Path, home: Path
+        self, task: str, system: str | None, model_url: str, workspace: Path, home: Path
     ) -> tuple[list[str], dict[str, str]]:
         config_dir = home / ".claude"
         config_dir.mkdir()
@@ -82,7 +85,7 @@ class ClaudeCodeAgent(CliAgent):
             "CLAUDE_CONFIG_DIR": str(config_dir),
             "CLAUDE_CODE_MAX_RETRIES": CLI_RETRIES,
             "API_TIMEOUT_MS": str(int(self.config.timeout * 1000)),
-            "ANTHROPIC_BASE_URL": self.config.anthropic_base_url or self.model_base_url(""),
+            "ANTHROPIC_BASE_URL": model_url,
             "ANTHROPIC_API_KEY": self.config.anthropic_api_key.get_secret_value(),
             "ANTHROPIC_MODEL": model,
             "ANTHROPIC_DEFAULT_HAIKU_MODEL": model,

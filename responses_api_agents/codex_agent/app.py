@@ -68,12 +68,15 @@ class CodexAgent(CliAgent):
         except TypeError as error:
             raise ValueError(f"extra_config: cannot be written as TOML: {error}") from error
 
+    def model_target(self) -> str:
+        return self.config.openai_base_url or self.model_base_url("/v1")
+
     def prepare(
-        self, task: str, system: str | None, workspace: Path, home: Path
+        self, task: str, system: str | None, model_url: str, workspace: Path, home: Path
     ) -> tuple[list[str], dict[str, str]]:
         codex_home = home / ".codex"
         codex_home.mkdir()
-        (codex_home / "config.toml").write_text(tomli_w.dumps(self.codex_config(system)))
+        (codex_home / "config.toml").write_text(tomli_w.dumps(self.codex_config(system, model_url)))
         env = {"CODEX_HOME": str(codex_home), API_KEY_VARIABLE: self.config.openai_api_key.get_secret_value()}
         argv = [
             str(self._cli),
@@ -92,7 +95,7 @@ class CodexAgent(CliAgent):
     def parse(self, stdout: str) -> Trajectory:
         return parse_exec_json(stdout)
 
-    def codex_config(self, system: str | None) -> dict[str, Any]:
+    def codex_config(self, system: str | None, model_url: str) -> dict[str, Any]:
         """config.toml of one run: a provider that is the model server, nothing that phones home or
         keeps history, no tools a Gym model server cannot serve (web search, sub-agents); then
         `extra_config` merged over it."""
@@ -111,7 +114,7 @@ class CodexAgent(CliAgent):
             "model_providers": {
                 "gym": {
                     "name": "gym",
-                    "base_url": config.openai_base_url or self.model_base_url("/v1"),
+                    "base_url": model_url,
                     "env_key": API_KEY_VARIABLE,
                     "wire_api": "responses",
                     "request_max_retries": CLI_RETRIES,
