@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import orjson
+
 from nemo_gym.cli_agents import attach_token_ids, cli_environment, run_cli
 from nemo_gym.cli_model_relay import ModelCallRelay, token_fields_of
 from nemo_gym.http_client import get_response_json, request
