@@ -244,6 +244,19 @@ def check_pinned_version(folder: Path, package: str, wanted: str | None, key: st
         )
 
 
+def json_events(stdout: str) -> list[dict[str, Any]]:
+    """The JSON objects of a CLI's one-event-a-line output; other lines (warnings it printed) are skipped."""
+    events = []
+    for line in stdout.splitlines():
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
 def instruction_of(params: dict[str, Any], system_prompt: str | None) -> tuple[str, str | None]:
     """The task a CLI gets from Responses params: the last user message's text, and the system text (the
     configured `system_prompt`, then the input's system/developer messages)."""
@@ -316,6 +329,9 @@ class CliAgent(RolloutAgent):
     config: CliAgentConfig
     program: str = "cli"
     folder: Path = Path()
+    # The npm package of the CLI, and the config key that may name its version (NeMo Gym's).
+    package: str = ""
+    version_key: str = ""
 
     _cli: Path = PrivateAttr(default=Path())
     _relay: ModelCallRelay = PrivateAttr(default_factory=ModelCallRelay)
@@ -324,6 +340,8 @@ class CliAgent(RolloutAgent):
         """A CLI that is not installed stops the agent at start, saying how to install it."""
         try:
             self._cli = resolve_cli(self.folder, self.program, self.config.cli_path)
+            wanted = getattr(self.config, self.version_key, None)
+            check_pinned_version(self.folder, self.package, wanted, self.version_key)
             self.check_config()
         except ValueError as error:
             raise ConfigError(str(error)) from error

@@ -93,3 +93,42 @@ def start_refusal(folder: str, workdir: Path, **settings: Any) -> str:
     )  # fmt: skip
     assert result.returncode != 0, result.stdout
     return result.stderr.strip().splitlines()[-1]
+
+
+def openai_model(upstream: Any, model: str) -> dict:
+    """openai_model in front of the scripted upstream, playing `model`."""
+    return instance_config(
+        "responses_api_models", "openai_model",
+        openai_base_url=upstream.base_url, openai_api_key="sk-upstream", openai_model=model,
+    )  # fmt: skip
+
+
+async def check_a_failing_model_fails_the_rollout(stack: CliStack, program: str, api_key: str) -> None:
+    """A model server that refuses the CLI's call: the CLI fails, and so does the rollout, clearly (502
+    naming the CLI), without the API key in sight."""
+    stack.script(
+        {"status": 400, "body": {"error": {"message": "context too long", "type": "invalid_request_error"}}}
+    )
+    status, result = await stack.run(ROW)
+    assert status == 502, result
+    assert result["error"]["type"] == "cli_failed" and result["error"]["message"].startswith(f"{program} ")
+    assert api_key not in orjson.dumps(result).decode()
+
+
+async def check_a_hanging_model_times_out(folder: str, upstream: Any, workdir: Path) -> None:
+    """A model that never answers: the CLI run is killed at its `timeout` and the rollout answers 504."""
+    model = f"{folder}-hang-{workdir.name}"
+    upstream.script(model, [{"hang": True}])
+    with cli_stack(folder, workdir, openai_model(upstream, model), model, upstream, timeout=3) as stack:
+        status, result = await stack.run(ROW)
+    assert status == 504, result
+    assert result["error"]["type"] == "timeout" and "3s timeout" in result["error"]["message"]
+
+
+def check_start_refusals(folder: str, program: str, version_key: str, workdir: Path) -> None:
+    """No CLI where `cli_path` says, or a config naming a version other than the pinned one: refused at
+    start in one line saying what to do."""
+    missing = start_refusal(folder, workdir, cli_path=str(workdir / f"no-{program}"))
+    assert f"{program} CLI not found" in missing and "cli_path" in missing and "make agent-clis" in missing
+    other = start_refusal(folder, workdir, **{version_key: "0.0.1"})
+    assert f"{version_key}: 0.0.1 asked" in other and "package-lock.json" in other

@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 from pydantic import Field, SecretStr
 
-from nemo_gym.cli_agents import CliAgent, CliAgentConfig, Trajectory, check_pinned_version
+from nemo_gym.cli_agents import CliAgent, CliAgentConfig, Trajectory
 from responses_api_agents.claude_code_agent.trajectory import parse_stream_json
 
 FOLDER = Path(__file__).resolve().parent
@@ -62,9 +62,10 @@ class ClaudeCodeAgent(CliAgent):
     config: ClaudeCodeAgentConfig
     program: str = "claude"
     folder: Path = FOLDER
+    package: str = PACKAGE
+    version_key: str = "claude_code_version"
 
     def check_config(self) -> None:
-        check_pinned_version(FOLDER, PACKAGE, self.config.claude_code_version, "claude_code_version")
         for key in ("mcp_config", "settings"):
             path = getattr(self.config, key)
             if path and not Path(path).expanduser().is_file():

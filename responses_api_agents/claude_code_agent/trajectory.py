@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from nemo_gym.cli_agents import Trajectory, assistant_message, usage_of
+from nemo_gym.cli_agents import Trajectory, assistant_message, json_events, usage_of
 
 # `result` subtypes that end a run normally: a final answer, or the --max-turns limit reached.
 FINISHED_SUBTYPES = {"success": "completed", "error_max_turns": "max_turns"}
@@ -21,7 +21,7 @@ FINISHED_SUBTYPES = {"success": "completed", "error_max_turns": "max_turns"}
 def parse_stream_json(stdout: str) -> Trajectory:
     output: list[dict[str, Any]] = []
     result: dict[str, Any] | None = None
-    for event in _events(stdout):
+    for event in json_events(stdout):
         message = event.get("message") if isinstance(event.get("message"), dict) else {}
         blocks = [block for block in message.get("content") or [] if isinstance(block, dict)]
         if event.get("type") == "assistant":
@@ -52,18 +52,6 @@ def parse_stream_json(stdout: str) -> Trajectory:
             "session_id": str(result.get("session_id", "")),
         },
     )
-
-
-def _events(stdout: str) -> list[dict[str, Any]]:
-    events = []
-    for line in stdout.splitlines():
-        try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue  # a line that is not an event (a warning the CLI printed)
-        if isinstance(event, dict):
-            events.append(event)
-    return events
 
 
 def _assistant_item(block: dict[str, Any], index: int) -> dict[str, Any] | None:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import tomli_w
 from pydantic import Field, SecretStr
 
-from nemo_gym.cli_agents import CliAgent, CliAgentConfig, Trajectory, check_pinned_version
+from nemo_gym.cli_agents import CliAgent, CliAgentConfig, Trajectory
 from responses_api_agents.codex_agent.trajectory import parse_exec_json
 
 FOLDER = Path(__file__).resolve().parent
@@ -60,9 +60,10 @@ class CodexAgent(CliAgent):
     config: CodexAgentConfig
     program: str = "codex"
     folder: Path = FOLDER
+    package: str = PACKAGE
+    version_key: str = "codex_version"
 
     def check_config(self) -> None:
-        check_pinned_version(FOLDER, PACKAGE, self.config.codex_version, "codex_version")
         try:
             tomli_w.dumps(self.config.extra_config)
         except TypeError as error:

@@ -13,14 +13,14 @@ from typing import Any
 
 import orjson
 
-from nemo_gym.cli_agents import Trajectory, assistant_message, tool_call_items, usage_of
+from nemo_gym.cli_agents import Trajectory, assistant_message, json_events, tool_call_items, usage_of
 
 
 def parse_exec_json(stdout: str) -> Trajectory:
     output: list[dict[str, Any]] = []
     totals = {"input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 0, "reasoning_output_tokens": 0}
     finished, errors, warnings = False, [], []
-    for event in _events(stdout):
+    for event in json_events(stdout):
         kind = event.get("type")
         if kind == "turn.completed":
             finished = True
@@ -49,18 +49,6 @@ def parse_exec_json(stdout: str) -> Trajectory:
             "cli_notices": " | ".join(warnings)[:2000],
         },
     )
-
-
-def _events(stdout: str) -> list[dict[str, Any]]:
-    events = []
-    for line in stdout.splitlines():
-        try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue  # a line that is not an event
-        if isinstance(event, dict):
-            events.append(event)
-    return events
 
 
 def _items(item: dict[str, Any]) -> list[dict[str, Any]]:

@@ -9,8 +9,16 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from tests.cli_agents import ROW, CliStack, cli_stack, skip_without_cli, start_refusal
-from tests.helpers import instance_config
+from tests.cli_agents import (
+    ROW,
+    CliStack,
+    check_a_failing_model_fails_the_rollout,
+    check_a_hanging_model_times_out,
+    check_start_refusals,
+    cli_stack,
+    openai_model,
+    skip_without_cli,
+)
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
 
 skip_without_cli("claude_code_agent")
@@ -23,16 +31,9 @@ def stack(
     scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[CliStack]:
     model = fresh_model("claude-code")
-    model_server = instance_config(
-        "responses_api_models",
-        "openai_model",
-        openai_base_url=scripted_upstream.base_url,
-        openai_api_key="sk-upstream",
-        openai_model=model,
-    )
     workdir = tmp_path_factory.mktemp("claude_code_agent")
     with cli_stack(
-        "claude_code_agent", workdir, model_server, model, scripted_upstream,
+        "claude_code_agent", workdir, openai_model(scripted_upstream, model), model, scripted_upstream,
         timeout=CLI_TIMEOUT_S, anthropic_api_key=API_KEY,
     ) as started:  # fmt: skip
         yield started
@@ -55,37 +56,24 @@ async def test_the_cli_runs_a_tool_then_answers_and_the_answer_is_verified(stack
         "the command ran"
     )
     assert message["content"][0]["text"].endswith("Final answer: 6")
+    assert result["response"]["metadata"]["cli_outcome"] == "completed"
     first, second = stack.model_requests()
     assert ROW["responses_create_params"]["input"][0]["content"] in orjson.dumps(first["input"]).decode()
-    assert "6" in [item.get("output", "").strip() for item in second["input"] if isinstance(item, dict)]
+    outputs = [
+        item.get("output", "") for item in second["input"] if item.get("type") == "function_call_output"
+    ]
+    assert len(outputs) == 1 and "6" in outputs[0], "the command's result went back to the model"
 
 
 async def test_a_failing_model_server_fails_the_rollout_clearly(stack):
-    stack.script(
-        {"status": 400, "body": {"error": {"message": "context too long", "type": "invalid_request_error"}}}
-    )
-    status, result = await stack.run(ROW)
-    assert status == 502, result
-    assert result["error"]["type"] == "cli_failed" and result["error"]["message"].startswith("claude ")
-    assert API_KEY not in orjson.dumps(result).decode()
+    await check_a_failing_model_fails_the_rollout(stack, "claude", API_KEY)
 
 
 async def test_a_hanging_model_ends_in_a_timeout(scripted_upstream, tmp_path_factory):
-    model = fresh_model("claude-code-hang")
-    scripted_upstream.script(model, [{"hang": True}])
-    model_server = instance_config(
-        "responses_api_models", "openai_model",
-        openai_base_url=scripted_upstream.base_url, openai_api_key="sk-upstream", openai_model=model,
-    )  # fmt: skip
-    workdir = tmp_path_factory.mktemp("claude_code_agent_hang")
-    with cli_stack("claude_code_agent", workdir, model_server, model, scripted_upstream, timeout=3) as stack:
-        status, result = await stack.run(ROW)
-    assert status == 504, result
-    assert result["error"]["type"] == "timeout" and "3s timeout" in result["error"]["message"]
+    await check_a_hanging_model_times_out(
+        "claude_code_agent", scripted_upstream, tmp_path_factory.mktemp("hang")
+    )
 
 
 def test_a_missing_cli_or_another_version_is_refused_at_start(tmp_path):
-    missing = start_refusal("claude_code_agent", tmp_path, cli_path=str(tmp_path / "no-claude"))
-    assert "claude CLI not found" in missing and "cli_path" in missing and "make agent-clis" in missing
-    other = start_refusal("claude_code_agent", tmp_path, claude_code_version="0.0.1")
-    assert "claude_code_version: 0.0.1 asked" in other and "package-lock.json" in other
+    check_start_refusals("claude_code_agent", "claude", "claude_code_version", tmp_path)

@@ -9,20 +9,21 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from tests.cli_agents import ROW, CliStack, cli_stack, skip_without_cli, start_refusal
-from tests.helpers import instance_config
+from tests.cli_agents import (
+    ROW,
+    CliStack,
+    check_a_failing_model_fails_the_rollout,
+    check_a_hanging_model_times_out,
+    check_start_refusals,
+    cli_stack,
+    openai_model,
+    skip_without_cli,
+)
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
 
 skip_without_cli("codex_agent")
 CLI_TIMEOUT_S = 60
 API_KEY = "sk-codex-never-shown-0123456789"
-
-
-def model_server(upstream: ScriptedUpstream, model: str) -> dict:
-    return instance_config(
-        "responses_api_models", "openai_model",
-        openai_base_url=upstream.base_url, openai_api_key="sk-upstream", openai_model=model,
-    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def stack(
     model = fresh_model("codex")
     workdir = tmp_path_factory.mktemp("codex_agent")
     with cli_stack(
-        "codex_agent", workdir, model_server(scripted_upstream, model), model, scripted_upstream,
+        "codex_agent", workdir, openai_model(scripted_upstream, model), model, scripted_upstream,
         timeout=CLI_TIMEOUT_S, openai_api_key=API_KEY,
     ) as started:  # fmt: skip
         yield started
@@ -55,6 +56,7 @@ async def test_the_cli_runs_a_command_then_answers_and_the_answer_is_verified(st
         "the command ran"
     )
     assert message["content"][0]["text"].endswith("Final answer: 6")
+    assert result["response"]["metadata"]["cli_outcome"] == "completed"
     first, second = stack.model_requests()
     assert ROW["responses_create_params"]["input"][0]["content"] in orjson.dumps(first["input"]).decode()
     outputs = [
@@ -64,29 +66,12 @@ async def test_the_cli_runs_a_command_then_answers_and_the_answer_is_verified(st
 
 
 async def test_a_failing_model_server_fails_the_rollout_clearly(stack):
-    stack.script(
-        {"status": 400, "body": {"error": {"message": "context too long", "type": "invalid_request_error"}}}
-    )
-    status, result = await stack.run(ROW)
-    assert status == 502, result
-    assert result["error"]["type"] == "cli_failed" and result["error"]["message"].startswith("codex ")
-    assert API_KEY not in orjson.dumps(result).decode()
+    await check_a_failing_model_fails_the_rollout(stack, "codex", API_KEY)
 
 
 async def test_a_hanging_model_ends_in_a_timeout(scripted_upstream, tmp_path_factory):
-    model = fresh_model("codex-hang")
-    scripted_upstream.script(model, [{"hang": True}])
-    workdir = tmp_path_factory.mktemp("codex_agent_hang")
-    with cli_stack(
-        "codex_agent", workdir, model_server(scripted_upstream, model), model, scripted_upstream, timeout=3
-    ) as stack:
-        status, result = await stack.run(ROW)
-    assert status == 504, result
-    assert result["error"]["type"] == "timeout" and "3s timeout" in result["error"]["message"]
+    await check_a_hanging_model_times_out("codex_agent", scripted_upstream, tmp_path_factory.mktemp("hang"))
 
 
 def test_a_missing_cli_or_another_version_is_refused_at_start(tmp_path):
-    missing = start_refusal("codex_agent", tmp_path, cli_path=str(tmp_path / "no-codex"))
-    assert "codex CLI not found" in missing and "cli_path" in missing and "make agent-clis" in missing
-    other = start_refusal("codex_agent", tmp_path, codex_version="0.0.1")
-    assert "codex_version: 0.0.1 asked" in other and "package-lock.json" in other
+    check_start_refusals("codex_agent", "codex", "codex_version", tmp_path)
