@@ -22,6 +22,8 @@ from tests.helpers import REPO_ROOT, instance_config, missing_program, run_insta
 ROWS = REPO_ROOT / "resources_servers" / "string_match" / "data" / "example.jsonl"
 ROW = orjson.loads(ROWS.read_bytes().splitlines()[0])  # a hexagon's sides, "Final answer: 6"
 START_CHECK_TIMEOUT_S = 60
+# More model calls than a CLI makes with its retries (the CLI agents cap those at 1 per call).
+MODEL_CALLS_REFUSED = 10
 
 
 def skip_without_cli(folder: str) -> None:
@@ -95,6 +97,17 @@ def start_refusal(folder: str, workdir: Path, **settings: Any) -> str:
     return result.stderr.strip().splitlines()[-1]
 
 
+def input_texts(params: dict) -> str:
+    """All the text of a Responses request's input items (what the model was shown)."""
+    return "\n".join(
+        part.get("text", "")
+        for item in params["input"]
+        if isinstance(item.get("content"), list)
+        for part in item["content"]
+        if isinstance(part, dict)
+    )
+
+
 def openai_model(upstream: Any, model: str) -> dict:
     """openai_model in front of the scripted upstream, playing `model`."""
     return instance_config(
@@ -104,11 +117,10 @@ def openai_model(upstream: Any, model: str) -> dict:
 
 
 async def check_a_failing_model_fails_the_rollout(stack: CliStack, program: str, api_key: str) -> None:
-    """A model server that refuses the CLI's call: the CLI fails, and so does the rollout, clearly (502
-    naming the CLI), without the API key in sight."""
-    stack.script(
-        {"status": 400, "body": {"error": {"message": "context too long", "type": "invalid_request_error"}}}
-    )
+    """A model server that refuses every call of the CLI (its own retries included): the CLI fails, and so
+    does the rollout, clearly (502 naming the CLI), without the API key in sight."""
+    refusal = {"error": {"message": "context too long", "type": "invalid_request_error"}}
+    stack.script({"status": 400, "body": refusal, "repeat": MODEL_CALLS_REFUSED})
     status, result = await stack.run(ROW)
     assert status == 502, result
     assert result["error"]["type"] == "cli_failed" and result["error"]["message"].startswith(f"{program} ")
