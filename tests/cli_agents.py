@@ -144,3 +144,36 @@ def check_start_refusals(folder: str, program: str, version_key: str, workdir: P
     assert f"{program} CLI not found" in missing and "cli_path" in missing and "make agent-clis" in missing
     other = start_refusal(folder, workdir, **{version_key: "0.0.1"})
     assert f"{version_key}: 0.0.1 asked" in other and "package-lock.json" in other
+
+
+def vllm_model_for_training(upstream: Any, model: str) -> dict:
+    """vllm_model in training mode (token ids on its answers) in front of the vLLM-compatible upstream."""
+    return instance_config(
+        "responses_api_models", "vllm_model",
+        base_url=upstream.base_url, api_key="sk-upstream", model=model,
+        return_token_id_information=True, uses_reasoning_parser=True,
+    )  # fmt: skip
+
+
+async def check_token_ids_come_back(
+    folder: str, upstream: Any, workdir: Path, tool: str, arguments: dict, **agent_settings: Any
+) -> None:
+    """Over a model server that has token ids (vllm_model training mode), the rollout's output carries
+    each model call's ids on the last item that call generated: the tool call, then the final answer."""
+    model = f"{folder}-tokens-{workdir.name}"
+    upstream.script(
+        model, [{"tool_calls": [{"name": tool, "arguments": arguments}]}, {"text": "Final answer: 6"}]
+    )
+    model_server = vllm_model_for_training(upstream, model)
+    with cli_stack(folder, workdir, model_server, model, upstream, timeout=60, **agent_settings) as stack:
+        status, result = await stack.run(ROW)
+    assert status == 200 and result["reward"] == 1.0, result
+    output = result["response"]["output"]
+    assert result["response"]["metadata"]["token_ids"] == "attached", result["response"]["metadata"]
+    carriers = [item for item in output if item.get("generation_token_ids")]
+    assert [item["type"] for item in carriers] == ["function_call", "message"]
+    engine_prompts = [
+        call["prompt_token_ids"] for call in upstream.requests(model) if "prompt_token_ids" in call
+    ]
+    assert [item["prompt_token_ids"] for item in carriers] == engine_prompts, "the ids the engine was given"
+    assert all(len(item["generation_log_probs"]) == len(item["generation_token_ids"]) for item in carriers)

@@ -49,6 +49,11 @@ class ClaudeCodeAgentConfig(CliAgentConfig):
     claude_code_version: str | None = Field(
         default=None, description="must equal the version package-lock.json pins (null = that one)"
     )
+    max_output_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="CLAUDE_CODE_MAX_OUTPUT_TOKENS: max_tokens of each model call (CLI default: 32000)",
+    )
     thinking: str | None = Field(default=None, description="--thinking")
     max_thinking_tokens: int | None = Field(default=None, ge=1, description="--max-thinking-tokens")
     bare: bool = Field(default=True, description="--bare: no hooks, plugins, memory or CLAUDE.md discovery")
@@ -94,6 +99,8 @@ class ClaudeCodeAgent(CliAgent):
             "ANTHROPIC_DEFAULT_OPUS_MODEL": model,
             "CLAUDE_CODE_SUBAGENT_MODEL": model,
         }
+        if self.config.max_output_tokens is not None:
+            env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(self.config.max_output_tokens)
         return [str(self._cli), *self._flags(system), "--", task], env
 
     def model_name(self) -> str:

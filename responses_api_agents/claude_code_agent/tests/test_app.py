@@ -15,6 +15,7 @@ from tests.cli_agents import (
     check_a_failing_model_fails_the_rollout,
     check_a_hanging_model_times_out,
     check_start_refusals,
+    check_token_ids_come_back,
     cli_stack,
     input_texts,
     openai_model,
@@ -24,6 +25,8 @@ from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_mod
 
 skip_without_cli("claude_code_agent")
 CLI_TIMEOUT_S = 60
+# Claude Code asks for 32000 tokens a call by default, more than the test vLLM's context leaves.
+MAX_OUTPUT_TOKENS = 4096
 API_KEY = "sk-ant-never-shown-0123456789"
 
 
@@ -80,3 +83,15 @@ async def test_a_hanging_model_ends_in_a_timeout(scripted_upstream, tmp_path_fac
 
 def test_a_missing_cli_or_another_version_is_refused_at_start(tmp_path):
     check_start_refusals("claude_code_agent", "claude", "claude_code_version", tmp_path)
+
+
+async def test_token_ids_come_back_when_the_model_server_has_them(vllm_upstream, tmp_path_factory):
+    arguments = {"command": "echo 6", "description": "count"}
+    await check_token_ids_come_back(
+        "claude_code_agent",
+        vllm_upstream,
+        tmp_path_factory.mktemp("tokens"),
+        "Bash",
+        arguments,
+        max_output_tokens=MAX_OUTPUT_TOKENS,
+    )

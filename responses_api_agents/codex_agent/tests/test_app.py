@@ -15,6 +15,7 @@ from tests.cli_agents import (
     check_a_failing_model_fails_the_rollout,
     check_a_hanging_model_times_out,
     check_start_refusals,
+    check_token_ids_come_back,
     cli_stack,
     input_texts,
     openai_model,
@@ -78,3 +79,10 @@ async def test_a_hanging_model_ends_in_a_timeout(scripted_upstream, tmp_path_fac
 
 def test_a_missing_cli_or_another_version_is_refused_at_start(tmp_path):
     check_start_refusals("codex_agent", "codex", "codex_version", tmp_path)
+
+
+async def test_token_ids_come_back_when_the_model_server_has_them(vllm_upstream, tmp_path_factory):
+    arguments = {"cmd": "echo 6"}
+    await check_token_ids_come_back(
+        "codex_agent", vllm_upstream, tmp_path_factory.mktemp("tokens"), "exec_command", arguments
+    )
