@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import signal
 import tempfile
@@ -154,13 +155,20 @@ class _Capped:
 
 
 async def run_cli(
-    argv: list[str], *, env: Mapping[str, str], cwd: Path, timeout_s: float, max_output_bytes: int
+    argv: list[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    timeout_s: float,
+    max_output_bytes: int,
+    stdin: bytes = b"",
 ) -> CliRun:
-    """Run `argv` in a process group of its own with stdin closed; after `timeout_s` (or when the caller is
-    cancelled) the whole group is killed, so no helper the CLI started outlives the rollout."""
+    """Run `argv` in a process group of its own, `stdin` written to it and then closed; after `timeout_s`
+    (or when the caller is cancelled) the whole group is killed, so no helper the CLI started outlives the
+    rollout."""
     process = await asyncio.create_subprocess_exec(
         *argv,
-        stdin=asyncio.subprocess.DEVNULL,
+        stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=dict(env),
@@ -169,7 +177,9 @@ async def run_cli(
     )
     stdout = _Capped(max_output_bytes)
     stderr = _Capped(STDERR_TAIL_BYTES, tail=True)
-    readers = asyncio.gather(stdout.read_all(process.stdout), stderr.read_all(process.stderr))
+    readers = asyncio.gather(
+        _write_all(process.stdin, stdin), stdout.read_all(process.stdout), stderr.read_all(process.stderr)
+    )
     timed_out = False
     try:
         try:
@@ -188,6 +198,14 @@ async def run_cli(
         timed_out=timed_out,
         truncated=stdout.overflowed,
     )
+
+
+async def _write_all(pipe: asyncio.StreamWriter, data: bytes) -> None:
+    """`data` to the CLI's stdin, then end of file; a CLI that exits without reading it all is no error."""
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        pipe.write(data)
+        await pipe.drain()
+    pipe.close()
 
 
 async def _kill_group(process: asyncio.subprocess.Process) -> None:
@@ -262,7 +280,7 @@ def instruction_of(params: dict[str, Any], system_prompt: str | None) -> tuple[s
     configured `system_prompt`, then the input's system/developer messages)."""
     items = params.get("input")
     if isinstance(items, str):
-        return items, system_prompt
+        items = [{"type": "message", "role": "user", "content": items}]
     system_parts = [system_prompt] if system_prompt else []
     if params.get("instructions"):
         system_parts.append(params["instructions"])
@@ -277,7 +295,23 @@ def instruction_of(params: dict[str, Any], system_prompt: str | None) -> tuple[s
             task = text
     if not task.strip():
         raise GymError(422, "invalid_request", "responses_create_params.input: no user message for the CLI")
-    return task, "\n\n".join(part for part in system_parts if part) or None
+    system = "\n\n".join(part for part in system_parts if part) or None
+    for text in (task, system or ""):
+        if "\0" in text or not _encodable(text):
+            raise GymError(
+                422,
+                "invalid_request",
+                "responses_create_params: a NUL character or an unpaired surrogate, which no CLI can be given",
+            )
+    return task, system
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _text_of(content: Any) -> str:
@@ -392,14 +426,24 @@ class CliAgent(RolloutAgent):
             workspace = Path(self.config.cwd).expanduser() if self.config.cwd else Path(scratch) / "workspace"
             workspace.mkdir(parents=True, exist_ok=True)
             async with self._relay.relayed(self.model_target(), timeout_s) as (model_url, relayed):
-                argv, extra_env = self.prepare(task, system, model_url, workspace, home)
-                run = await run_cli(
-                    argv,
-                    env=cli_environment(home, extra_env),
-                    cwd=workspace,
-                    timeout_s=timeout_s,
-                    max_output_bytes=self.config.max_output_bytes,
-                )
+                argv, extra_env = self.prepare(system, model_url, workspace, home)
+                try:
+                    run = await run_cli(
+                        argv,
+                        env=cli_environment(home, extra_env),
+                        cwd=workspace,
+                        timeout_s=timeout_s,
+                        max_output_bytes=self.config.max_output_bytes,
+                        stdin=task.encode(),
+                    )
+                except OSError as error:
+                    if error.errno != errno.E2BIG:
+                        raise
+                    raise GymError(
+                        422,
+                        "invalid_request",
+                        "responses_create_params: the system text is too long for the CLI",
+                    ) from error
         trajectory = (
             None if run.timed_out or run.truncated else self.parse(run.stdout.decode(errors="replace"))
         )

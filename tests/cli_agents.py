@@ -177,3 +177,14 @@ async def check_token_ids_come_back(
     ]
     assert [item["prompt_token_ids"] for item in carriers] == engine_prompts, "the ids the engine was given"
     assert all(len(item["generation_log_probs"]) == len(item["generation_token_ids"]) for item in carriers)
+
+
+async def check_unusable_tasks_are_refused(stack: CliStack) -> None:
+    """A task no CLI can be given (no user message; a NUL character) is a 422 naming the field, and no
+    model call is made."""
+    stack.script()
+    for content in ("   ", "six\u0000sides"):
+        row = {**ROW, "responses_create_params": {"input": [{"role": "user", "content": content}]}}
+        status, result = await stack.run(row)
+        assert status == 422 and "responses_create_params" in result["error"]["message"], result
+    assert stack.model_requests() == []

@@ -101,3 +101,10 @@ async def test_the_relay_passes_calls_on_and_keeps_each_ones_token_ids(
     assert first["path"] == "/v1/responses" and first["body"]["input"] == "hi"
     stale = await request("POST", f"{url}/responses", json={"model": model, "input": "hi"})
     assert stale.status == 404, "a finished run's ticket no longer relays"
+
+
+async def test_the_task_goes_in_on_stdin_whatever_its_size(tmp_path: Path) -> None:
+    task = "é" * 300_000  # past what one command-line argument may hold
+    reader = [sys.executable, "-c", "import sys; print(len(sys.stdin.buffer.read()))"]
+    run = await run_cli(reader, env={}, cwd=tmp_path, timeout_s=30, max_output_bytes=100, stdin=task.encode())
+    assert (run.returncode, run.stdout) == (0, b"600000\n")

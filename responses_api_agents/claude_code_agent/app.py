@@ -80,7 +80,7 @@ class ClaudeCodeAgent(CliAgent):
         return self.config.anthropic_base_url or self.model_base_url("")
 
     def prepare(
-        self, task: str, system: str | None, model_url: str, workspace: Path, home: Path
+        self, system: str | None, model_url: str, workspace: Path, home: Path
     ) -> tuple[list[str], dict[str, str]]:
         config_dir = home / ".claude"
         config_dir.mkdir()
@@ -101,7 +101,7 @@ class ClaudeCodeAgent(CliAgent):
         }
         if self.config.max_output_tokens is not None:
             env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(self.config.max_output_tokens)
-        return [str(self._cli), *self._flags(system), "--", task], env
+        return [str(self._cli), *self._flags(system)], env  # `claude -p` reads the task on stdin
 
     def model_name(self) -> str:
         return self.config.model

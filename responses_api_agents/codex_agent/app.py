@@ -73,7 +73,7 @@ class CodexAgent(CliAgent):
         return self.config.openai_base_url or self.model_base_url("/v1")
 
     def prepare(
-        self, task: str, system: str | None, model_url: str, workspace: Path, home: Path
+        self, system: str | None, model_url: str, workspace: Path, home: Path
     ) -> tuple[list[str], dict[str, str]]:
         codex_home = home / ".codex"
         codex_home.mkdir()
@@ -88,7 +88,7 @@ class CodexAgent(CliAgent):
             "--cd",
             str(workspace),
         ]
-        return [*argv, "--", task], env
+        return [*argv, "-"], env  # `-`: the task is read on stdin
 
     def model_name(self) -> str:
         return self.config.model or DEFAULT_MODEL

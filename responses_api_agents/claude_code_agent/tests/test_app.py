@@ -16,6 +16,7 @@ from tests.cli_agents import (
     check_a_hanging_model_times_out,
     check_start_refusals,
     check_token_ids_come_back,
+    check_unusable_tasks_are_refused,
     cli_stack,
     input_texts,
     openai_model,
@@ -95,3 +96,7 @@ async def test_token_ids_come_back_when_the_model_server_has_them(vllm_upstream,
         arguments,
         max_output_tokens=MAX_OUTPUT_TOKENS,
     )
+
+
+async def test_a_task_no_cli_can_be_given_is_refused(stack):
+    await check_unusable_tasks_are_refused(stack)

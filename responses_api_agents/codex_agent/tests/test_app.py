@@ -16,6 +16,7 @@ from tests.cli_agents import (
     check_a_hanging_model_times_out,
     check_start_refusals,
     check_token_ids_come_back,
+    check_unusable_tasks_are_refused,
     cli_stack,
     input_texts,
     openai_model,
@@ -86,3 +87,7 @@ async def test_token_ids_come_back_when_the_model_server_has_them(vllm_upstream,
     await check_token_ids_come_back(
         "codex_agent", vllm_upstream, tmp_path_factory.mktemp("tokens"), "exec_command", arguments
     )
+
+
+async def test_a_task_no_cli_can_be_given_is_refused(stack):
+    await check_unusable_tasks_are_refused(stack)
