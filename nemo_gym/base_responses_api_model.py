@@ -150,12 +150,13 @@ class SimpleResponsesAPIModel(SimpleServer):
         """`POST /v1/responses`: `responses()` with the strict params; with `stream: true`, the streaming
         dialect made into them and the answer served as Responses events."""
         if body.get("stream") is not True:
-            return await call_method(
-                self.responses, request, validated_body(self.responses, body, RESPONSES_PARAMS)
-            )
+            params = validated_body(self.responses, body, RESPONSES_PARAMS)
+            return json_answer(await call_method(self.responses, request, params))
         cleaned, names = sanitize_streaming_responses_body(body)
         try:
-            params = validate_streaming_responses_params(cleaned)
+            params = validate_streaming_responses_params(
+                cleaned, body_model(self.responses, RESPONSES_PARAMS) or RESPONSES_PARAMS
+            )
         except ValidationError as error:
             raise request_validation_error(error) from None
         return await self._stream(
@@ -168,9 +169,8 @@ class SimpleResponsesAPIModel(SimpleServer):
         """`POST /v1/chat/completions`: `chat_completions()` with the strict params; with `stream: true`
         (the boolean only), the answer served as `chat.completion.chunk` events."""
         if body.get("stream") is not True:
-            return await call_method(
-                self.chat_completions, request, validated_body(self.chat_completions, body, CHAT_PARAMS)
-            )
+            params = validated_body(self.chat_completions, body, CHAT_PARAMS)
+            return json_answer(await call_method(self.chat_completions, request, params))
         cleaned, include_usage = sanitize_streaming_chat_body(body)
         params = validated_body(self.chat_completions, cleaned, CHAT_PARAMS)
         return await self._stream(
@@ -185,7 +185,7 @@ class SimpleResponsesAPIModel(SimpleServer):
         Anthropic's shape."""
         try:
             anthropic = AnthropicMessagesRequest.model_validate(body)
-            params = body_model(self.responses, RESPONSES_PARAMS).model_validate(
+            params = (body_model(self.responses, RESPONSES_PARAMS) or RESPONSES_PARAMS).model_validate(
                 ANTHROPIC.anthropic_request_to_responses(anthropic)
             )
         except ValidationError as error:
@@ -290,6 +290,15 @@ def request_validation_error(error: ValidationError) -> RequestValidationError:
     return RequestValidationError(
         [{**problem, "loc": ("body", *problem["loc"])} for problem in error.errors(include_url=False)]
     )
+
+
+def json_answer(answer: Any) -> Any:
+    """A model answer as a JSON response written by orjson (as NeMo Gym 0.7); a ready response as is."""
+    if isinstance(answer, BaseModel):
+        return Response(
+            orjson.dumps(answer.model_dump(mode="json", by_alias=True)), media_type="application/json"
+        )
+    return answer
 
 
 async def call_method(method: Handler, request: Request, body: BaseModel | None) -> Any:

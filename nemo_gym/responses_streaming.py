@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 from uuid import uuid4
 
 from pydantic import ValidationError
@@ -33,6 +33,7 @@ from nemo_gym.wire.responses import NeMoGymResponseCreateParamsNonStreaming
 logger = logging.getLogger("nemo_gym.responses_streaming")
 
 NAMESPACE_TOOL_DELIMITER = "__"
+Params = TypeVar("Params", bound=NeMoGymResponseCreateParamsNonStreaming)
 # A flattened function name -> (namespace, name), to give calls back their namespaced form.
 NamespaceMap = dict[str, tuple[str, str]]
 
@@ -49,7 +50,8 @@ def flatten_namespace_tools(tools: Any) -> tuple[list[Any], NamespaceMap]:
             flat.append(tool)
             continue
         namespace = str(tool.get("name") or "")
-        for function in tool.get("tools") or []:
+        functions = tool.get("tools")
+        for function in functions if isinstance(functions, list) else []:
             if isinstance(function, dict) and function.get("name"):
                 joined = f"{namespace}{NAMESPACE_TOOL_DELIMITER}{function['name']}"
                 flat.append({**function, "type": "function", "name": joined})
@@ -96,8 +98,11 @@ def _kept_input_items(items: list[Any]) -> tuple[list[Any], list[Any]]:
     carried: list[Any] = []
     for item in items:
         kind = item.get("type", "message") if isinstance(item, dict) else None
-        if kind == "additional_tools":
-            carried.extend(item.get("tools") or [])
+        if not isinstance(kind, str):
+            logger.warning("streaming /v1/responses: dropped an input item without a type")
+        elif kind == "additional_tools":
+            tools = item.get("tools")
+            carried.extend(tools if isinstance(tools, list) else [])
         elif kind in _ITEM_TYPES:
             if kind == "function_call" and item.get("namespace"):
                 item["name"] = f"{item.pop('namespace')}{NAMESPACE_TOOL_DELIMITER}{item.get('name')}"
@@ -117,13 +122,16 @@ def _function_tools(tools: list[Any]) -> list[Any]:
     return usable
 
 
-def validate_streaming_responses_params(body: dict[str, Any]) -> NeMoGymResponseCreateParamsNonStreaming:
-    """The strict params of a sanitized body; a nested field the params forbid (newer than them, such
-    as a tool key) is dropped and logged, any other problem raises the `ValidationError`."""
+def validate_streaming_responses_params(
+    body: dict[str, Any], params_model: type[Params] = NeMoGymResponseCreateParamsNonStreaming
+) -> Params:
+    """The strict params (`params_model`, a server's own subclass if it has one) of a sanitized body; a
+    nested field the params forbid (newer than them, such as a tool key) is dropped and logged, any other
+    problem raises the `ValidationError`."""
     body = copy.deepcopy(body)
     while True:
         try:
-            return NeMoGymResponseCreateParamsNonStreaming.model_validate(body)
+            return params_model.model_validate(body)
         except ValidationError as error:
             forbidden = [problem["loc"] for problem in error.errors() if problem["type"] == "extra_forbidden"]
             if not forbidden or not all(_delete_at(body, loc) for loc in forbidden):
@@ -135,15 +143,16 @@ def validate_streaming_responses_params(body: dict[str, Any]) -> NeMoGymResponse
 
 
 def _delete_at(body: Any, loc: tuple[Any, ...]) -> bool:
-    """Delete the value at a validation error's location; False when the location is not a plain path
-    (it names a union branch)."""
+    """Delete the value at a validation error's location, whose steps may include the tag of a union
+    branch (`tools.0.function.x`: `function` names the branch, not a key); False when there is no such
+    value."""
     node = body
     for step in loc[:-1]:
         if isinstance(node, dict) and step in node:
             node = node[step]
         elif isinstance(node, list) and isinstance(step, int) and 0 <= step < len(node):
             node = node[step]
-        else:
+        elif not isinstance(step, str):
             return False
     if isinstance(node, dict) and loc[-1] in node:
         del node[loc[-1]]
