@@ -98,8 +98,8 @@ class CodexAgent(CliAgent):
 
     def codex_config(self, system: str | None, model_url: str) -> dict[str, Any]:
         """config.toml of one run: a provider that is the model server, nothing that phones home or
-        keeps history, no tools a Gym model server cannot serve (web search, sub-agents); then
-        `extra_config` merged over it."""
+        keeps history (update check, analytics, feedback, plugin sync), no tools a Gym model server cannot
+        serve (web search, sub-agents, apps); then `extra_config` merged over it."""
         config = self.config
         settings: dict[str, Any] = {
             "model": config.model or DEFAULT_MODEL,
@@ -112,6 +112,8 @@ class CodexAgent(CliAgent):
             "feedback": {"enabled": False},
             "history": {"persistence": "none"},
             "agents": {"enabled": False},
+            # Plugins sync a curated catalogue from github.com and chatgpt.com at start; apps are ChatGPT's.
+            "features": {"plugins": False, "apps": False},
             "model_providers": {
                 "gym": {
                     "name": "gym",
