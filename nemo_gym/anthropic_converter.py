@@ -46,6 +46,7 @@ from nemo_gym.wire.anthropic import (
     AnthropicToolResultBlock,
     AnthropicToolUseBlock,
 )
+from nemo_gym.wire.responses import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 
 __all__ = ["SUPPORTED_ANTHROPIC_IMAGE_MEDIA_TYPES", "AnthropicConverter", "anthropic_error_body"]
 
@@ -78,8 +79,9 @@ class AnthropicConverter:
 
     def anthropic_request_to_responses(
         self, request: AnthropicMessagesRequest | dict[str, Any]
-    ) -> dict[str, Any]:
-        """The Responses params (a JSON object) of a Messages request; a dict is validated first."""
+    ) -> NeMoGymResponseCreateParamsNonStreaming:
+        """The Responses params of a Messages request; a dict is validated first (a `ValidationError`
+        names what is wrong)."""
         if not isinstance(request, AnthropicMessagesRequest):
             request = AnthropicMessagesRequest.model_validate(request)
         params: dict[str, Any] = {
@@ -105,7 +107,7 @@ class AnthropicConverter:
             params["reasoning"] = reasoning
         if request.metadata is not None and request.metadata.user_id:
             params["user"] = request.metadata.user_id
-        return params
+        return NeMoGymResponseCreateParamsNonStreaming.model_validate(params)
 
     def _input_items(self, messages: list[AnthropicMessageParam]) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -131,8 +133,12 @@ class AnthropicConverter:
 
     # ---- response ------------------------------------------------------------------------------------
 
-    def responses_to_anthropic_response(self, response: dict[str, Any], model: str) -> dict[str, Any]:
-        """The Messages answer of a finished Responses answer (a JSON object)."""
+    def responses_to_anthropic_response(
+        self, response: NeMoGymResponse | dict[str, Any], model: str
+    ) -> dict[str, Any]:
+        """The Messages answer of a finished Responses answer."""
+        if isinstance(response, NeMoGymResponse):
+            response = response.model_dump(mode="json", by_alias=True)
         content: list[dict[str, Any]] = []
         for item in response.get("output") or []:
             content.extend(_content_blocks(item))

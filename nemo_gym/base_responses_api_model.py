@@ -185,9 +185,10 @@ class SimpleResponsesAPIModel(SimpleServer):
         Anthropic's shape."""
         try:
             anthropic = AnthropicMessagesRequest.model_validate(body)
-            params = (body_model(self.responses, RESPONSES_PARAMS) or RESPONSES_PARAMS).model_validate(
-                ANTHROPIC.anthropic_request_to_responses(anthropic)
-            )
+            params = ANTHROPIC.anthropic_request_to_responses(anthropic)
+            declared = body_model(self.responses, RESPONSES_PARAMS) or RESPONSES_PARAMS
+            if not isinstance(params, declared):  # a server that takes more than the standard params
+                params = declared.model_validate(params.model_dump(mode="json", exclude_unset=True))
         except ValidationError as error:
             return self._anthropic_error(400, f"invalid request: {describe_validation_error(error)}")
         answer = self.buffered_answer(self.responses, request, params)

@@ -311,7 +311,8 @@ def test_blocks_become_responses_items_in_order() -> None:
             ],
         }
     )
-    kinds = [(item["type"], item.get("role")) for item in params["input"]]
+    items = params.model_dump(mode="json", exclude_unset=True)["input"]
+    kinds = [(item["type"], item.get("role")) for item in items]
     assert kinds == [
         ("message", "user"),
         ("reasoning", None),
@@ -322,7 +323,6 @@ def test_blocks_become_responses_items_in_order() -> None:
         ("message", "user"),
         ("message", "user"),
     ]
-    items = params["input"]
     assert items[0]["content"][1] == {
         "type": "input_image",
         "image_url": "data:image/png;base64,AAAA",
@@ -347,8 +347,8 @@ def test_server_tools_are_not_offered_and_tool_choice_maps() -> None:
             "tool_choice": {"type": "tool", "name": "get_weather"},
         }
     )
-    assert [tool["name"] for tool in params["tools"]] == ["get_weather"]
-    assert params["tool_choice"] == {"type": "function", "name": "get_weather"}
+    assert [tool["name"] for tool in params.tools] == ["get_weather"]
+    assert params.tool_choice == {"type": "function", "name": "get_weather"}
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ import pytest
 from pydantic import ValidationError
 
 from nemo_gym.chat_streaming import synthesize_chat_completion_sse
+from nemo_gym.deadlines import DEADLINE_HEADER
 from nemo_gym.responses_streaming import (
     restore_namespace_tool_calls,
     sanitize_streaming_responses_body,
@@ -350,6 +351,24 @@ async def test_an_error_after_the_stream_started_is_an_error_event(
         failed = events[1][1]["response"]
         assert failed["status"] == "failed" and failed["error"]["message"].startswith("HTTP 400: ")
         assert "bad turn" in failed["error"]["message"]
+
+
+async def test_the_callers_deadline_ends_a_streamed_call(
+    tmp_path: Path, scripted_upstream: ScriptedUpstream
+) -> None:
+    model = fresh_model()
+    scripted_upstream.script(model, [{"hang": True}])
+    settings = {"stream_keepalive_interval_s": 0.05}
+    body = {"model": model, "messages": [{"role": "user", "content": "x"}], "stream": True}
+    with model_server("openai_model", tmp_path, scripted_upstream.base_url, model, **settings) as server:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)) as session:
+            headers = {DEADLINE_HEADER: "1"}
+            async with session.post(
+                server.url + "/v1/chat/completions", json=body, headers=headers
+            ) as answer:
+                events = sse_events(await answer.read())
+    assert [name for name, _ in events] == ["error"]
+    assert events[0][1]["error"]["code"] == 504 and events[0][1]["error"]["type"] == "server_error"
 
 
 async def test_a_client_that_leaves_mid_stream_ends_the_upstream_call(
