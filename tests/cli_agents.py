@@ -18,10 +18,14 @@ import pytest
 
 from nemo_gym.http_client import get_response_json, request
 from tests.helpers import REPO_ROOT, instance_config, missing_program, run_instance
+from tests.upstream_script import assistant_message, function_call
 
 ROWS = REPO_ROOT / "resources_servers" / "string_match" / "data" / "example.jsonl"
 ROW = orjson.loads(ROWS.read_bytes().splitlines()[0])  # a hexagon's sides, "Final answer: 6"
 START_CHECK_TIMEOUT_S = 60
+FINAL_ANSWER = "The file says 6.\nFinal answer: 6"
+# The command each test's model has the CLI run: its output is the answer.
+COMMAND = "echo 6 > sides.txt && cat sides.txt"
 # More model calls than a CLI makes with its retries (the CLI agents cap those at 1 per call).
 MODEL_CALLS_REFUSED = 10
 
@@ -188,3 +192,44 @@ async def check_unusable_tasks_are_refused(stack: CliStack) -> None:
         status, result = await stack.run(row)
         assert status == 422 and "responses_create_params" in result["error"]["message"], result
     assert stack.model_requests() == []
+
+
+@contextmanager
+def scripted_cli_stack(
+    folder: str, upstream: Any, workdir: Path, **agent_settings: Any
+) -> Iterator[CliStack]:
+    """The agent in front of openai_model over the scripted upstream, playing a model of its own."""
+    model = f"{folder}-{workdir.name}"
+    with cli_stack(
+        folder, workdir, openai_model(upstream, model), model, upstream, **agent_settings
+    ) as stack:
+        yield stack
+
+
+async def check_a_tool_call_then_an_answer(
+    stack: CliStack, tool: str, arguments: dict, command_key: str
+) -> None:
+    """The model has the CLI run one command (writing a file in its workspace), then answers: the rollout
+    is verified (reward 1.0) and its output shows the call, the command's real result and the answer; the
+    task reached the model, and the result went back to it."""
+    stack.script({"output": [function_call(tool, arguments)]}, {"output": [assistant_message(FINAL_ANSWER)]})
+    status, result = await stack.run(ROW)
+    assert status == 200, result
+    assert result["reward"] == 1.0, result
+    output = result["response"]["output"]
+    assert [item["type"] for item in output] == ["function_call", "function_call_output", "message"]
+    call, tool_result, message = output
+    assert call["name"] == tool and arguments[command_key] in orjson.loads(call["arguments"])[command_key]
+    assert tool_result["call_id"] == call["call_id"] and tool_result["output"].strip() == "6", (
+        "the command ran"
+    )
+    assert message["content"][0]["text"] == FINAL_ANSWER
+    assert result["response"]["metadata"]["cli_outcome"] == "completed"
+    first, second = stack.model_requests()
+    assert ROW["responses_create_params"]["input"][0]["content"] in input_texts(first), (
+        "the task reached the model"
+    )
+    outputs = [
+        item.get("output", "") for item in second["input"] if item.get("type") == "function_call_output"
+    ]
+    assert len(outputs) == 1 and "6" in outputs[0], "the command's result went back to the model"
