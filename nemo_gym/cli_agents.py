@@ -404,9 +404,10 @@ class CliAgent(RolloutAgent):
         return message
 
     def prepare(
-        self, task: str, system: str | None, workspace: Path, home: Path
+        self, system: str | None, model_url: str, workspace: Path, home: Path
     ) -> tuple[list[str], dict[str, str]]:
-        """argv and the extra environment of one run (files it needs go under `home`)."""
+        """argv and the extra environment of one run, which reads its task on stdin (files it needs go
+        under `home`); `model_url` is the base URL the CLI calls, standing for `model_target()`."""
         raise NotImplementedError
 
     def parse(self, stdout: str) -> Trajectory:
