@@ -1,11 +1,12 @@
 """Agents that run a coding-agent CLI from the npm registry (claude, codex, ...) headless, one run per rollout.
 
-The CLI talks to the deployment's model server itself; the agent gives each run a workspace and a home of
-its own (so no run sees another's files, settings or sessions, and nothing of the host's), an environment
-holding only what the CLI needs (no key of the agent's own process leaks in), a deadline after which the
-CLI's whole process group is killed, and a cap on the output kept. What the CLI printed is then turned into
-Gym output items by the agent folder's parser, and the rollout is verified like any other
-(`nemo_gym.rollout_agent`).
+The CLI talks to the deployment's model server in its own wire format, through a loopback relay that keeps
+each call's token ids (`nemo_gym.cli_model_relay`); the agent gives each run a workspace and a home of its
+own (so no run sees another's files, settings or sessions, and nothing of the host's), the task on stdin,
+an environment holding only what the CLI needs (no key of the agent's own process leaks in), a deadline
+after which the CLI's whole process group is killed, and a cap on the output kept. What the CLI printed is
+then turned into Gym output items by the agent folder's parser, the token ids put on them, and the rollout
+is verified like any other (`nemo_gym.rollout_agent`).
 
 Each CLI is installed from its folder's own `package.json` / `package-lock.json` (`make agent-clis` runs
 `npm ci` there) and found under that folder's `node_modules/.bin`, unless `cli_path` names another.
