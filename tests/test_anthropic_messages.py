@@ -252,6 +252,21 @@ async def test_an_error_after_the_stream_started_is_an_error_event(
     assert (error["type"], error["status"]) == ("api_error", 500) and "scripted 500" in error["message"]
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_ready_error_answer_of_the_server_comes_in_anthropic_shape(
+    tmp_path: Path, stream: bool
+) -> None:
+    """replay_model answers a request it has no recording of with its own 404 response."""
+    with model_server("replay_model", tmp_path) as server:
+        body = {"model": "c", "max_tokens": 16, "messages": [user("never recorded")], "stream": stream}
+        status, headers, raw = await raw_post(server, "/v1/messages", body)
+    assert status == 404 and headers["Content-Type"].startswith("application/json")
+    error = orjson.loads(raw)["error"]
+    assert (
+        error["type"] == "not_found_error" and error["status"] == 404 and "never recorded" in error["message"]
+    )
+
+
 async def test_capture_records_the_token_ids_of_a_streamed_message(
     tmp_path: Path, vllm_upstream: VllmUpstream
 ) -> None:

@@ -125,8 +125,8 @@ class AnthropicMessagesRequest(AnthropicModel):
     max_tokens: int = Field(ge=1)
     messages: list[AnthropicMessageParam]
     system: str | list[AnthropicTextBlock] | None = None
-    temperature: float | None = Field(default=None, ge=0)
-    top_p: float | None = Field(default=None, ge=0, le=1)
+    temperature: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    top_p: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
     top_k: int | None = None
     stop_sequences: list[str] | None = None
     stream: bool | None = None
