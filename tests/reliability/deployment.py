@@ -52,6 +52,8 @@ PAIRED_AGENTS = (
 TEMPLATE_AGENTS = {
     "non_executing_simple_agent": "xlam_fc",
     "remote_agent": "example_session_state_mgmt_resources_server",
+    "claude_code_agent": "string_match",
+    "codex_agent": "string_match",
 }
 # One instance of each environment server, all in front of AGENT.
 ENVIRONMENT_SERVERS = {
@@ -209,6 +211,9 @@ def shipped_instances() -> dict[str, Any]:
             if "resources_servers" in block or name in (AGENT, GYMNASIUM_AGENT, *PAIRED_AGENTS):
                 config[name] = block
     for name, resources in TEMPLATE_AGENTS.items():
+        if reason := missing_program(name):
+            warnings.warn(f"left out of the reliability deployment: {reason}", stacklevel=1)
+            continue
         block = yaml.safe_load(
             (REPO_ROOT / "responses_api_agents" / name / "configs" / f"{name}.yaml").read_text()
         )
