@@ -235,7 +235,10 @@ def test_list_cuts_a_long_description_at_a_word(tmp_path):
     [
         (["list", "resources-servers", "mcqa"], ["mcqa"]),
         (["list", "environment-servers"], ["legacy_agent", "single_agent_turn", "single_agent_turn_legacy"]),
-        (["search", "agents", "simple"], ["non_executing_simple_agent", "simple_agent"]),
+        (
+            ["search", "agents", "simple"],
+            ["gdp_pdf_agent", "non_executing_simple_agent", "simple_agent", "simple_agent_with_compaction"],
+        ),
         (["search", "mcq"], ["bunsenbench_chemistry_mcq", "mcqa"]),
     ],
 )

@@ -20,7 +20,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
 import orjson
@@ -162,3 +162,32 @@ class ScriptedUpstream:
 
 def _quote(model: str) -> str:
     return urllib.parse.quote(model, safe="")
+
+
+def as_step(answer: str | dict[str, Any]) -> dict[str, Any]:
+    """A text becomes an answer with that assistant message, an output item a one-item answer; any other
+    dict is a step as it is (`{"hang": True}`, ...)."""
+    if isinstance(answer, str):
+        return {"output": [assistant_message(answer)]}
+    return {"output": [answer]} if "type" in answer else answer
+
+
+@dataclass
+class ModelRoles:
+    """The models of one test stack by role (policy, user, judge, ...): a role's script is replaced at once,
+    and its requests are read from that moment on, so each test sees only its own."""
+
+    upstream: ScriptedUpstream
+    models: dict[str, str]
+    _seen: dict[str, int] = field(default_factory=dict)
+
+    def script(self, role: str, *answers: str | dict[str, Any]) -> None:
+        model = self.models[role]
+        self.upstream.clear(model)
+        self._seen[model] = len(self.upstream.requests(model))
+        self.upstream.script(model, [as_step(answer) for answer in answers])
+
+    def requests(self, role: str) -> list[dict[str, Any]]:
+        """The bodies of the role's requests since its last script."""
+        model = self.models[role]
+        return [entry["body"] for entry in self.upstream.requests(model)[self._seen.get(model, 0) :]]

@@ -2,6 +2,11 @@
 demonstrated action as `expected_action`.
 
     python -m resources_servers.image_tools.generate_data --out data/example.jsonl
+    python -m resources_servers.image_tools.generate_data --inspection --out data/example_inspection.jsonl
+
+`--inspection` writes the rows of the image_tools_agent pairing instead: whole questions over larger
+pictures whose detail is small, answered after any number of tool calls the agent executes, and graded as
+answer turns (`__answer__`).
 
 Tool calls are written in the text (Qwen3-Coder XML, described in the system prompt), so the rows carry no
 `tools` and one model call makes the decision.
@@ -150,11 +155,79 @@ def rows() -> list[dict]:
     ]
 
 
+INSPECTION_SIZE = (320, 240)
+# The base agent the pivot rows name; the pairing config maps it to this environment.
+BASE_AGENT_REF = {"type": "responses_api_agents", "name": "image_tools_pivot_agent"}
+
+
+def _scene(draw: Callable) -> str:
+    from PIL import Image, ImageDraw
+
+    picture = Image.new("RGB", INSPECTION_SIZE, (236, 236, 228))
+    pen = ImageDraw.Draw(picture)
+    pen.rectangle((20, 30, 150, 200), fill=(90, 140, 200))
+    draw(pen)
+    out = io.BytesIO()
+    picture.save(out, format="PNG", optimize=True)
+    return "data:image/png;base64," + base64.b64encode(out.getvalue()).decode()
+
+
+def _tiny_tag(pen) -> None:
+    pen.rectangle((282, 206, 306, 224), fill=(255, 255, 255), outline=(40, 40, 40))
+    pen.text((286, 209), "K7", fill=(20, 20, 20))
+
+
+def _boxed_dots(pen) -> None:
+    pen.rectangle((250, 20, 300, 60), outline=(30, 30, 30))
+    for x in (260, 274, 288):
+        pen.ellipse((x - 3, 37, x + 3, 43), fill=(20, 20, 20))
+
+
+def _corner_square(pen) -> None:
+    pen.rectangle((296, 8, 310, 22), fill=(40, 170, 70))
+
+
+def _small_letter(pen) -> None:
+    pen.rectangle((6, 6, 24, 22), fill=(250, 250, 250), outline=(40, 40, 40))
+    pen.text((11, 9), "Q", fill=(20, 20, 20))
+
+
+def _corner_triangle(pen) -> None:
+    pen.polygon([(8, 232), (22, 232), (15, 218)], fill=(200, 60, 60))
+
+
+def inspection_rows() -> list[dict]:
+    questions = (
+        ("inspect-tag", "What code is printed on the small tag in the bottom-right corner?", _tiny_tag, "K7"),
+        ("inspect-dots", "How many dots are inside the small box at the top right?", _boxed_dots, "3"),
+        ("inspect-square", "What colour is the small square in the top-right corner: red, green or blue?",
+         _corner_square, "green"),
+        ("inspect-letter", "Which letter is on the small sign in the top-left corner?", _small_letter, "Q"),
+        ("inspect-shape", "What shape is in the bottom-left corner: circle, square or triangle?", _corner_triangle,
+         "triangle"),
+    )  # fmt: skip
+    return [
+        {
+            **_row(
+                uuid,
+                question,
+                [_scene(draw)],
+                {"name": "__answer__", "arguments": {"answer": answer}},
+                "answer",
+            ),
+            "image_tools_base_agent_ref": BASE_AGENT_REF,
+        }
+        for uuid, question, draw, answer in questions
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--inspection", action="store_true", help="the image_tools_agent pairing's rows")
     args = parser.parse_args()
-    args.out.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows()))
+    written = inspection_rows() if args.inspection else rows()
+    args.out.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in written))
 
 
 if __name__ == "__main__":

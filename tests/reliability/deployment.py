@@ -2,9 +2,11 @@
 the routes each one publishes in its OpenAPI document, and a tally of the answers the tests got.
 
 The deployment holds each resources server of `resources_servers/*/configs/*.yaml`, one simple agent, one
-gymnasium agent, the three model servers (openai_model, vllm_model, replay_model, each from its own shipped
-config) and the head server. The models that call an LLM are pointed at the scripted upstream on 127.0.0.1, which answers every
-unscripted request with a plain assistant message.
+gymnasium agent, the agents of PAIRED_AGENTS and TEMPLATE_AGENTS, the model servers of MODEL_CONFIGS (each
+from its own shipped config) and the head server. The models that call an LLM are pointed at the scripted
+upstream on 127.0.0.1, which answers every unscripted request with a plain assistant message; those that
+need token ids (VLLM_UPSTREAM_MODELS) at the fake vLLM of tests/vllm_upstream.py, which answers it with a
+default turn.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import yaml
 from nemo_gym.testing import read_jsonl
 from tests.helpers import BIG_DEPLOYMENT_READINESS_S, REPO_ROOT, missing_program, running_deployment
 from tests.upstream_script import ScriptedUpstream, fresh_model
+from tests.vllm_script import VllmUpstream
 
 HEAD = "head_server"
 # One agent of each kind is enough: environments ship the same agents, only their resources server differs.
@@ -31,8 +34,19 @@ AGENT = "example_single_tool_call_simple_agent"
 GYMNASIUM_AGENT = "blackjack_gymnasium_agent"
 # Agents no environment ships with as its main agent: a shipped pairing, or the agent's own template config
 # pointed at an environment (instance name -> resources server instance).
-PAIRED_AGENTS = ("proof_judge_proof_refinement_agent",)
-TEMPLATE_AGENTS = {"non_executing_simple_agent": "xlam_fc"}
+PAIRED_AGENTS = (
+    "proof_judge_proof_refinement_agent",
+    "image_tools_simple_agent",
+    "gdp_pdf_agent",
+    "toolsandbox_toolsandbox_agent",
+    "conversational_tool_use_agent",
+    "example_session_state_mgmt_simple_agent_with_compaction",
+    "single_step_tool_use_with_argument_comparison_agent",
+)
+TEMPLATE_AGENTS = {
+    "non_executing_simple_agent": "xlam_fc",
+    "remote_agent": "example_session_state_mgmt_resources_server",
+}
 # One instance of each environment server, all in front of AGENT.
 ENVIRONMENT_SERVERS = {
     "episodes_environment_server": "single_agent_turn",
@@ -43,7 +57,13 @@ MODEL_CONFIGS = {
     "policy_model": "responses_api_models/openai_model/configs/openai_model.yaml",
     "vllm_policy_model": "responses_api_models/vllm_model/configs/vllm_model.yaml",
     "replay_policy_model": "responses_api_models/replay_model/configs/replay_model.yaml",
+    "compaction_policy_model": (
+        "responses_api_models/vllm_model_with_compaction/configs/vllm_model_for_compaction.yaml"
+    ),
 }
+# Models whose training mode needs token ids and log-probs the scripted upstream does not give: they call
+# the fake vLLM of tests/vllm_upstream.py instead (instance name -> implementation).
+VLLM_UPSTREAM_MODELS = {"compaction_policy_model": "vllm_model_with_compaction"}
 # Short enough that a request stuck on a peer or the upstream ends well inside a test's budget.
 HTTP_DEADLINE_S = 10
 # How long a test waits for any answer: above HTTP_DEADLINE_S, so a server waiting on a peer answers first.
@@ -219,11 +239,19 @@ def fetch_openapi(url: str) -> dict[str, Any]:
 
 
 @contextmanager
-def every_shipped_server(upstream: ScriptedUpstream, workdir: Path) -> Iterator[dict[str, Server]]:
+def every_shipped_server(
+    upstream: ScriptedUpstream, vllm_upstream: VllmUpstream, workdir: Path
+) -> Iterator[dict[str, Server]]:
     """Run the whole deployment until the caller is done; servers by instance name (and `head_server`)."""
+    instances = shipped_instances()
+    for name, implementation in VLLM_UPSTREAM_MODELS.items():
+        instances[name]["responses_api_models"][implementation]["base_url"] = vllm_upstream.base_url
     config = {
-        **shipped_instances(),
+        **instances,
         "policy_base_url": upstream.base_url,
+        # remote_agent's template asks for it: the scripted upstream stands for a user's agent service, since
+        # it answers `POST /v1/responses` as one does (a plain assistant message, unless scripted).
+        "remote_agent_base_url": upstream.url,
         "policy_api_key": "sk-reliability",
         "policy_model_name": fresh_model("reliability"),
         "global_http_deadline_s": HTTP_DEADLINE_S,

@@ -5,10 +5,18 @@ time: the text extracted from the PDF plus one rendered PNG page per `input_imag
 that already, so the plain simple_agent serves them and nothing is parsed or rendered at run time.
 
     python resources_servers/gdp_pdf/data/make_example.py      # needs pymupdf (requirements.txt)
+
+With `--documents` it writes the same tasks for gdp_pdf_agent instead: the PDFs into data/documents/ and
+data/example_documents.jsonl, whose rows carry only the task and name the document by
+`verifier_metadata.document_manifest`. Render the manifests they name once with
+
+    python -m responses_api_agents.gdp_pdf_agent.prepare resources_servers/gdp_pdf/data/documents/*.pdf \
+        --out resources_servers/gdp_pdf/data/documents
 """
 
 from __future__ import annotations
 
+import argparse
 import base64
 import json
 from pathlib import Path
@@ -16,6 +24,8 @@ from pathlib import Path
 import pymupdf
 
 OUT = Path(__file__).resolve().parent / "example.jsonl"
+DOCUMENTS_OUT = Path(__file__).resolve().parent / "example_documents.jsonl"
+PDF_DIR = Path(__file__).resolve().parent / "documents"
 PAGE_W, PAGE_H, DPI = 420, 300, 72
 
 DOCUMENTS: dict[str, list[str]] = {
@@ -96,14 +106,23 @@ def inline(name: str, task_prompt: str) -> list[dict]:
     return parts
 
 
-def row(task_id: str, domain: str, document: str, task_prompt: str, criteria: list[str]) -> dict:
+def referenced(name: str, task_prompt: str) -> list[dict]:
+    """The user content of a gdp_pdf_agent row: the task alone; the agent adds the document."""
+    return [{"type": "input_text", "text": task_prompt}]
+
+
+def row(
+    task_id: str, domain: str, document: str, task_prompt: str, criteria: list[str], content=inline
+) -> dict:
+    manifest = {"document_manifest": f"{Path(document).stem}/manifest.json"} if content is referenced else {}
     return {
-        "responses_create_params": {"input": [{"role": "user", "content": inline(document, task_prompt)}]},
+        "responses_create_params": {"input": [{"role": "user", "content": content(document, task_prompt)}]},
         "verifier_metadata": {
             "task_id": task_id,
             "task_prompt": task_prompt,
             "domain": domain,
             "document": document,
+            **manifest,
             "rubric_criteria": [
                 {"id": f"rubric-{i + 1}", "criterion": text} for i, text in enumerate(criteria)
             ],
@@ -111,7 +130,7 @@ def row(task_id: str, domain: str, document: str, task_prompt: str, criteria: li
     }
 
 
-def rows() -> list[dict]:
+def rows(content=inline) -> list[dict]:
     return [
         row(
             "example-revenue",
@@ -123,6 +142,7 @@ def rows() -> list[dict]:
                 "The response states total FY2025 revenue of USD 1,240k (1.24 million).",
                 "The response identifies Q3 as the quarter with the highest revenue.",
             ],
+            content,
         ),
         row(
             "example-lease",
@@ -134,6 +154,7 @@ def rows() -> list[dict]:
                 "The response states a monthly rent of USD 2,150.",
                 "The response states that 60 days' written notice is required for early termination.",
             ],
+            content,
         ),
         row(
             "example-qc",
@@ -143,6 +164,7 @@ def rows() -> list[dict]:
             [
                 "The response identifies batch B-17 and says its endotoxin (0.62 EU/mL) exceeds the 0.50 limit."
             ],
+            content,
         ),
         row(
             "example-punch-list",
@@ -153,6 +175,7 @@ def rows() -> list[dict]:
                 "The response identifies Norda Electric as the subcontractor with the most open items.",
                 "The response states that Norda Electric has 3 open items.",
             ],
+            content,
         ),
         row(
             "example-policy",
@@ -163,9 +186,24 @@ def rows() -> list[dict]:
                 "The response states that flood damage is not covered (excluded) by this policy.",
                 "The response states a deductible of USD 1,000.",
             ],
+            content,
         ),
     ]
 
 
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--documents", action="store_true", help="gdp_pdf_agent's rows and the PDFs they name"
+    )
+    if not parser.parse_args().documents:
+        OUT.write_text("".join(json.dumps(item) + "\n" for item in rows()), encoding="utf-8")
+        return
+    PDF_DIR.mkdir(exist_ok=True)
+    for name, pages in DOCUMENTS.items():
+        build(pages).save(PDF_DIR / name)
+    DOCUMENTS_OUT.write_text("".join(json.dumps(item) + "\n" for item in rows(referenced)), encoding="utf-8")
+
+
 if __name__ == "__main__":
-    OUT.write_text("".join(json.dumps(item) + "\n" for item in rows()), encoding="utf-8")
+    main()
