@@ -1,8 +1,9 @@
 """One way for tests to start each kind of shipped model server in front of a test upstream, so a
 protocol test (streaming, `/v1/messages`) runs unchanged against all of them.
 
-`openai_model` and `vllm_model` call the scripted upstream (tests/scripted_upstream.py) with the served
-model name as their upstream model; `replay_model` replays the rollouts recorded in its tests/data.
+`openai_model`, `vllm_model` and servers built on vllm_model call a test upstream (tests/scripted_upstream.py
+or tests/vllm_upstream.py) with the served model name as their upstream model; `replay_model` replays the
+rollouts recorded in its tests/data.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ REPLAY_FILE = (
 
 
 def upstream_settings(kind: str, base_url: str, model: str) -> dict[str, Any]:
+    """openai_model's keys, or vllm_model's (which its subclasses read too)."""
     if kind == "openai_model":
         return {"openai_base_url": base_url, "openai_api_key": API_KEY, "openai_model": model}
     return {"base_url": base_url, "api_key": API_KEY, "model": model, "uses_reasoning_parser": True}
@@ -40,8 +42,9 @@ def model_server(
 ) -> Iterator[StartedServer]:
     """A running model server of `kind`; `base_url` and `model` name its upstream (not for replay_model),
     `top_level` adds deployment-wide keys (such as `token_id_capture`) to its config."""
-    inner = {"rollouts_jsonl_fpath": [str(REPLAY_FILE)]} if kind == "replay_model" else {}
-    if kind in UPSTREAM_KINDS:
+    if kind == "replay_model":
+        inner: dict[str, Any] = {"rollouts_jsonl_fpath": [str(REPLAY_FILE)]}
+    else:
         inner = upstream_settings(kind, base_url, model)
     config = {
         **(top_level or {}),

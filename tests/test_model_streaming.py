@@ -233,6 +233,23 @@ async def test_responses_create_stream_carries_a_function_call(
     assert [event.sequence_number for event in events] == list(range(len(events)))
 
 
+@pytest.mark.parametrize("kind", ["vllm_model", "vllm_model_with_compaction"])
+async def test_responses_stream_items_keep_training_token_fields(
+    kind: str, tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    model = fresh_model()
+    vllm_upstream.script(model, [{"text": "Paris is sunny."}])
+    settings = {"return_token_id_information": True, "uses_reasoning_parser": False}
+    with model_server(kind, tmp_path, vllm_upstream.base_url, model, **settings) as server:
+        status, _, raw = await raw_post(server, "/v1/responses", {"input": "Weather?", "stream": True})
+    assert status == 200
+    events = sse_events(raw)
+    completed = events[-1][1]["response"]["output"][-1]
+    done = [data["item"] for name, data in events if name == "response.output_item.done"][-1]
+    assert done == completed and completed["generation_token_ids"] and completed["prompt_token_ids"]
+    assert vllm_upstream.detokenize(model, completed["generation_token_ids"]).startswith("Paris is sunny.")
+
+
 async def test_replay_model_streams_the_recorded_turn(tmp_path: Path) -> None:
     rollout = recorded_rollout()
     with model_server("replay_model", tmp_path) as server:
