@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,16 @@ from nemo_gym.responses_streaming import (
     validate_streaming_responses_params,
 )
 from nemo_gym.testing import StartedServer
-from tests.model_server_kinds import UPSTREAM_KINDS, model_server, recorded_rollout
+from tests.model_server_kinds import (
+    UPSTREAM_KINDS,
+    chat_text_step,
+    model_server,
+    raw_post,
+    recorded_rollout,
+    sse_events,
+    text_step,
+    tool_step,
+)
 from tests.upstream_script import (
     ScriptedUpstream,
     assistant_message,
@@ -54,45 +63,6 @@ async def client_of(server: StartedServer) -> AsyncIterator[openai.AsyncOpenAI]:
         base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=REQUEST_TIMEOUT_S
     ) as client:
         yield client
-
-
-def text_step(kind: str, text: str) -> dict[str, Any]:
-    return {"output": [assistant_message(text)]} if kind == "openai_model" else {"message": {"content": text}}
-
-
-def tool_step(kind: str, city: str) -> dict[str, Any]:
-    if kind == "openai_model":
-        return {"output": [function_call("get_weather", {"city": city})]}
-    return {"message": {"content": None, "tool_calls": [chat_tool_call("get_weather", {"city": city})]}}
-
-
-def chat_text_step(text: str) -> dict[str, Any]:
-    return {"message": {"content": text}}
-
-
-def sse_events(raw: bytes) -> list[tuple[str | None, Any]]:
-    """(event name, parsed data) of each event of a raw SSE body; comments are left out."""
-    events = []
-    for block in raw.decode().split("\n\n"):
-        name, data = None, None
-        for line in block.splitlines():
-            if line.startswith("event: "):
-                name = line.removeprefix("event: ")
-            elif line.startswith("data: "):
-                payload = line.removeprefix("data: ")
-                data = payload if payload == "[DONE]" else orjson.loads(payload)
-        if data is not None:
-            events.append((name, data))
-    return events
-
-
-async def raw_post(
-    server: StartedServer, path: str, body: dict[str, Any]
-) -> tuple[int, Mapping[str, str], bytes]:
-    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
-        async with session.post(server.url + path, json=body) as answer:
-            return answer.status, answer.headers.copy(), await answer.read()
 
 
 # ---- /v1/chat/completions ------------------------------------------------------------------------------
