@@ -14,7 +14,10 @@ Response: `reasoning` -> `thinking` (summaries joined, `encrypted_content` as th
 `redacted_thinking` (no summary); message text and refusals -> `text`; `function_call` -> `tool_use`
 (its arguments parsed; arguments that are not a JSON object are passed as `{"arguments": <text>}`);
 `stop_reason` from the incomplete reason (`max_tokens`, `refusal`) or the presence of a tool call.
-Streams are the Messages event sequence of the finished message.
+Streams are the Messages event sequence of the finished message. A training-mode model server's token
+fields (`prompt_token_ids`, `generation_token_ids`, `generation_log_probs`, from the turn's last output item
+that has them) go on the message as top-level keys, and in a stream on its `message_delta` event, so a
+relay in front of a CLI can keep them; Anthropic clients ignore the extra keys.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 import orjson
 
 from nemo_gym.model_streaming import sse_event
+from nemo_gym.token_capture import TOKEN_FIELDS
 from nemo_gym.wire.anthropic import (
     SUPPORTED_ANTHROPIC_IMAGE_MEDIA_TYPES,
     AnthropicBase64Source,
@@ -140,6 +144,7 @@ class AnthropicConverter:
             content.extend(_content_blocks(item))
         usage = response.get("usage") or {}
         return {
+            **_training_tokens(response),
             "id": f"msg_{response.get('id') or ''}",
             "type": "message",
             "role": "assistant",
@@ -155,7 +160,9 @@ class AnthropicConverter:
 
     def anthropic_response_to_sse(self, message: dict[str, Any]) -> Iterator[bytes]:
         """The Messages event sequence of a finished message."""
-        shell = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
+        tokens = {name: message[name] for name in TOKEN_FIELDS if name in message}
+        shell = {key: value for key, value in message.items() if key not in tokens}
+        shell |= {"content": [], "stop_reason": None, "stop_sequence": None}
         shell["usage"] = {**message["usage"], "output_tokens": 0}
         yield sse_event("message_start", {"type": "message_start", "message": shell})
         yield sse_event("ping", {"type": "ping"})
@@ -171,7 +178,8 @@ class AnthropicConverter:
             yield sse_event("content_block_stop", {"type": "content_block_stop", "index": index})
         delta = {"stop_reason": message["stop_reason"], "stop_sequence": message["stop_sequence"]}
         usage = {"output_tokens": message["usage"]["output_tokens"]}
-        yield sse_event("message_delta", {"type": "message_delta", "delta": delta, "usage": usage})
+        # The turn's training tokens ride on the event that ends the generation (clients ignore the keys).
+        yield sse_event("message_delta", {"type": "message_delta", "delta": delta, "usage": usage, **tokens})
         yield sse_event("message_stop", {"type": "message_stop"})
 
     def error_event(self, error_body: dict[str, Any]) -> bytes:
@@ -180,6 +188,15 @@ class AnthropicConverter:
 
 
 # ---- request helpers ---------------------------------------------------------------------------------
+
+
+def _training_tokens(response: dict[str, Any]) -> dict[str, Any]:
+    """The token fields of the turn (on its last output item that has them, as a training-mode model
+    server puts them), to go on the Messages answer as they go on the Responses one; none when absent."""
+    for item in reversed(response.get("output") or []):
+        if isinstance(item, dict) and item.get("generation_token_ids") is not None:
+            return {name: item.get(name) for name in TOKEN_FIELDS}
+    return {}
 
 
 def _system_text(system: str | list[AnthropicTextBlock] | None) -> str:

@@ -40,6 +40,8 @@ NEVER_PRINTED = "\0never printed\0"
 # Server folders that need a program this machine may lack (`make browser-tools` installs Chromium): the
 # tests that start every folder leave such a folder out, saying why, where none of its programs is found.
 FOLDER_PROGRAMS = {"interactive_browser": ("chromium", "chromium-browser")}
+# Agent folders running an npm CLI that `make agent-clis` installs under the folder's node_modules/.bin.
+FOLDER_CLIS = {"claude_code_agent": "claude", "codex_agent": "codex"}
 
 
 def missing_program(folder: str) -> str | None:
@@ -47,6 +49,9 @@ def missing_program(folder: str) -> str | None:
     programs = FOLDER_PROGRAMS.get(folder, ())
     if programs and not any(shutil.which(program) for program in programs):
         return f"{folder} needs {' or '.join(programs)}, not installed here (make browser-tools)"
+    cli = FOLDER_CLIS.get(folder)
+    if cli and not (REPO_ROOT / "responses_api_agents" / folder / "node_modules" / ".bin" / cli).exists():
+        return f"{folder} needs the {cli} CLI, not installed under its node_modules (make agent-clis)"
     return None
 
 

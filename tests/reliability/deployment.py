@@ -3,9 +3,9 @@ the routes each one publishes in its OpenAPI document, and a tally of the answer
 
 The deployment holds each resources server of `resources_servers/*/configs/*.yaml`, one simple agent, one
 gymnasium agent, the agents of PAIRED_AGENTS and TEMPLATE_AGENTS, the model servers of MODEL_CONFIGS (each
-from its own shipped config) and the head server. The models that call an LLM are pointed at the scripted
-upstream on 127.0.0.1, which answers every unscripted request with a plain assistant message; those that
-need token ids (VLLM_UPSTREAM_MODELS) at the fake vLLM of tests/vllm_upstream.py, which answers it with a
+from its own shipped config, with MODEL_SETTINGS) and the head server. The models that call an LLM are
+pointed at the scripted upstream on 127.0.0.1, which answers every unscripted request with a plain assistant
+message; those that need token ids (VLLM_UPSTREAM_MODELS) at the fake vLLM of tests/vllm_upstream.py, which answers it with a
 default turn.
 """
 
@@ -42,10 +42,18 @@ PAIRED_AGENTS = (
     "conversational_tool_use_agent",
     "example_session_state_mgmt_simple_agent_with_compaction",
     "single_step_tool_use_with_argument_comparison_agent",
+    # langgraph_agent, one instance per graph entrypoint, and langchain_deepagents_agent, on reasoning_gym.
+    "reasoning_gym_langgraph_agent",
+    "reasoning_gym_orchestrator_agent",
+    "reasoning_gym_parallel_thinking_agent",
+    "reasoning_gym_rewoo_agent",
+    "reasoning_gym_langchain_deepagents_agent_model_server",
 )
 TEMPLATE_AGENTS = {
     "non_executing_simple_agent": "xlam_fc",
     "remote_agent": "example_session_state_mgmt_resources_server",
+    "claude_code_agent": "string_match",
+    "codex_agent": "string_match",
 }
 # One instance of each environment server, all in front of AGENT.
 ENVIRONMENT_SERVERS = {
@@ -60,6 +68,19 @@ MODEL_CONFIGS = {
     "compaction_policy_model": (
         "responses_api_models/vllm_model_with_compaction/configs/vllm_model_for_compaction.yaml"
     ),
+    "azure_policy_model": "responses_api_models/azure_openai_model/configs/azure_openai_model.yaml",
+    "litellm_policy_model": "responses_api_models/litellm_model/configs/litellm_model.yaml",
+    "provider_policy_model": "responses_api_models/inference_provider/configs/inference_provider.yaml",
+    "switchyard_policy_model": "responses_api_models/switchyard_model/configs/switchyard_model.yaml",
+}
+# What the provider model servers need to call the scripted upstream. azure_openai_model takes its base URL,
+# which ends in /v1, as Azure's v1 API (the deployment in the body; the api-version is sent and ignored);
+# switchyard_model attaches to it as if it were the proxy (the route is the model name); it serves no
+# LiteLLM readiness route, so litellm_model's version check is off. Their own tests (each folder's tests/)
+# run them against stand-ins that speak each provider's API (tests/provider_gateways.py).
+MODEL_SETTINGS = {
+    "litellm_policy_model": {"verify_proxy_version": False},
+    "switchyard_policy_model": {"switchyard_base_url": "${policy_base_url}"},
 }
 # Models whose training mode needs token ids and log-probs the scripted upstream does not give: they call
 # the fake vLLM of tests/vllm_upstream.py instead (instance name -> implementation).
@@ -190,6 +211,9 @@ def shipped_instances() -> dict[str, Any]:
             if "resources_servers" in block or name in (AGENT, GYMNASIUM_AGENT, *PAIRED_AGENTS):
                 config[name] = block
     for name, resources in TEMPLATE_AGENTS.items():
+        if reason := missing_program(name):
+            warnings.warn(f"left out of the reliability deployment: {reason}", stacklevel=1)
+            continue
         block = yaml.safe_load(
             (REPO_ROOT / "responses_api_agents" / name / "configs" / f"{name}.yaml").read_text()
         )
@@ -197,6 +221,8 @@ def shipped_instances() -> dict[str, Any]:
         config[name] = block[name]
     for name, path in MODEL_CONFIGS.items():
         config[name] = yaml.safe_load((REPO_ROOT / path).read_text())["policy_model"]
+        for inner in config[name]["responses_api_models"].values():
+            inner.update(MODEL_SETTINGS.get(name, {}))
     agent = {"type": "responses_api_agents", "name": AGENT}
     resources = config[AGENT]["responses_api_agents"]["simple_agent"]["resources_server"]
     for name, implementation in ENVIRONMENT_SERVERS.items():
