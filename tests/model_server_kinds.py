@@ -1,10 +1,11 @@
 """One way for tests to start each kind of shipped model server in front of a test upstream, so a
 protocol test (streaming, `/v1/messages`) runs unchanged against all of them.
 
-`openai_model`, `vllm_model` and servers built on vllm_model call a test upstream (tests/scripted_upstream.py
-or tests/vllm_upstream.py) with the served model name as their upstream model; `replay_model` replays the
-rollouts recorded in its tests/data. Also the scripted steps that answer alike through either upstream
-dialect, and a raw POST with an SSE reader for what the official clients would not show as sent.
+`openai_model`, `vllm_model` and the servers built on vllm_model (`inference_provider`, ...) call a test
+upstream (tests/scripted_upstream.py or tests/vllm_upstream.py) with the served model name as their
+upstream model; `replay_model` replays the rollouts recorded in its tests/data. Also the scripted steps
+that answer alike through either upstream dialect, and a raw POST with an SSE reader for what the official
+clients would not show as sent.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from tests.helpers import REPO_ROOT, instance_config, run_instance
 from tests.upstream_script import assistant_message, chat_tool_call, function_call, reasoning
 
 API_KEY = "sk-protocol-test-0123456789abcdef"
-UPSTREAM_KINDS = ("openai_model", "vllm_model")
+UPSTREAM_KINDS = ("openai_model", "vllm_model", "inference_provider")
 REQUEST_TIMEOUT_S = 30.0
 REPLAY_FILE = (
     REPO_ROOT / "responses_api_models/replay_model/tests/data/example_single_tool_call_rollouts.jsonl"
