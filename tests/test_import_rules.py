@@ -44,6 +44,7 @@ BUILDS_ON = {
     "resources_servers.gdp_pdf": "resources_servers.labbench2_vlm",  # its check of the prompt's images
     "responses_api_agents.image_tools_agent": "resources_servers.image_tools",  # its tool-call reader
     "responses_api_agents.gdp_pdf_agent": "responses_api_agents.simple_agent",  # its loop, as in NeMo Gym
+    "responses_api_agents.aviary_agent": "responses_api_agents.simple_agent",  # its tool-call reader and refusals
 }
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"

@@ -31,7 +31,12 @@ AGENT = "example_single_tool_call_simple_agent"
 GYMNASIUM_AGENT = "blackjack_gymnasium_agent"
 # Agents no environment ships with as its main agent: a shipped pairing, or the agent's own template config
 # pointed at an environment (instance name -> resources server instance).
-PAIRED_AGENTS = ("proof_judge_proof_refinement_agent", "image_tools_simple_agent", "gdp_pdf_agent")
+PAIRED_AGENTS = (
+    "proof_judge_proof_refinement_agent",
+    "image_tools_simple_agent",
+    "gdp_pdf_agent",
+    "gsm8k_aviary_agent",
+)
 TEMPLATE_AGENTS = {"non_executing_simple_agent": "xlam_fc"}
 # One instance of each environment server, all in front of AGENT.
 ENVIRONMENT_SERVERS = {
