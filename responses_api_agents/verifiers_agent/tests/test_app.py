@@ -1,0 +1,151 @@
+"""VerifiersAgent over HTTP: the real `verifiers` library runs the locally defined letter_count environment
+(its loop, its tool, its rubric) against openai_model and the scripted upstream, each a real server process;
+the upstream plays the model's chat turns."""
+
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import pytest
+from pydantic import ValidationError
+
+from nemo_gym.http_client import get_response_json, request
+from nemo_gym.testing import read_jsonl
+from responses_api_agents.verifiers_agent.app import VerifiersAgentConfig
+from tests.helpers import instance_config, run_instance
+from tests.upstream_script import ScriptedUpstream, chat_tool_call, fresh_model
+
+FOLDER = Path(__file__).resolve().parents[1]
+ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")  # row 0: 'r' in 'strawberry' -> "3"
+ROLLOUT_DEADLINE_S = 4.0
+
+
+@dataclass
+class Stack:
+    agent_url: str
+    model: str
+    upstream: ScriptedUpstream
+
+    def script(self, *turns: dict) -> None:
+        self.upstream.clear(self.model)
+        self.seen = len(self.upstream.requests(self.model))
+        self.upstream.script(self.model, list(turns))
+
+    def model_requests(self) -> list[dict]:
+        return [entry["body"] for entry in self.upstream.requests(self.model)[self.seen :]]
+
+
+@pytest.fixture(scope="module")
+def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    workdir = tmp_path_factory.mktemp("verifiers_agent")
+    model = fresh_model("verifiers")
+    config = {
+        "policy_model": instance_config(
+            "responses_api_models",
+            "openai_model",
+            openai_base_url=scripted_upstream.base_url,
+            openai_api_key="sk-verifiers-test",
+            openai_model=model,
+        )
+    }
+    with ExitStack() as servers:
+        model_server = servers.enter_context(run_instance(config, "policy_model", workdir))
+        config["policy_model"]["responses_api_models"]["openai_model"]["port"] = model_server.port
+        config["agent"] = instance_config(
+            "responses_api_agents",
+            "verifiers_agent",
+            model_server={"type": "responses_api_models", "name": "policy_model"},
+            vf_env_id="responses_api_agents.verifiers_agent.letter_count_env",
+            rollout_deadline_s=ROLLOUT_DEADLINE_S,
+            max_tokens=64,
+        )
+        agent = servers.enter_context(run_instance(config, "agent", workdir))
+        yield Stack(agent.url, model, scripted_upstream)
+
+
+async def run(stack: Stack, row: dict) -> tuple[int, dict]:
+    response = await request("POST", stack.agent_url + "/run", json=row)
+    return response.status, await get_response_json(response)
+
+
+def reply(text: str) -> dict:
+    return {"message": {"role": "assistant", "content": text}}
+
+
+async def test_the_environment_runs_its_tool_and_its_rubric_pays_the_reward(stack):
+    call = chat_tool_call("count_letter", {"word": "strawberry", "letter": "r"})
+    stack.script(
+        {
+            "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+            "usage": {"prompt_tokens": 50},
+        },
+        {**reply("3"), "usage": {"prompt_tokens": 70}},
+    )
+    status, result = await run(stack, ROWS[0])
+    assert status == 200, result
+    assert result["reward"] == 1.0 and result["response"]["reward"] == 1.0
+    assert result["metrics"]["correct_count"] == 1.0
+    output = result["response"]["output"]
+    assert [item["type"] for item in output] == ["function_call", "function_call_output", "message"]
+    # Verifiers ran the tool itself; its result went back to the model under the call's id.
+    assert (output[0]["name"], output[0]["call_id"], output[1]["call_id"]) == (
+        "count_letter",
+        call["id"],
+        call["id"],
+    )
+    assert output[1]["output"] == "3"
+    assert output[2]["content"][0]["text"] == "3"
+    # Both model calls reached our model server in order, each with everything before it.
+    first, second = stack.model_requests()
+    assert [message["role"] for message in first["messages"]] == ["system", "user"]
+    assert [message["role"] for message in second["messages"]] == ["system", "user", "assistant", "tool"]
+    assert second["messages"][3]["tool_call_id"] == call["id"]
+    assert first["tools"][0]["function"]["name"] == "count_letter"
+    assert result["response"]["usage"]["input_tokens"] == 120
+    assert result["response"]["tools"][0]["name"] == "count_letter"
+
+
+async def test_a_wrong_answer_gets_the_rubrics_zero(stack):
+    stack.script(reply("2"))
+    status, result = await run(stack, ROWS[0])
+    assert status == 200 and result["reward"] == 0.0
+    assert [item["type"] for item in result["response"]["output"]] == ["message"]
+
+
+async def test_a_model_error_mid_rollout_fails_it_and_names_the_model_server(stack):
+    call = chat_tool_call("count_letter", {"word": "banana", "letter": "a"})
+    stack.script(
+        {"message": {"role": "assistant", "content": None, "tool_calls": [call]}},
+        {"status": 400, "body": {"error": {"message": "context too long", "type": "invalid_request_error"}}},
+    )
+    status, result = await run(stack, ROWS[2])
+    assert status == 400, result
+    assert (
+        "policy_model" in result["error"]["message"] and "context too long" in orjson.dumps(result).decode()
+    )
+    assert len(stack.model_requests()) == 2
+
+
+async def test_a_hanging_model_fails_the_rollout_at_its_deadline(stack):
+    stack.script({"hang": True})
+    status, result = await run(stack, ROWS[0])
+    assert status == 504 and result["error"]["type"] == "timeout"
+
+
+async def test_an_environment_that_is_not_installed_is_refused_per_row(stack):
+    status, result = await run(stack, {**ROWS[0], "vf_env_id": "acereason-math"})
+    assert status == 422 and "Prime hub" in result["error"]["message"]
+
+
+@pytest.mark.parametrize("vf_env_id", ["primeintellect/acereason-math", "acereason-math"])
+def test_hub_environments_are_refused_at_start_with_the_fix(vf_env_id):
+    with pytest.raises(ValidationError, match="Prime hub"):
+        VerifiersAgentConfig.model_validate(
+            {
+                "name": "agent",
+                "model_server": {"type": "responses_api_models", "name": "m"},
+                "vf_env_id": vf_env_id,
+            }
+        )
