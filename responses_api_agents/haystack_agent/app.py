@@ -1,0 +1,198 @@
+"""HaystackAgent: a serialized Haystack pipeline's `Agent` is the rollout loop.
+
+The pipeline (`pipeline_yaml`) is loaded once at start. Its Agent (`agent_component_name`) must use
+`NeMoGymResponsesChatGenerator` (chat_generator.py), so every model call is a turn of this agent's
+`model_server`. A rollout: `/seed_session` on the resources server; the row's prompt becomes Haystack
+messages and the row's function tools become request-scoped Haystack tools that call the resources
+server's `POST /<tool>` routes (a refusal is the tool's output, as in simple_agent); Haystack's Agent runs its
+loop (tool calls, exit conditions, `max_agent_steps`); the trajectory is rebuilt from the model's own
+output items (token ids kept) and the tool results; `/verify` scores it.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Haystack reports usage to its vendor unless told not to, at import time: set before it is imported.
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from fastapi import Request, Response  # noqa: E402
+from haystack import Pipeline  # noqa: E402
+from haystack.components.agents import Agent  # noqa: E402
+from haystack.dataclasses import ChatMessage  # noqa: E402
+from haystack.tools import Tool  # noqa: E402
+from pydantic import Field, PrivateAttr  # noqa: E402
+
+from nemo_gym.errors import GymError  # noqa: E402
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming  # noqa: E402
+from nemo_gym.rollout_agent import Rollout, RolloutAgent, RolloutAgentConfig, RolloutRunRequest, summed_usage  # noqa: E402
+from responses_api_agents.haystack_agent.chat_generator import (  # noqa: E402
+    CURRENT_ROLLOUT,
+    TURN_META_KEY,
+    ModelTurns,
+    NeMoGymResponsesChatGenerator,
+    tool_text,
+)
+
+FOLDER = Path(__file__).resolve().parent
+# Settings of a row's Responses request that go with every model call the pipeline makes.
+FORWARDED_PARAMS = (
+    "temperature",
+    "top_p",
+    "max_output_tokens",
+    "tool_choice",
+    "parallel_tool_calls",
+    "reasoning",
+)
+
+
+class HaystackAgentConfig(RolloutAgentConfig):
+    pipeline_yaml: str = Field(
+        default="configs/pipeline.yaml", description="serialized Haystack pipeline, relative to this folder"
+    )
+    agent_component_name: str = Field(default="agent", description="the pipeline's Agent component")
+
+
+class HaystackAgent(RolloutAgent):
+    config: HaystackAgentConfig
+
+    _agent: Agent | None = PrivateAttr(default=None)
+
+    def setup_webserver(self):
+        """Load the pipeline before the server answers, so a broken one stops the start in one line."""
+        self._agent = load_agent(FOLDER / self.config.pipeline_yaml, self.config.agent_component_name)
+        return super().setup_webserver()
+
+    async def responses(
+        self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming
+    ) -> NeMoGymResponse:
+        """The pipeline's loop without seeding or verifying; the caller's cookies reach both servers."""
+        rollout = await self.as_rollout(
+            self._loop(body.model_dump(mode="json", exclude_unset=True), self.session_rollout(request))
+        )
+        self.end_session_rollout(rollout)
+        for name, value in {**rollout.resources_cookies, **rollout.model_cookies}.items():
+            response.set_cookie(name, value)
+        return NeMoGymResponse.model_validate(rollout.response)
+
+    async def run(self, request: Request, body: RolloutRunRequest) -> Response:
+        """One rollout: seed the session, run the pipeline's Agent, verify; the verify answer as is."""
+        return Response(await self.as_rollout(self._run(request, body)), media_type="application/json")
+
+    async def _run(self, request: Request, body: RolloutRunRequest) -> bytes:
+        row = body.model_dump(mode="json", exclude_unset=True)
+        rollout = await self._loop(row["responses_create_params"], await self.seeded_rollout(request, row))
+        return await self.verified(row, rollout.response, rollout)
+
+    async def _loop(self, params: dict[str, Any], rollout: Rollout) -> Rollout:
+        prompt = params.get("input", [])
+        if isinstance(prompt, str):
+            prompt = [{"role": "user", "content": prompt}]
+        messages = [chat_message(item) for item in prompt]
+        tools = [self._resources_tool(declared, rollout) for declared in params.get("tools") or []]
+        turns = ModelTurns(
+            call=lambda turn_params: self._model_turn(turn_params, rollout),
+            generation_kwargs={key: params[key] for key in FORWARDED_PARAMS if key in params},
+        )
+        token = CURRENT_ROLLOUT.set(turns)
+        try:
+            result = await self._agent.run_async(messages=messages, tools=tools)
+        except Exception as error:
+            raise (turns.failure or error) from error
+        finally:
+            CURRENT_ROLLOUT.reset(token)
+        if not turns.turns:
+            raise GymError(502, "no_model_turn", "the pipeline's Agent ended without calling the model")
+        usage = None
+        for turn in turns.turns:
+            usage = summed_usage(usage, turn.get("usage"))
+        output = trajectory(result.get("messages") or [], turns.turns)
+        rollout.response = {**turns.turns[-1], "output": output, "usage": usage}
+        return rollout
+
+    async def _model_turn(self, params: dict[str, Any], rollout: Rollout) -> dict[str, Any]:
+        turn, rollout.model_cookies = await self.model_turn(
+            self.config.model_server.name, params, rollout.model_cookies
+        )
+        return turn
+
+    def _resources_tool(self, declared: dict[str, Any], rollout: Rollout) -> Tool:
+        """A function tool of the row as a Haystack tool calling the resources server in this rollout."""
+        if declared.get("type") != "function":
+            raise GymError(
+                422, "unsupported_tool", f"haystack_agent runs function tools only, got {declared!r}"
+            )
+        name = declared["name"]
+
+        async def call(**arguments: Any) -> str:
+            return (await self.call_tool(rollout, name, arguments)).decode(errors="replace")
+
+        return Tool(
+            name=name,
+            description=declared.get("description") or name,
+            parameters=declared.get("parameters") or {"type": "object", "properties": {}},
+            async_function=call,
+        )
+
+
+def load_agent(path: Path, component_name: str) -> Agent:
+    """The pipeline file's Agent component, checked to call the Gym model server, warmed up."""
+    # Haystack builds only classes of modules it trusts; ours is the one this agent adds.
+    pipeline = Pipeline.loads(path.read_text(), allowed_modules=[NeMoGymResponsesChatGenerator.__module__])
+    agent = pipeline.get_component(component_name)
+    if not isinstance(agent, Agent):
+        raise ValueError(
+            f"agent_component_name: {component_name!r} in {path} is a {type(agent).__name__}, not an Agent"
+        )
+    if not isinstance(agent.chat_generator, NeMoGymResponsesChatGenerator):
+        raise ValueError(
+            f"{path}: the Agent's chat_generator must be "
+            "responses_api_agents.haystack_agent.chat_generator.NeMoGymResponsesChatGenerator"
+        )
+    if agent.user_prompt:
+        raise ValueError(
+            f"{path}: set the Agent's user_prompt to null; the row's input is the whole user turn"
+        )
+    agent.warm_up()
+    return agent
+
+
+def chat_message(item: dict[str, Any]) -> ChatMessage:
+    """A prompt message of the row as a Haystack message (text only)."""
+    role, content = item.get("role", "user"), item.get("content", "")
+    if not isinstance(content, str):
+        if not all(part.get("type") in ("input_text", "output_text", "text") for part in content):
+            raise GymError(
+                422, "unsupported_content", "haystack_agent passes text only: images and files are refused"
+            )
+        content = "".join(part.get("text", "") for part in content)
+    if role in ("system", "developer"):
+        return ChatMessage.from_system(content)
+    if role == "assistant":
+        return ChatMessage.from_assistant(content)
+    return ChatMessage.from_user(content)
+
+
+def trajectory(messages: list[ChatMessage], turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Everything after the prompt in Gym items: each model turn's own output items, each tool result as
+    the `function_call_output` of its call."""
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        if TURN_META_KEY in message.meta:
+            items.extend(turns[message.meta[TURN_META_KEY]].get("output") or [])
+        for result in message.tool_call_results:
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": result.origin.id or "",
+                    "output": tool_text(result.result),
+                }
+            )
+    return items
+
+
+if __name__ == "__main__":
+    HaystackAgent.run_webserver()

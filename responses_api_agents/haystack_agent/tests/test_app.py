@@ -1,0 +1,151 @@
+"""HaystackAgent over HTTP: the real Haystack Agent of the shipped pipeline runs a rollout of the shipped
+aviary environment (its calculator and submit_answer tools called on the resources server), with
+openai_model and the scripted upstream, each a real server process; the upstream plays the model's turns."""
+
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import pytest
+
+from nemo_gym.http_client import get_response_json, request
+from nemo_gym.testing import read_jsonl
+from tests.helpers import instance_config, run_instance
+from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
+
+AVIARY = Path(__file__).resolve().parents[3] / "resources_servers" / "aviary"
+ROWS = read_jsonl(AVIARY / "data" / "example.jsonl")  # row 0: 14 trays of 12 muffins, 97 sold -> 71
+ROLLOUT_DEADLINE_S = 4.0
+
+
+@dataclass
+class Stack:
+    agent_url: str
+    model: str
+    upstream: ScriptedUpstream
+
+    def script(self, *turns: dict) -> None:
+        self.upstream.clear(self.model)
+        self.seen = len(self.upstream.requests(self.model))
+        self.upstream.script(self.model, list(turns))
+
+    def model_requests(self) -> list[dict]:
+        return [entry["body"] for entry in self.upstream.requests(self.model)[self.seen :]]
+
+
+@pytest.fixture(scope="module")
+def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    workdir = tmp_path_factory.mktemp("haystack_agent")
+    model = fresh_model("haystack")
+    config = {
+        "aviary_env": instance_config("resources_servers", "aviary", domain="math"),
+        "policy_model": instance_config(
+            "responses_api_models",
+            "openai_model",
+            openai_base_url=scripted_upstream.base_url,
+            openai_api_key="sk-haystack-test",
+            openai_model=model,
+        ),
+    }
+    with ExitStack() as servers:
+        for name, kind, implementation in (
+            ("aviary_env", "resources_servers", "aviary"),
+            ("policy_model", "responses_api_models", "openai_model"),
+        ):
+            config[name][kind][implementation]["port"] = servers.enter_context(
+                run_instance(config, name, workdir)
+            ).port
+        config["agent"] = instance_config(
+            "responses_api_agents",
+            "haystack_agent",
+            resources_server={"type": "resources_servers", "name": "aviary_env"},
+            model_server={"type": "responses_api_models", "name": "policy_model"},
+            rollout_deadline_s=ROLLOUT_DEADLINE_S,
+        )
+        agent = servers.enter_context(run_instance(config, "agent", workdir))
+        yield Stack(agent.url, model, scripted_upstream)
+
+
+async def run(stack: Stack, row: dict) -> tuple[int, dict]:
+    response = await request("POST", stack.agent_url + "/run", json=row)
+    return response.status, await get_response_json(response)
+
+
+def kinds(output: list[dict]) -> list[str]:
+    return [item["type"] for item in output]
+
+
+async def test_the_haystack_agent_calls_the_environments_tools_and_earns_the_reward(stack):
+    tokens = {
+        "prompt_token_ids": [1, 2],
+        "generation_token_ids": [3, 4],
+        "generation_log_probs": [-0.5, -0.1],
+    }
+    calculate = {**function_call("calculator", {"expr": "14*12-97"}), **tokens}
+    submit = function_call("submit_answer", {"answer": "71"})
+    stack.script(
+        {"output": [calculate], "usage": {"input_tokens": 30}},
+        {"output": [submit], "usage": {"input_tokens": 40}},
+        {"output": [assistant_message("The answer is 71.")], "usage": {"input_tokens": 50}},
+    )
+    status, result = await run(
+        stack,
+        {**ROWS[0], "responses_create_params": {**ROWS[0]["responses_create_params"], "temperature": 0.25}},
+    )
+    assert status == 200, result
+    assert (result["reward"], result["episode_done"], result["steps"]) == (1.0, True, 2)
+    output = result["response"]["output"]
+    assert kinds(output) == ["function_call", "function_call_output"] * 2 + ["message"]
+    assert [orjson.loads(item["output"])["output"] for item in output[1:4:2]] == ["71", "Correct."]
+    assert output[1]["call_id"] == calculate["call_id"] and output[3]["call_id"] == submit["call_id"]
+    # The model's own items come back as the model sent them, token ids included.
+    assert {key: output[0][key] for key in tokens} == tokens
+    assert result["response"]["usage"]["input_tokens"] == 120
+    # Three model calls, in order, each seeing the prompt and everything before it, with the row's tools
+    # and its sampling settings.
+    requests = stack.model_requests()
+    assert [len(body["input"]) for body in requests] == [2, 4, 6]
+    assert requests[1]["input"][2]["call_id"] == calculate["call_id"]
+    assert requests[2]["input"][2]["generation_token_ids"] == [3, 4]
+    assert {tool["name"] for tool in requests[0]["tools"]} == {"calculator", "submit_answer"}
+    assert all(body["temperature"] == 0.25 for body in requests)
+
+
+async def test_a_wrong_answer_earns_nothing(stack):
+    stack.script(
+        {"output": [function_call("submit_answer", {"answer": "70"})]}, {"output": [assistant_message("70")]}
+    )
+    status, result = await run(stack, ROWS[0])
+    assert status == 200 and result["reward"] == 0.0
+
+
+async def test_a_refused_tool_call_is_the_tools_output_and_the_rollout_goes_on(stack):
+    stack.script(
+        {"output": [function_call("calculator", {"expression": "1+1"})]},
+        {"output": [function_call("submit_answer", {"answer": "71"})]},
+        {"output": [assistant_message("71")]},
+    )
+    status, result = await run(stack, ROWS[0])
+    assert status == 200 and result["reward"] == 1.0
+    assert (
+        "unknown argument 'expression'" in orjson.loads(result["response"]["output"][1]["output"])["detail"]
+    )
+
+
+async def test_a_model_error_mid_rollout_fails_it_and_names_the_model_server(stack):
+    stack.script(
+        {"output": [function_call("calculator", {"expr": "2+2"})]},
+        {"status": 400, "body": {"error": {"message": "context too long", "type": "invalid_request_error"}}},
+    )
+    status, result = await run(stack, ROWS[0])
+    assert status == 400, result
+    assert "policy_model" in result["error"]["cause"]["server"]
+    assert "context too long" in orjson.dumps(result["error"]["cause"]).decode()
+
+
+async def test_a_hanging_model_fails_the_rollout_at_its_deadline(stack):
+    stack.script({"hang": True})
+    status, result = await run(stack, ROWS[0])
+    assert status == 504 and result["error"]["type"] == "timeout"
