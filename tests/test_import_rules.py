@@ -45,6 +45,7 @@ BUILDS_ON = {
     "responses_api_agents.image_tools_agent": "resources_servers.image_tools",  # its tool-call reader
     "responses_api_agents.gdp_pdf_agent": "responses_api_agents.simple_agent",  # its loop, as in NeMo Gym
     "responses_api_agents.aviary_agent": "responses_api_agents.simple_agent",  # its tool-call reader and refusals
+    "responses_api_agents.haystack_agent": "responses_api_agents.simple_agent",  # its tool names and reserved routes
 }
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"

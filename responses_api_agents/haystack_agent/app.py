@@ -28,7 +28,14 @@ from pydantic import Field, PrivateAttr  # noqa: E402
 
 from nemo_gym.errors import GymError  # noqa: E402
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming  # noqa: E402
-from nemo_gym.rollout_agent import Rollout, RolloutAgent, RolloutAgentConfig, RolloutRunRequest, summed_usage  # noqa: E402
+from nemo_gym.rollout_agent import (  # noqa: E402
+    Rollout,
+    RolloutAgent,
+    RolloutAgentConfig,
+    RolloutRunRequest,
+    summed_usage,
+    text_prompt,
+)
 from responses_api_agents.haystack_agent.chat_generator import (  # noqa: E402
     CURRENT_ROLLOUT,
     TURN_META_KEY,
@@ -36,6 +43,7 @@ from responses_api_agents.haystack_agent.chat_generator import (  # noqa: E402
     NeMoGymResponsesChatGenerator,
     tool_text,
 )
+from responses_api_agents.simple_agent.app import RESERVED_ROUTES, TOOL_NAME  # noqa: E402
 
 FOLDER = Path(__file__).resolve().parent
 # Settings of a row's Responses request that go with every model call the pipeline makes.
@@ -88,10 +96,7 @@ class HaystackAgent(RolloutAgent):
         return await self.verified(row, rollout.response, rollout)
 
     async def _loop(self, params: dict[str, Any], rollout: Rollout) -> Rollout:
-        prompt = params.get("input", [])
-        if isinstance(prompt, str):
-            prompt = [{"role": "user", "content": prompt}]
-        messages = [chat_message(item) for item in prompt]
+        messages = [chat_message(message) for message in text_prompt(params.get("input", []))]
         tools = [self._resources_tool(declared, rollout) for declared in params.get("tools") or []]
         turns = ModelTurns(
             call=lambda turn_params: self._model_turn(turn_params, rollout),
@@ -121,21 +126,24 @@ class HaystackAgent(RolloutAgent):
 
     def _resources_tool(self, declared: dict[str, Any], rollout: Rollout) -> Tool:
         """A function tool of the row as a Haystack tool calling the resources server in this rollout."""
-        if declared.get("type") != "function":
+        name = declared.get("name") or ""
+        if declared.get("type") != "function" or name in RESERVED_ROUTES or not TOOL_NAME.match(name):
             raise GymError(
-                422, "unsupported_tool", f"haystack_agent runs function tools only, got {declared!r}"
+                422, "unsupported_tool", f"not a function tool of the resources server: {declared!r}"
             )
-        name = declared["name"]
 
         async def call(**arguments: Any) -> str:
             return (await self.call_tool(rollout, name, arguments)).decode(errors="replace")
 
-        return Tool(
-            name=name,
-            description=declared.get("description") or name,
-            parameters=declared.get("parameters") or {"type": "object", "properties": {}},
-            async_function=call,
-        )
+        try:
+            return Tool(
+                name=name,
+                description=declared.get("description") or name,
+                parameters=declared.get("parameters") or {"type": "object", "properties": {}},
+                async_function=call,
+            )
+        except ValueError as error:  # Haystack checks the parameters are a JSON schema
+            raise GymError(422, "invalid_tool", f"tool {name!r}: {error}") from error
 
 
 def load_agent(path: Path, component_name: str) -> Agent:
@@ -160,20 +168,13 @@ def load_agent(path: Path, component_name: str) -> Agent:
     return agent
 
 
-def chat_message(item: dict[str, Any]) -> ChatMessage:
-    """A prompt message of the row as a Haystack message (text only)."""
-    role, content = item.get("role", "user"), item.get("content", "")
-    if not isinstance(content, str):
-        if not all(part.get("type") in ("input_text", "output_text", "text") for part in content):
-            raise GymError(
-                422, "unsupported_content", "haystack_agent passes text only: images and files are refused"
-            )
-        content = "".join(part.get("text", "") for part in content)
-    if role in ("system", "developer"):
-        return ChatMessage.from_system(content)
-    if role == "assistant":
-        return ChatMessage.from_assistant(content)
-    return ChatMessage.from_user(content)
+def chat_message(message: dict[str, str]) -> ChatMessage:
+    """A text message of the row's prompt as a Haystack message."""
+    if message["role"] in ("system", "developer"):
+        return ChatMessage.from_system(message["content"])
+    if message["role"] == "assistant":
+        return ChatMessage.from_assistant(message["content"])
+    return ChatMessage.from_user(message["content"])
 
 
 def trajectory(messages: list[ChatMessage], turns: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -31,7 +31,7 @@ from nemo_gym.deadlines import DEADLINE_HEADER, announced, remaining_s
 from nemo_gym.errors import GymError
 from nemo_gym.http_client import default_retry_policy
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.rollout_agent import RolloutAgent, RolloutAgentConfig, RolloutRunRequest
+from nemo_gym.rollout_agent import RolloutAgent, RolloutAgentConfig, RolloutRunRequest, text_prompt
 from responses_api_agents.verifiers_agent.trajectory import output_items
 
 # A placeholder the OpenAI client insists on; our model servers hold the real upstream key themselves.
@@ -146,7 +146,7 @@ class VerifiersAgent(RolloutAgent):
         vf_env_id = row.vf_env_id or self.config.vf_env_id
         environment = await self._environment(vf_env_id)
         params = row.responses_create_params
-        prompt = chat_messages(params.model_dump(mode="json", exclude_unset=True).get("input", []))
+        prompt = text_prompt(params.model_dump(mode="json", exclude_unset=True).get("input", []))
         sampling_args = {
             "max_tokens": params.max_output_tokens or self.config.max_tokens,
             "temperature": self.config.temperature if params.temperature is None else params.temperature,
@@ -251,13 +251,6 @@ class ModelServerClient(NeMoRLChatCompletionsClient):
         except (APIStatusError, APITimeoutError) as error:
             self.failure = error
             raise
-
-
-def chat_messages(prompt: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The row's Responses input as the chat messages a Verifiers rollout starts from."""
-    if isinstance(prompt, str):
-        return [{"role": "user", "content": prompt}]
-    return [{"role": item.get("role", "user"), "content": item.get("content", "")} for item in prompt]
 
 
 def _usage(token_usage: dict[str, float] | None) -> dict[str, int] | None:

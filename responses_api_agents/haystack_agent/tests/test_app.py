@@ -149,3 +149,24 @@ async def test_a_hanging_model_fails_the_rollout_at_its_deadline(stack):
     stack.script({"hang": True})
     status, result = await run(stack, ROWS[0])
     assert status == 504 and result["error"]["type"] == "timeout"
+
+
+@pytest.mark.parametrize(
+    ("params", "named"),
+    [
+        (
+            {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "data:,"}]}]},
+            "input[0]",
+        ),
+        ({"input": "q", "tools": [{"type": "function", "name": "verify", "parameters": {}}]}, "verify"),
+        (
+            {"input": "q", "tools": [{"type": "function", "name": "f", "parameters": {"type": 7}}]},
+            "JSON schema",
+        ),
+    ],
+)
+async def test_what_haystack_cannot_carry_is_refused_before_any_model_call(stack, params, named):
+    stack.script()
+    status, result = await run(stack, {**ROWS[0], "responses_create_params": params})
+    assert status == 422 and named in result["error"]["message"]
+    assert stack.model_requests() == []

@@ -134,6 +134,14 @@ async def test_a_hanging_model_fails_the_rollout_at_its_deadline(stack):
     assert status == 504 and result["error"]["type"] == "timeout"
 
 
+async def test_a_prompt_verifiers_cannot_carry_is_refused_before_any_model_call(stack):
+    stack.script()
+    call = {"type": "function_call", "name": "count_letter", "arguments": "{}", "call_id": "c1"}
+    status, result = await run(stack, {**ROWS[0], "responses_create_params": {"input": [call]}})
+    assert status == 422 and "input[0]" in result["error"]["message"]
+    assert stack.model_requests() == []
+
+
 async def test_an_environment_that_is_not_installed_is_refused_per_row(stack):
     status, result = await run(stack, {**ROWS[0], "vf_env_id": "acereason-math"})
     assert status == 422 and "Prime hub" in result["error"]["message"]
