@@ -59,7 +59,7 @@ FORWARDED_PARAMS = (
 
 class HaystackAgentConfig(RolloutAgentConfig):
     pipeline_yaml: str = Field(
-        default="configs/pipeline.yaml", description="serialized Haystack pipeline, relative to this folder"
+        default="pipelines/pipeline.yaml", description="serialized Haystack pipeline, relative to this folder"
     )
     agent_component_name: str = Field(default="agent", description="the pipeline's Agent component")
 
