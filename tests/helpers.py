@@ -287,3 +287,28 @@ def counter_agent_stack(
         )
         agent = servers.enter_context(run_instance(config, "agent", workdir))
         yield CounterAgentStack(agent.url, model_server.url)
+
+
+def scripted_policy(upstream_base_url: str, model: str) -> dict:
+    """openai_model's instance block in front of the scripted upstream, sending `model` as its model name."""
+    return instance_config(
+        "responses_api_models",
+        "openai_model",
+        openai_base_url=upstream_base_url,
+        openai_api_key="sk-scripted-policy",
+        openai_model=model,
+    )
+
+
+def start_instances(
+    servers: contextlib.ExitStack, config: dict, names: list[str], workdir: Path
+) -> dict[str, str]:
+    """Start the named instances of `config` in order, each bound port written back into `config` so the
+    instances started after it reach it; their URLs by name. `servers` stops them."""
+    urls = {}
+    for name in names:
+        started = servers.enter_context(run_instance(config, name, workdir))
+        server_type, implementations = next(iter(config[name].items()))
+        next(iter(implementations.values()))["port"] = started.port
+        urls[name] = started.url
+    return urls

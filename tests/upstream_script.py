@@ -162,3 +162,21 @@ class ScriptedUpstream:
 
 def _quote(model: str) -> str:
     return urllib.parse.quote(model, safe="")
+
+
+@dataclass
+class ScriptedTurns:
+    """One model's script on the upstream, and the request bodies it got since the script was last set."""
+
+    upstream: ScriptedUpstream
+    model: str
+    seen: int = 0
+
+    def script(self, *turns: dict[str, Any]) -> None:
+        """Replace the model's script with `turns`; `requests` then shows only what comes after."""
+        self.upstream.clear(self.model)
+        self.seen = len(self.upstream.requests(self.model))
+        self.upstream.script(self.model, list(turns))
+
+    def requests(self) -> list[dict[str, Any]]:
+        return [entry["body"] for entry in self.upstream.requests(self.model)[self.seen :]]

@@ -13,13 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from fastapi import Request, Response
+from fastapi import Request
 from pydantic import Field, field_validator
 
-from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.rollout_agent import Rollout, RolloutRunRequest, summed_usage
 from responses_api_agents.simple_agent.app import DEFAULT_MAX_STEPS, SimpleAgent, SimpleAgentConfig
 
+# Where the model's input after each step goes, with `return_transitions`.
+TRANSITIONS_KEY = "transitions"
 NO_TOOL_CALL_NUDGE = (
     "You did not call a tool. Every step of this task is a tool call: call one of the tools you were "
     "given, with its name and arguments exactly as declared."
@@ -57,42 +58,35 @@ class AviaryAgentConfig(SimpleAgentConfig):
 
 
 class AviaryAgent(SimpleAgent):
-    config: AviaryAgentConfig
+    """simple_agent's routes (seed, loop, verify; cookies; deadline) around the episode loop."""
 
-    async def responses(
-        self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming
-    ) -> NeMoGymResponse:
-        """The episode without seeding or verifying; the caller's cookies reach both servers."""
-        episode = await self.as_rollout(
-            self._episode(body.model_dump(mode="json", exclude_unset=True), self.session_rollout(request))
-        )
-        self.end_session_rollout(episode.rollout)
-        for name, value in {**episode.rollout.resources_cookies, **episode.rollout.model_cookies}.items():
-            response.set_cookie(name, value)
-        return NeMoGymResponse.model_validate(episode.rollout.response)
+    config: AviaryAgentConfig
 
     async def _run(self, request: Request, body: RolloutRunRequest) -> bytes:
         row = body.model_dump(mode="json", exclude_unset=True)
-        episode = await self._episode(row["responses_create_params"], await self.seeded_rollout(request, row))
-        verified = await self.verified(row, episode.rollout.response, episode.rollout)
-        if not self.config.return_transitions:
+        rollout = await self._loop(row["responses_create_params"], await self.seeded_rollout(request, row))
+        transitions = rollout.response.pop(TRANSITIONS_KEY, None)
+        verified = await self.verified(row, rollout.response, rollout)
+        if transitions is None:
             return verified
-        return orjson.dumps({**orjson.loads(verified), "transitions": episode.transitions})
+        return orjson.dumps({**orjson.loads(verified), TRANSITIONS_KEY: transitions})
 
-    async def _episode(self, params: dict[str, Any], rollout: Rollout) -> Episode:
-        """`params` is the caller's freshly dumped body; it is read, never changed."""
+    async def _loop(self, params: dict[str, Any], rollout: Rollout) -> Rollout:
+        """`params` is the caller's freshly dumped body; it is read, never changed. With
+        `return_transitions`, the response holds them too (`/run` moves them next to it)."""
         prompt = params.get("input", [])
         if isinstance(prompt, str):
             prompt = [_user_message(prompt)]
         declared_tools = {
             tool.get("name") for tool in params.get("tools") or [] if tool.get("type") == "function"
         }
-        episode = Episode(rollout)
+        done, stop_reason = False, None
         new_items: list[dict[str, Any]] = []
+        transitions: list[list[dict[str, Any]]] = []
         usage: dict[str, Any] | None = None
         for _ in range(self.config.max_steps or DEFAULT_MAX_STEPS):
             if self._context_spent(rollout.response):
-                episode.stop("max_total_sequence_length", "the last turn reached max_total_sequence_length")
+                stop_reason = "max_total_sequence_length"
                 break
             turn, rollout.model_cookies = await self.model_turn(
                 self.config.model_server.name,
@@ -111,13 +105,18 @@ class AviaryAgent(SimpleAgent):
             if not calls:
                 new_items.append(_user_message(NO_TOOL_CALL_NUDGE))
             for call in calls:
-                item = await self._tool_output(call, declared_tools, rollout)
-                new_items.append(episode.stepped(item))
-            episode.transitions.append([*prompt, *new_items])
-            if episode.done:
+                item, ended = stepped(await self._tool_output(call, declared_tools, rollout))
+                new_items.append(item)
+                done = done or ended
+            transitions.append([*prompt, *new_items])
+            if done:
                 break
-        rollout.response = {**rollout.response, "output": new_items, "usage": usage, **episode.metadata()}
-        return episode
+        rollout.response = {**rollout.response, "output": new_items, "usage": usage}
+        if stop_reason is not None:
+            rollout.response = stopped_early(rollout.response, stop_reason)
+        if self.config.return_transitions:
+            rollout.response[TRANSITIONS_KEY] = transitions
+        return rollout
 
     def _context_spent(self, last_turn: dict[str, Any]) -> bool:
         limit = self.config.max_total_sequence_length
@@ -125,39 +124,26 @@ class AviaryAgent(SimpleAgent):
         return limit is not None and total >= limit
 
 
-class Episode:
-    """What one episode produced besides the trajectory: whether a step ended it, why it stopped early,
-    and the model's input after each step."""
+def stepped(item: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """A tool's `function_call_output` with the tool's text in place of the step's answer, and whether the
+    step ended the episode. A refused call (any other answer) stays as the refusal, for the model to read."""
+    try:
+        answer = orjson.loads(item["output"])
+    except orjson.JSONDecodeError:
+        return item, False
+    if not isinstance(answer, dict) or not {"output", "done"} <= answer.keys():
+        return item, False
+    return {**item, "output": str(answer["output"])}, bool(answer["done"])
 
-    def __init__(self, rollout: Rollout) -> None:
-        self.rollout = rollout
-        self.done = False
-        self.transitions: list[list[dict[str, Any]]] = []
-        self.stop_reason: tuple[str, str] | None = None
 
-    def stepped(self, item: dict[str, Any]) -> dict[str, Any]:
-        """A tool's `function_call_output`, its text in place of the step's answer; `done` noted. A refused
-        call (any other answer) stays as the refusal, for the model to read."""
-        try:
-            answer = orjson.loads(item["output"])
-        except orjson.JSONDecodeError:
-            return item
-        if not isinstance(answer, dict) or not {"output", "done"} <= answer.keys():
-            return item
-        self.done = self.done or bool(answer["done"])
-        return {**item, "output": str(answer["output"])}
-
-    def stop(self, reason: str, message: str) -> None:
-        self.stop_reason = (reason, message)
-
-    def metadata(self) -> dict[str, Any]:
-        """An episode cut short by the context budget ends `incomplete`, the reason in the metadata."""
-        if self.stop_reason is None:
-            return {}
-        reason, message = self.stop_reason
-        metadata = {**(self.rollout.response.get("metadata") or {})}
-        metadata |= {"ng_termination_reason": reason, "ng_termination_message": message}
-        return {"status": "incomplete", "metadata": metadata}
+def stopped_early(response: dict[str, Any], reason: str) -> dict[str, Any]:
+    """An episode cut short by a budget ends `incomplete`, the budget named in the metadata."""
+    metadata = {
+        **(response.get("metadata") or {}),
+        "ng_termination_reason": reason,
+        "ng_termination_message": f"the episode stopped before a model call: {reason} was reached",
+    }
+    return {**response, "status": "incomplete", "metadata": metadata}
 
 
 def _user_message(text: str) -> dict[str, Any]:

@@ -19,7 +19,6 @@ os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from fastapi import Request, Response  # noqa: E402
 from haystack import Pipeline  # noqa: E402
 from haystack.components.agents import Agent  # noqa: E402
 from haystack.dataclasses import ChatMessage  # noqa: E402
@@ -27,12 +26,9 @@ from haystack.tools import Tool  # noqa: E402
 from pydantic import Field, PrivateAttr  # noqa: E402
 
 from nemo_gym.errors import GymError  # noqa: E402
-from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming  # noqa: E402
 from nemo_gym.rollout_agent import (  # noqa: E402
     Rollout,
-    RolloutAgent,
     RolloutAgentConfig,
-    RolloutRunRequest,
     summed_usage,
     text_prompt,
 )
@@ -43,7 +39,7 @@ from responses_api_agents.haystack_agent.chat_generator import (  # noqa: E402
     NeMoGymResponsesChatGenerator,
     tool_text,
 )
-from responses_api_agents.simple_agent.app import RESERVED_ROUTES, TOOL_NAME  # noqa: E402
+from responses_api_agents.simple_agent.app import RESERVED_ROUTES, TOOL_NAME, SimpleAgent  # noqa: E402
 
 FOLDER = Path(__file__).resolve().parent
 # Settings of a row's Responses request that go with every model call the pipeline makes.
@@ -64,7 +60,9 @@ class HaystackAgentConfig(RolloutAgentConfig):
     agent_component_name: str = Field(default="agent", description="the pipeline's Agent component")
 
 
-class HaystackAgent(RolloutAgent):
+class HaystackAgent(SimpleAgent):
+    """simple_agent's routes (seed, loop, verify; cookies; deadline) around Haystack's loop."""
+
     config: HaystackAgentConfig
 
     _agent: Agent | None = PrivateAttr(default=None)
@@ -73,27 +71,6 @@ class HaystackAgent(RolloutAgent):
         """Load the pipeline before the server answers, so a broken one stops the start in one line."""
         self._agent = load_agent(FOLDER / self.config.pipeline_yaml, self.config.agent_component_name)
         return super().setup_webserver()
-
-    async def responses(
-        self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming
-    ) -> NeMoGymResponse:
-        """The pipeline's loop without seeding or verifying; the caller's cookies reach both servers."""
-        rollout = await self.as_rollout(
-            self._loop(body.model_dump(mode="json", exclude_unset=True), self.session_rollout(request))
-        )
-        self.end_session_rollout(rollout)
-        for name, value in {**rollout.resources_cookies, **rollout.model_cookies}.items():
-            response.set_cookie(name, value)
-        return NeMoGymResponse.model_validate(rollout.response)
-
-    async def run(self, request: Request, body: RolloutRunRequest) -> Response:
-        """One rollout: seed the session, run the pipeline's Agent, verify; the verify answer as is."""
-        return Response(await self.as_rollout(self._run(request, body)), media_type="application/json")
-
-    async def _run(self, request: Request, body: RolloutRunRequest) -> bytes:
-        row = body.model_dump(mode="json", exclude_unset=True)
-        rollout = await self._loop(row["responses_create_params"], await self.seeded_rollout(request, row))
-        return await self.verified(row, rollout.response, rollout)
 
     async def _loop(self, params: dict[str, Any], rollout: Rollout) -> Rollout:
         messages = [chat_message(message) for message in text_prompt(params.get("input", []))]

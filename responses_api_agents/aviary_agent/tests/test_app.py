@@ -13,8 +13,14 @@ from pydantic import ValidationError
 from nemo_gym.http_client import get_response_json, request
 from nemo_gym.testing import read_jsonl
 from responses_api_agents.aviary_agent.app import AviaryAgentConfig
-from tests.helpers import instance_config, run_instance
-from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
+from tests.helpers import instance_config, scripted_policy, start_instances
+from tests.upstream_script import (
+    ScriptedTurns,
+    ScriptedUpstream,
+    assistant_message,
+    fresh_model,
+    function_call,
+)
 
 AVIARY = Path(__file__).resolve().parents[3] / "resources_servers" / "aviary"
 ROWS = read_jsonl(AVIARY / "data" / "example.jsonl")  # row 0: 14 trays of 12 muffins, 97 sold -> 71
@@ -25,58 +31,34 @@ ROLLOUT_DEADLINE_S = 3.0
 class Stack:
     agent_url: str
     nudging_agent_url: str
-    model: str
-    upstream: ScriptedUpstream
-
-    def script(self, *turns: dict) -> None:
-        self.upstream.clear(self.model)
-        self.upstream.script(self.model, list(turns))
-        self.seen = len(self.upstream.requests(self.model))
-
-    def model_requests(self) -> list[dict]:
-        return [entry["body"] for entry in self.upstream.requests(self.model)[self.seen :]]
+    model: ScriptedTurns
 
 
 @pytest.fixture(scope="module")
 def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    workdir = tmp_path_factory.mktemp("aviary_agent")
-    model = fresh_model("aviary")
+    model = ScriptedTurns(scripted_upstream, fresh_model("aviary"))
+    agent = {
+        "resources_server": {"type": "resources_servers", "name": "aviary_env"},
+        "model_server": {"type": "responses_api_models", "name": "policy_model"},
+        "max_steps": 5,
+        "rollout_deadline_s": ROLLOUT_DEADLINE_S,
+    }
+    nudging = {
+        **agent,
+        "done_if_no_tool_calls": False,
+        "max_total_sequence_length": 1000,
+        "return_transitions": False,
+    }
     config = {
         "aviary_env": instance_config("resources_servers", "aviary", domain="math"),
-        "policy_model": instance_config(
-            "responses_api_models",
-            "openai_model",
-            openai_base_url=scripted_upstream.base_url,
-            openai_api_key="sk-aviary-test",
-            openai_model=model,
-        ),
+        "policy_model": scripted_policy(scripted_upstream.base_url, model.model),
+        "agent": instance_config("responses_api_agents", "aviary_agent", **agent),
+        "nudging": instance_config("responses_api_agents", "aviary_agent", **nudging),
     }
     with ExitStack() as servers:
-        for name, kind, implementation in (
-            ("aviary_env", "resources_servers", "aviary"),
-            ("policy_model", "responses_api_models", "openai_model"),
-        ):
-            config[name][kind][implementation]["port"] = servers.enter_context(
-                run_instance(config, name, workdir)
-            ).port
-        agent = {
-            "resources_server": {"type": "resources_servers", "name": "aviary_env"},
-            "model_server": {"type": "responses_api_models", "name": "policy_model"},
-            "max_steps": 5,
-            "rollout_deadline_s": ROLLOUT_DEADLINE_S,
-        }
-        config["agent"] = instance_config("responses_api_agents", "aviary_agent", **agent)
-        config["nudging"] = instance_config(
-            "responses_api_agents",
-            "aviary_agent",
-            **agent,
-            done_if_no_tool_calls=False,
-            max_total_sequence_length=1000,
-            return_transitions=False,
-        )
-        agent_server = servers.enter_context(run_instance(config, "agent", workdir))
-        nudging_server = servers.enter_context(run_instance(config, "nudging", workdir))
-        yield Stack(agent_server.url, nudging_server.url, model, scripted_upstream)
+        names = ["aviary_env", "policy_model", "agent", "nudging"]
+        urls = start_instances(servers, config, names, tmp_path_factory.mktemp("aviary_agent"))
+        yield Stack(urls["agent"], urls["nudging"], model)
 
 
 async def run(url: str, row: dict) -> tuple[int, dict]:
@@ -91,7 +73,7 @@ def kinds(output: list[dict]) -> list[str]:
 async def test_an_episode_is_stepped_through_the_environment_and_earns_its_reward(stack):
     calculate = function_call("calculator", {"expr": "14*12-97"})
     submit = function_call("submit_answer", {"answer": "71"})
-    stack.script(
+    stack.model.script(
         {"output": [calculate], "usage": {"input_tokens": 40}},
         {"output": [submit], "usage": {"input_tokens": 60}},
         {"output": [assistant_message("never asked for")]},
@@ -105,7 +87,7 @@ async def test_an_episode_is_stepped_through_the_environment_and_earns_its_rewar
     assert [item["output"] for item in output[1::2]] == ["71", "Correct."]
     assert [item["call_id"] for item in output[1::2]] == [calculate["call_id"], submit["call_id"]]
     # Two model calls, in order, each seeing the prompt and everything before it; the done step ended it.
-    requests = stack.model_requests()
+    requests = stack.model.requests()
     assert [len(body["input"]) for body in requests] == [2, 4]
     assert requests[1]["input"][2]["call_id"] == calculate["call_id"]
     assert result["response"]["usage"]["input_tokens"] == 100
@@ -113,14 +95,14 @@ async def test_an_episode_is_stepped_through_the_environment_and_earns_its_rewar
 
 
 async def test_a_wrong_answer_earns_nothing_from_the_environment(stack):
-    stack.script({"output": [function_call("submit_answer", {"answer": "70"})]})
+    stack.model.script({"output": [function_call("submit_answer", {"answer": "70"})]})
     status, result = await run(stack.agent_url, ROWS[0])
     assert status == 200 and (result["reward"], result["episode_done"]) == (0.0, True)
     assert result["response"]["output"][1]["output"] == "Incorrect."
 
 
 async def test_a_refused_tool_call_is_fed_back_and_the_episode_goes_on(stack):
-    stack.script(
+    stack.model.script(
         {"output": [function_call("calculator", {"expression": "1+1"})]},
         {"output": [function_call("submit_answer", {"answer": "71"})]},
     )
@@ -131,11 +113,11 @@ async def test_a_refused_tool_call_is_fed_back_and_the_episode_goes_on(stack):
 
 
 async def test_a_turn_without_tool_calls_ends_or_is_nudged(stack):
-    stack.script({"output": [assistant_message("71")]})
+    stack.model.script({"output": [assistant_message("71")]})
     status, result = await run(stack.agent_url, ROWS[0])
     assert status == 200 and (result["reward"], result["episode_done"]) == (0.0, False)
 
-    stack.script(
+    stack.model.script(
         {"output": [assistant_message("71")]}, {"output": [function_call("submit_answer", {"answer": "71"})]}
     )
     status, result = await run(stack.nudging_agent_url, ROWS[0])
@@ -146,21 +128,23 @@ async def test_a_turn_without_tool_calls_ends_or_is_nudged(stack):
         "function_call",
         "function_call_output",
     ]
-    assert "call a tool" in stack.model_requests()[1]["input"][-1]["content"]
+    assert "call a tool" in stack.model.requests()[1]["input"][-1]["content"]
     assert "transitions" not in result
 
 
 async def test_a_spent_context_budget_ends_the_episode_incomplete(stack):
-    stack.script({"output": [function_call("calculator", {"expr": "2+2"})], "usage": {"input_tokens": 995}})
+    stack.model.script(
+        {"output": [function_call("calculator", {"expr": "2+2"})], "usage": {"input_tokens": 995}}
+    )
     status, result = await run(stack.nudging_agent_url, ROWS[0])
     assert status == 200 and (result["reward"], result["episode_done"], result["steps"]) == (0.0, False, 1)
-    assert len(stack.model_requests()) == 1
+    assert len(stack.model.requests()) == 1
     assert result["response"]["status"] == "incomplete"
     assert result["response"]["metadata"]["ng_termination_reason"] == "max_total_sequence_length"
 
 
 async def test_a_model_error_mid_episode_fails_the_rollout_and_names_the_model_server(stack):
-    stack.script(
+    stack.model.script(
         {"output": [function_call("calculator", {"expr": "2+2"})]},
         {"status": 400, "body": {"error": {"message": "context too long", "type": "invalid_request_error"}}},
     )
@@ -171,7 +155,7 @@ async def test_a_model_error_mid_episode_fails_the_rollout_and_names_the_model_s
 
 
 async def test_a_hanging_model_fails_the_rollout_at_its_deadline(stack):
-    stack.script({"hang": True})
+    stack.model.script({"hang": True})
     status, result = await run(stack.agent_url, ROWS[0])
     assert status == 504 and result["error"]["type"] == "timeout"
 

@@ -12,8 +12,14 @@ import pytest
 
 from nemo_gym.http_client import get_response_json, request
 from nemo_gym.testing import read_jsonl
-from tests.helpers import instance_config, run_instance
-from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
+from tests.helpers import instance_config, scripted_policy, start_instances
+from tests.upstream_script import (
+    ScriptedTurns,
+    ScriptedUpstream,
+    assistant_message,
+    fresh_model,
+    function_call,
+)
 
 AVIARY = Path(__file__).resolve().parents[3] / "resources_servers" / "aviary"
 ROWS = read_jsonl(AVIARY / "data" / "example.jsonl")  # row 0: 14 trays of 12 muffins, 97 sold -> 71
@@ -23,49 +29,27 @@ ROLLOUT_DEADLINE_S = 4.0
 @dataclass
 class Stack:
     agent_url: str
-    model: str
-    upstream: ScriptedUpstream
-
-    def script(self, *turns: dict) -> None:
-        self.upstream.clear(self.model)
-        self.seen = len(self.upstream.requests(self.model))
-        self.upstream.script(self.model, list(turns))
-
-    def model_requests(self) -> list[dict]:
-        return [entry["body"] for entry in self.upstream.requests(self.model)[self.seen :]]
+    model: ScriptedTurns
 
 
 @pytest.fixture(scope="module")
 def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    workdir = tmp_path_factory.mktemp("haystack_agent")
-    model = fresh_model("haystack")
+    model = ScriptedTurns(scripted_upstream, fresh_model("haystack"))
     config = {
         "aviary_env": instance_config("resources_servers", "aviary", domain="math"),
-        "policy_model": instance_config(
-            "responses_api_models",
-            "openai_model",
-            openai_base_url=scripted_upstream.base_url,
-            openai_api_key="sk-haystack-test",
-            openai_model=model,
-        ),
-    }
-    with ExitStack() as servers:
-        for name, kind, implementation in (
-            ("aviary_env", "resources_servers", "aviary"),
-            ("policy_model", "responses_api_models", "openai_model"),
-        ):
-            config[name][kind][implementation]["port"] = servers.enter_context(
-                run_instance(config, name, workdir)
-            ).port
-        config["agent"] = instance_config(
+        "policy_model": scripted_policy(scripted_upstream.base_url, model.model),
+        "agent": instance_config(
             "responses_api_agents",
             "haystack_agent",
             resources_server={"type": "resources_servers", "name": "aviary_env"},
             model_server={"type": "responses_api_models", "name": "policy_model"},
             rollout_deadline_s=ROLLOUT_DEADLINE_S,
-        )
-        agent = servers.enter_context(run_instance(config, "agent", workdir))
-        yield Stack(agent.url, model, scripted_upstream)
+        ),
+    }
+    with ExitStack() as servers:
+        names = ["aviary_env", "policy_model", "agent"]
+        urls = start_instances(servers, config, names, tmp_path_factory.mktemp("haystack_agent"))
+        yield Stack(urls["agent"], model)
 
 
 async def run(stack: Stack, row: dict) -> tuple[int, dict]:
@@ -85,7 +69,7 @@ async def test_the_haystack_agent_calls_the_environments_tools_and_earns_the_rew
     }
     calculate = {**function_call("calculator", {"expr": "14*12-97"}), **tokens}
     submit = function_call("submit_answer", {"answer": "71"})
-    stack.script(
+    stack.model.script(
         {"output": [calculate], "usage": {"input_tokens": 30}},
         {"output": [submit], "usage": {"input_tokens": 40}},
         {"output": [assistant_message("The answer is 71.")], "usage": {"input_tokens": 50}},
@@ -105,7 +89,7 @@ async def test_the_haystack_agent_calls_the_environments_tools_and_earns_the_rew
     assert result["response"]["usage"]["input_tokens"] == 120
     # Three model calls, in order, each seeing the prompt and everything before it, with the row's tools
     # and its sampling settings.
-    requests = stack.model_requests()
+    requests = stack.model.requests()
     assert [len(body["input"]) for body in requests] == [2, 4, 6]
     assert requests[1]["input"][2]["call_id"] == calculate["call_id"]
     assert requests[2]["input"][2]["generation_token_ids"] == [3, 4]
@@ -114,7 +98,7 @@ async def test_the_haystack_agent_calls_the_environments_tools_and_earns_the_rew
 
 
 async def test_a_wrong_answer_earns_nothing(stack):
-    stack.script(
+    stack.model.script(
         {"output": [function_call("submit_answer", {"answer": "70"})]}, {"output": [assistant_message("70")]}
     )
     status, result = await run(stack, ROWS[0])
@@ -122,7 +106,7 @@ async def test_a_wrong_answer_earns_nothing(stack):
 
 
 async def test_a_refused_tool_call_is_the_tools_output_and_the_rollout_goes_on(stack):
-    stack.script(
+    stack.model.script(
         {"output": [function_call("calculator", {"expression": "1+1"})]},
         {"output": [function_call("submit_answer", {"answer": "71"})]},
         {"output": [assistant_message("71")]},
@@ -135,7 +119,7 @@ async def test_a_refused_tool_call_is_the_tools_output_and_the_rollout_goes_on(s
 
 
 async def test_a_model_error_mid_rollout_fails_it_and_names_the_model_server(stack):
-    stack.script(
+    stack.model.script(
         {"output": [function_call("calculator", {"expr": "2+2"})]},
         {"status": 400, "body": {"error": {"message": "context too long", "type": "invalid_request_error"}}},
     )
@@ -146,7 +130,7 @@ async def test_a_model_error_mid_rollout_fails_it_and_names_the_model_server(sta
 
 
 async def test_a_hanging_model_fails_the_rollout_at_its_deadline(stack):
-    stack.script({"hang": True})
+    stack.model.script({"hang": True})
     status, result = await run(stack, ROWS[0])
     assert status == 504 and result["error"]["type"] == "timeout"
 
@@ -166,7 +150,7 @@ async def test_a_hanging_model_fails_the_rollout_at_its_deadline(stack):
     ],
 )
 async def test_what_haystack_cannot_carry_is_refused_before_any_model_call(stack, params, named):
-    stack.script()
+    stack.model.script()
     status, result = await run(stack, {**ROWS[0], "responses_create_params": params})
     assert status == 422 and named in result["error"]["message"]
-    assert stack.model_requests() == []
+    assert stack.model.requests() == []

@@ -14,8 +14,8 @@ from pydantic import ValidationError
 from nemo_gym.http_client import get_response_json, request
 from nemo_gym.testing import read_jsonl
 from responses_api_agents.verifiers_agent.app import VerifiersAgentConfig
-from tests.helpers import instance_config, run_instance
-from tests.upstream_script import ScriptedUpstream, chat_tool_call, fresh_model
+from tests.helpers import instance_config, scripted_policy, start_instances
+from tests.upstream_script import ScriptedTurns, ScriptedUpstream, chat_tool_call, fresh_model
 
 FOLDER = Path(__file__).resolve().parents[1]
 ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")  # row 0: 'r' in 'strawberry' -> "3"
@@ -25,44 +25,27 @@ ROLLOUT_DEADLINE_S = 4.0
 @dataclass
 class Stack:
     agent_url: str
-    model: str
-    upstream: ScriptedUpstream
-
-    def script(self, *turns: dict) -> None:
-        self.upstream.clear(self.model)
-        self.seen = len(self.upstream.requests(self.model))
-        self.upstream.script(self.model, list(turns))
-
-    def model_requests(self) -> list[dict]:
-        return [entry["body"] for entry in self.upstream.requests(self.model)[self.seen :]]
+    model: ScriptedTurns
 
 
 @pytest.fixture(scope="module")
 def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    workdir = tmp_path_factory.mktemp("verifiers_agent")
-    model = fresh_model("verifiers")
+    model = ScriptedTurns(scripted_upstream, fresh_model("verifiers"))
     config = {
-        "policy_model": instance_config(
-            "responses_api_models",
-            "openai_model",
-            openai_base_url=scripted_upstream.base_url,
-            openai_api_key="sk-verifiers-test",
-            openai_model=model,
-        )
-    }
-    with ExitStack() as servers:
-        model_server = servers.enter_context(run_instance(config, "policy_model", workdir))
-        config["policy_model"]["responses_api_models"]["openai_model"]["port"] = model_server.port
-        config["agent"] = instance_config(
+        "policy_model": scripted_policy(scripted_upstream.base_url, model.model),
+        "agent": instance_config(
             "responses_api_agents",
             "verifiers_agent",
             model_server={"type": "responses_api_models", "name": "policy_model"},
             vf_env_id="responses_api_agents.verifiers_agent.letter_count_env",
             rollout_deadline_s=ROLLOUT_DEADLINE_S,
             max_tokens=64,
-        )
-        agent = servers.enter_context(run_instance(config, "agent", workdir))
-        yield Stack(agent.url, model, scripted_upstream)
+        ),
+    }
+    with ExitStack() as servers:
+        names = ["policy_model", "agent"]
+        urls = start_instances(servers, config, names, tmp_path_factory.mktemp("verifiers_agent"))
+        yield Stack(urls["agent"], model)
 
 
 async def run(stack: Stack, row: dict) -> tuple[int, dict]:
@@ -76,7 +59,7 @@ def reply(text: str) -> dict:
 
 async def test_the_environment_runs_its_tool_and_its_rubric_pays_the_reward(stack):
     call = chat_tool_call("count_letter", {"word": "strawberry", "letter": "r"})
-    stack.script(
+    stack.model.script(
         {
             "message": {"role": "assistant", "content": None, "tool_calls": [call]},
             "usage": {"prompt_tokens": 50},
@@ -98,7 +81,7 @@ async def test_the_environment_runs_its_tool_and_its_rubric_pays_the_reward(stac
     assert output[1]["output"] == "3"
     assert output[2]["content"][0]["text"] == "3"
     # Both model calls reached our model server in order, each with everything before it.
-    first, second = stack.model_requests()
+    first, second = stack.model.requests()
     assert [message["role"] for message in first["messages"]] == ["system", "user"]
     assert [message["role"] for message in second["messages"]] == ["system", "user", "assistant", "tool"]
     assert second["messages"][3]["tool_call_id"] == call["id"]
@@ -108,7 +91,7 @@ async def test_the_environment_runs_its_tool_and_its_rubric_pays_the_reward(stac
 
 
 async def test_a_wrong_answer_gets_the_rubrics_zero(stack):
-    stack.script(reply("2"))
+    stack.model.script(reply("2"))
     status, result = await run(stack, ROWS[0])
     assert status == 200 and result["reward"] == 0.0
     assert [item["type"] for item in result["response"]["output"]] == ["message"]
@@ -116,7 +99,7 @@ async def test_a_wrong_answer_gets_the_rubrics_zero(stack):
 
 async def test_a_model_error_mid_rollout_fails_it_and_names_the_model_server(stack):
     call = chat_tool_call("count_letter", {"word": "banana", "letter": "a"})
-    stack.script(
+    stack.model.script(
         {"message": {"role": "assistant", "content": None, "tool_calls": [call]}},
         {"status": 400, "body": {"error": {"message": "context too long", "type": "invalid_request_error"}}},
     )
@@ -125,21 +108,21 @@ async def test_a_model_error_mid_rollout_fails_it_and_names_the_model_server(sta
     assert (
         "policy_model" in result["error"]["message"] and "context too long" in orjson.dumps(result).decode()
     )
-    assert len(stack.model_requests()) == 2
+    assert len(stack.model.requests()) == 2
 
 
 async def test_a_hanging_model_fails_the_rollout_at_its_deadline(stack):
-    stack.script({"hang": True})
+    stack.model.script({"hang": True})
     status, result = await run(stack, ROWS[0])
     assert status == 504 and result["error"]["type"] == "timeout"
 
 
 async def test_a_prompt_verifiers_cannot_carry_is_refused_before_any_model_call(stack):
-    stack.script()
+    stack.model.script()
     call = {"type": "function_call", "name": "count_letter", "arguments": "{}", "call_id": "c1"}
     status, result = await run(stack, {**ROWS[0], "responses_create_params": {"input": [call]}})
     assert status == 422 and "input[0]" in result["error"]["message"]
-    assert stack.model_requests() == []
+    assert stack.model.requests() == []
 
 
 async def test_an_environment_that_is_not_installed_is_refused_per_row(stack):
