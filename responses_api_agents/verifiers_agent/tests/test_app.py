@@ -16,6 +16,7 @@ from nemo_gym.testing import read_jsonl
 from responses_api_agents.verifiers_agent.app import VerifiersAgentConfig
 from tests.helpers import instance_config, scripted_policy, start_instances
 from tests.upstream_script import ScriptedTurns, ScriptedUpstream, chat_tool_call, fresh_model
+from tests.vllm_script import VllmUpstream, scripted_call
 
 FOLDER = Path(__file__).resolve().parents[1]
 ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")  # row 0: 'r' in 'strawberry' -> "3"
@@ -140,3 +141,49 @@ def test_hub_environments_are_refused_at_start_with_the_fix(vf_env_id):
                 "vf_env_id": vf_env_id,
             }
         )
+
+
+@pytest.fixture(scope="module")
+def training_stack(vllm_upstream: VllmUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """The same agent in front of vllm_model, which returns each turn's token ids."""
+    model = ScriptedTurns(vllm_upstream, fresh_model("verifiers-vllm"))
+    config = {
+        "policy_model": instance_config(
+            "responses_api_models",
+            "vllm_model",
+            base_url=vllm_upstream.base_url,
+            api_key="k",
+            model=model.model,
+            uses_reasoning_parser=False,
+            return_token_id_information=True,
+        ),
+        "agent": instance_config(
+            "responses_api_agents",
+            "verifiers_agent",
+            model_server={"type": "responses_api_models", "name": "policy_model"},
+            vf_env_id="responses_api_agents.verifiers_agent.letter_count_env",
+            rollout_deadline_s=ROLLOUT_DEADLINE_S,
+        ),
+    }
+    with ExitStack() as servers:
+        names = ["policy_model", "agent"]
+        urls = start_instances(servers, config, names, tmp_path_factory.mktemp("verifiers_agent_vllm"))
+        yield Stack(urls["agent"], model)
+
+
+async def test_each_turns_token_ids_go_on_its_last_item(training_stack, vllm_upstream):
+    training_stack.model.script(
+        {"tool_calls": [scripted_call("count_letter", {"word": "strawberry", "letter": "r"})]}, {"text": "3"}
+    )
+    status, result = await run(training_stack, ROWS[0])
+    assert status == 200 and result["reward"] == 1.0, result
+    output = result["response"]["output"]
+    assert [item["type"] for item in output] == ["function_call", "function_call_output", "message"]
+    recorded = vllm_upstream.requests(training_stack.model.model)  # what the engine was given, per turn
+    engine_prompts = [entry["prompt_token_ids"] for entry in recorded if "prompt_token_ids" in entry]
+    assert [output[0]["prompt_token_ids"], output[2]["prompt_token_ids"]] == engine_prompts
+    for turn in (output[0], output[2]):
+        assert turn["generation_token_ids"] and len(turn["generation_log_probs"]) == len(
+            turn["generation_token_ids"]
+        )
+    assert "generation_token_ids" not in output[1]
