@@ -50,7 +50,7 @@ def environment_refusal(vf_env_id: str) -> str | None:
     module = vf_env_id.replace("-", "_")
     try:
         found = importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
+    except (ImportError, ValueError):  # a parent package missing, or not a module name at all
         found = False
     if not found:
         return (
@@ -146,7 +146,11 @@ class VerifiersAgent(RolloutAgent):
         vf_env_id = row.vf_env_id or self.config.vf_env_id
         environment = await self._environment(vf_env_id)
         params = row.responses_create_params
-        prompt = text_prompt(params.model_dump(mode="json", exclude_unset=True).get("input", []))
+        prompt = [
+            # Verifiers' chat messages have no developer role; in chat it is the system role.
+            {**message, "role": "system"} if message["role"] == "developer" else message
+            for message in text_prompt(params.model_dump(mode="json", exclude_unset=True).get("input", []))
+        ]
         sampling_args = {
             "max_tokens": params.max_output_tokens or self.config.max_tokens,
             "temperature": self.config.temperature if params.temperature is None else params.temperature,

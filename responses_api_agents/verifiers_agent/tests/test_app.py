@@ -118,6 +118,18 @@ async def test_a_hanging_model_fails_the_rollout_at_its_deadline(stack):
     assert status == 504 and result["error"]["type"] == "timeout"
 
 
+async def test_a_developer_message_goes_as_system_and_a_plain_string_prompt_as_user(stack):
+    stack.model.script(reply("3"), reply("3"))
+    developer = {**ROWS[0], "responses_create_params": {"input": [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "r in strawberry?"}]}}  # fmt: skip
+    status, result = await run(stack, developer)
+    assert status == 200 and result["reward"] == 1.0, result
+    status, result = await run(stack, {**ROWS[0], "responses_create_params": {"input": "r in strawberry?"}})
+    assert status == 200 and result["reward"] == 1.0, result
+    first, second = stack.model.requests()
+    assert first["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert second["messages"] == [{"role": "user", "content": "r in strawberry?"}]
+
+
 async def test_a_prompt_verifiers_cannot_carry_is_refused_before_any_model_call(stack):
     stack.model.script()
     call = {"type": "function_call", "name": "count_letter", "arguments": "{}", "call_id": "c1"}
@@ -131,7 +143,9 @@ async def test_an_environment_that_is_not_installed_is_refused_per_row(stack):
     assert status == 422 and "Prime hub" in result["error"]["message"]
 
 
-@pytest.mark.parametrize("vf_env_id", ["primeintellect/acereason-math", "acereason-math"])
+@pytest.mark.parametrize(
+    "vf_env_id", ["primeintellect/acereason-math", "acereason-math", "no_such_package.env", ".."]
+)
 def test_hub_environments_are_refused_at_start_with_the_fix(vf_env_id):
     with pytest.raises(ValidationError, match="Prime hub"):
         VerifiersAgentConfig.model_validate(
