@@ -2,6 +2,7 @@
 aviary environment (its calculator and submit_answer tools called on the resources server), with
 openai_model and the scripted upstream, each a real server process; the upstream plays the model's turns."""
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -154,3 +155,29 @@ async def test_what_haystack_cannot_carry_is_refused_before_any_model_call(stack
     status, result = await run(stack, {**ROWS[0], "responses_create_params": params})
     assert status == 422 and named in result["error"]["message"]
     assert stack.model.requests() == []
+
+
+async def test_a_call_of_an_undeclared_tool_is_answered_by_haystack_and_the_rollout_goes_on(stack):
+    stack.model.script(
+        {"output": [function_call("launch_rockets", {})]},
+        {"output": [function_call("submit_answer", {"answer": "71"})]},
+        {"output": [assistant_message("71")]},
+    )
+    status, result = await run(stack, ROWS[0])
+    assert status == 200 and result["reward"] == 1.0, result
+    output = result["response"]["output"]
+    assert kinds(output) == ["function_call", "function_call_output"] * 2 + ["message"]
+    assert "launch_rockets" in output[1]["output"]
+
+
+async def test_concurrent_rollouts_through_one_pipeline_keep_their_own_sessions_and_turns(stack):
+    """The pipeline is shared; each rollout's model turns and environment session stay its own."""
+    stack.model.script(
+        {"match": "function_call_output", "output": [assistant_message("done")]},
+        {"match": "14 trays", "output": [function_call("submit_answer", {"answer": "71"})]},
+        {"match": "Tickets cost", "output": [function_call("submit_answer", {"answer": "44"})]},
+    )
+    results = await asyncio.gather(run(stack, ROWS[0]), run(stack, ROWS[1]))
+    assert [(status, result["reward"]) for status, result in results] == [(200, 1.0), (200, 1.0)]
+    for _, result in results:
+        assert kinds(result["response"]["output"]) == ["function_call", "function_call_output", "message"]
