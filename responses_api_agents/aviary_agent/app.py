@@ -44,7 +44,10 @@ class AviaryAgentConfig(SimpleAgentConfig):
         default=False,
         description="not supported: resources_servers/aviary sends no environment-state messages",
     )
-    old_env_state_message: str = Field(default="[Previous environment state - hidden]")
+    old_env_state_message: str = Field(
+        default="[Previous environment state - hidden]",
+        description="what collapsed states would read; kept for NeMo Gym configs, as collapsing is refused",
+    )
 
     @field_validator("collapse_old_env_states")
     @classmethod

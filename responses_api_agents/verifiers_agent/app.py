@@ -23,7 +23,7 @@ import httpx
 import verifiers as vf
 from fastapi import Request, Response
 from openai import APIStatusError, APITimeoutError, AsyncOpenAI
-from pydantic import ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from verifiers.clients import NeMoRLChatCompletionsClient
 
 from nemo_gym.config_types import AggregateMetricsRequest, ResourcesServerRef
@@ -97,9 +97,12 @@ class VerifiersAgentConfig(RolloutAgentConfig):
             raise ValueError(refusal)
         return value
 
-    def model_post_init(self, context: Any) -> None:
+    @model_validator(mode="after")
+    def _generation_cap(self) -> VerifiersAgentConfig:
+        """NeMo Gym's cap on rollouts generating at once is the cap every Gym agent has."""
         if self.max_concurrent_rollouts is None and self.max_concurrent_generation > 0:
             self.max_concurrent_rollouts = self.max_concurrent_generation
+        return self
 
 
 class VerifiersAgentRunRequest(RolloutRunRequest):

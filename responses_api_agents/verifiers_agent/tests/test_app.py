@@ -201,3 +201,16 @@ async def test_each_turns_token_ids_go_on_its_last_item(training_stack, vllm_ups
             turn["generation_token_ids"]
         )
     assert "generation_token_ids" not in output[1]
+
+
+def test_max_concurrent_generation_caps_rollouts_at_once_unless_the_gym_cap_is_set():
+    base = {"name": "agent", "model_server": {"type": "responses_api_models", "name": "m"}}
+    assert (
+        VerifiersAgentConfig.model_validate({**base, "max_concurrent_generation": 2}).max_concurrent_rollouts
+        == 2
+    )
+    both = {**base, "max_concurrent_generation": 2, "max_concurrent_rollouts": 5}
+    assert VerifiersAgentConfig.model_validate(both).max_concurrent_rollouts == 5
+    assert VerifiersAgentConfig.model_validate(base).max_concurrent_rollouts is None
+    with pytest.raises(ValidationError, match="group_size"):
+        VerifiersAgentConfig.model_validate({**base, "group_size": 4})
