@@ -161,12 +161,16 @@ async def test_a_hanging_model_fails_the_rollout_at_its_deadline(stack):
 
 
 def test_collapsing_environment_states_is_refused_with_the_fix():
-    with pytest.raises(ValidationError, match="collapse_old_env_states: false"):
+    with pytest.raises(ValidationError, match="collapse_old_env_states: false") as refused:
         AviaryAgentConfig.model_validate(
             {
                 "name": "agent",
+                "host": "127.0.0.1",
+                "port": 0,
+                "entrypoint": "app.py",
                 "resources_server": {"type": "resources_servers", "name": "aviary_env"},
                 "model_server": {"type": "responses_api_models", "name": "policy_model"},
                 "collapse_old_env_states": True,
             }
         )
+    assert [error["loc"] for error in refused.value.errors()] == [("collapse_old_env_states",)]

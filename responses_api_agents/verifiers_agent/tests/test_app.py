@@ -21,6 +21,14 @@ from tests.vllm_script import VllmUpstream, scripted_call
 FOLDER = Path(__file__).resolve().parents[1]
 ROWS = read_jsonl(FOLDER / "data" / "example.jsonl")  # row 0: 'r' in 'strawberry' -> "3"
 ROLLOUT_DEADLINE_S = 4.0
+# What every agent config holds besides this agent's own keys.
+CONFIG_BASE = {
+    "name": "agent",
+    "host": "127.0.0.1",
+    "port": 0,
+    "entrypoint": "app.py",
+    "model_server": {"type": "responses_api_models", "name": "m"},
+}
 
 
 @dataclass
@@ -147,14 +155,9 @@ async def test_an_environment_that_is_not_installed_is_refused_per_row(stack):
     "vf_env_id", ["primeintellect/acereason-math", "acereason-math", "no_such_package.env", ".."]
 )
 def test_hub_environments_are_refused_at_start_with_the_fix(vf_env_id):
-    with pytest.raises(ValidationError, match="Prime hub"):
-        VerifiersAgentConfig.model_validate(
-            {
-                "name": "agent",
-                "model_server": {"type": "responses_api_models", "name": "m"},
-                "vf_env_id": vf_env_id,
-            }
-        )
+    with pytest.raises(ValidationError, match="Prime hub") as refused:
+        VerifiersAgentConfig.model_validate({**CONFIG_BASE, "vf_env_id": vf_env_id})
+    assert [error["loc"] for error in refused.value.errors()] == [("vf_env_id",)]
 
 
 @pytest.fixture(scope="module")
@@ -204,13 +207,14 @@ async def test_each_turns_token_ids_go_on_its_last_item(training_stack, vllm_ups
 
 
 def test_max_concurrent_generation_caps_rollouts_at_once_unless_the_gym_cap_is_set():
-    base = {"name": "agent", "model_server": {"type": "responses_api_models", "name": "m"}}
     assert (
-        VerifiersAgentConfig.model_validate({**base, "max_concurrent_generation": 2}).max_concurrent_rollouts
+        VerifiersAgentConfig.model_validate(
+            {**CONFIG_BASE, "max_concurrent_generation": 2}
+        ).max_concurrent_rollouts
         == 2
     )
-    both = {**base, "max_concurrent_generation": 2, "max_concurrent_rollouts": 5}
+    both = {**CONFIG_BASE, "max_concurrent_generation": 2, "max_concurrent_rollouts": 5}
     assert VerifiersAgentConfig.model_validate(both).max_concurrent_rollouts == 5
-    assert VerifiersAgentConfig.model_validate(base).max_concurrent_rollouts is None
+    assert VerifiersAgentConfig.model_validate(CONFIG_BASE).max_concurrent_rollouts is None
     with pytest.raises(ValidationError, match="group_size"):
-        VerifiersAgentConfig.model_validate({**base, "group_size": 4})
+        VerifiersAgentConfig.model_validate({**CONFIG_BASE, "group_size": 4})
