@@ -23,7 +23,7 @@ from haystack import Pipeline  # noqa: E402
 from haystack.components.agents import Agent  # noqa: E402
 from haystack.dataclasses import ChatMessage  # noqa: E402
 from haystack.tools import Tool  # noqa: E402
-from pydantic import Field, PrivateAttr  # noqa: E402
+from pydantic import Field, PrivateAttr, model_validator  # noqa: E402
 
 from nemo_gym.errors import GymError  # noqa: E402
 from nemo_gym.rollout_agent import (  # noqa: E402
@@ -32,6 +32,7 @@ from nemo_gym.rollout_agent import (  # noqa: E402
     summed_usage,
     text_prompt,
 )
+from nemo_gym.text_extraction import one_line  # noqa: E402
 from responses_api_agents.haystack_agent.chat_generator import (  # noqa: E402
     CURRENT_ROLLOUT,
     TURN_META_KEY,
@@ -58,6 +59,16 @@ class HaystackAgentConfig(RolloutAgentConfig):
         default="pipelines/pipeline.yaml", description="serialized Haystack pipeline, relative to this folder"
     )
     agent_component_name: str = Field(default="agent", description="the pipeline's Agent component")
+
+    @model_validator(mode="after")
+    def _pipeline_loads(self) -> HaystackAgentConfig:
+        """A pipeline that cannot run stops the start with one line naming the file and the problem."""
+        path = FOLDER / self.pipeline_yaml
+        try:
+            load_agent(path, self.agent_component_name)
+        except Exception as error:
+            raise ValueError(f"pipeline_yaml {path}: {one_line(str(error))}") from error
+        return self
 
 
 class HaystackAgent(SimpleAgent):

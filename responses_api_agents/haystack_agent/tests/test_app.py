@@ -10,9 +10,12 @@ from pathlib import Path
 
 import orjson
 import pytest
+import yaml
+from pydantic import ValidationError
 
 from nemo_gym.http_client import get_response_json, request
 from nemo_gym.testing import read_jsonl
+from responses_api_agents.haystack_agent.app import FOLDER, HaystackAgentConfig
 from tests.helpers import instance_config, scripted_policy, start_instances
 from tests.upstream_script import (
     ScriptedTurns,
@@ -181,3 +184,36 @@ async def test_concurrent_rollouts_through_one_pipeline_keep_their_own_sessions_
     assert [(status, result["reward"]) for status, result in results] == [(200, 1.0), (200, 1.0)]
     for _, result in results:
         assert kinds(result["response"]["output"]) == ["function_call", "function_call_output", "message"]
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"user_prompt": "{{ question }}"}, "user_prompt to null"),
+        (
+            {
+                "chat_generator": {
+                    "type": "haystack.components.generators.chat.openai.OpenAIChatGenerator",
+                    "init_parameters": {},
+                }
+            },
+            "NeMoGymResponsesChatGenerator",
+        ),  # fmt: skip
+    ],
+)
+def test_a_pipeline_that_cannot_run_here_is_refused_at_start(tmp_path, change, named):
+    pipeline = yaml.safe_load((FOLDER / "pipelines" / "pipeline.yaml").read_text())
+    pipeline["components"]["agent"]["init_parameters"] |= change
+    (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(pipeline))
+    config = {
+        "name": "agent",
+        "host": "127.0.0.1",
+        "port": 0,
+        "entrypoint": "app.py",
+        "resources_server": {"type": "resources_servers", "name": "aviary_env"},
+        "model_server": {"type": "responses_api_models", "name": "policy_model"},
+        "pipeline_yaml": str(tmp_path / "pipeline.yaml"),
+    }
+    with pytest.raises(ValidationError, match=named):
+        HaystackAgentConfig.model_validate(config)
+    assert HaystackAgentConfig.model_validate({**config, "pipeline_yaml": "pipelines/pipeline.yaml"})
