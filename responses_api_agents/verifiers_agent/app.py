@@ -192,7 +192,7 @@ class VerifiersAgent(RolloutAgent):
             "reward": reward,
             "metrics": metrics,
         }
-        NeMoGymResponse.model_validate(response)
+        NeMoGymResponse.model_validate(response)  # a conversion bug fails here, not at the trainer
         return {**row.model_dump(mode="json"), "response": response, "reward": reward, "metrics": metrics}
 
     async def _environment(self, vf_env_id: str) -> Any:

@@ -99,6 +99,19 @@ async def test_the_environment_runs_its_tool_and_its_rubric_pays_the_reward(stac
     assert result["response"]["tools"][0]["name"] == "count_letter"
 
 
+async def test_aggregate_metrics_are_summarised_by_the_agent_itself(stack):
+    verify_responses = [
+        {"_ng_task_index": 0, "_ng_rollout_index": index, "reward": reward}
+        for index, reward in enumerate([1.0, 0.0])
+    ]
+    response = await request(
+        "POST", stack.agent_url + "/aggregate_metrics", json={"verify_responses": verify_responses}
+    )
+    metrics = await get_response_json(response)
+    assert response.status == 200, metrics
+    assert metrics["agent_metrics"]["mean/reward"] == 0.5
+
+
 async def test_a_wrong_answer_gets_the_rubrics_zero(stack):
     stack.model.script(reply("2"))
     status, result = await run(stack, ROWS[0])
