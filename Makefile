@@ -5,7 +5,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test test-load test-reliability test-ray test-envs test-folders test-pythons lint sandbox-tools browser-tools test-browser demo bench bench-liveness bench-viewer bench-training bench-ray clean
+.PHONY: test test-load test-reliability test-ray test-envs test-folders test-pythons lint sandbox-tools browser-tools agent-clis test-browser demo bench bench-liveness bench-viewer bench-training bench-ray clean
 
 # The benchmark harness (load generator, fake upstream) runs in a venv of its own, apart from what it measures.
 BENCH_VENV := .venv-bench
@@ -63,7 +63,7 @@ test-ray: $(INSTALLED)
 # Every shipped server in one deployment under malformed and fuzzed requests (no 5xx), bad bodies, upstream
 # faults, orphaned processes and secret masking (about 6 minutes on two cores). browser-tools first: a folder
 # whose program is missing (interactive_browser without Chromium) is left out with a warning.
-test-reliability: $(INSTALLED) sandbox-tools browser-tools
+test-reliability: $(INSTALLED) sandbox-tools browser-tools agent-clis
 	$(PYTHON) -m pytest -q -n auto --dist loadgroup tests/reliability
 
 # `make test` on a busy machine: two CPU-bound processes per core run beside it (the suite waits on
@@ -74,7 +74,7 @@ test-load: $(INSTALLED)
 # Every server folder through `gym test` (its tests plus its example-data checks, one folder per CPU at a
 # time), then every environment replayed offline end to end (tests/envs): a tier of its own, so that
 # `make test` stays short; CI runs both. `test-folders` is its older name.
-test-envs: $(INSTALLED) sandbox-tools browser-tools
+test-envs: $(INSTALLED) sandbox-tools browser-tools agent-clis
 	$(VENV)/bin/gym test
 	$(PYTHON) -m pytest -q -n auto --dist loadgroup tests/envs
 
@@ -108,6 +108,24 @@ browser-tools:
 		&& DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1; then \
 		echo "browser-tools: installed $$(chromedriver --version | cut -d' ' -f1-2) and Chromium"; \
 	else echo "browser-tools: chromium and chromedriver are missing and apt-get could not install them; the browser tests will skip"; fi
+
+# The coding-agent CLIs agent folders run (claude_code_agent, codex_agent, ...): `npm ci` in every agent folder
+# with a package.json, from its package-lock.json. Debian's nodejs and npm are installed with apt-get (as root)
+# when missing; otherwise their tests say why they skip.
+AGENT_CLI_FOLDERS := $(patsubst %/package.json,%,$(wildcard responses_api_agents/*/package.json))
+
+agent-clis:
+	@if ! command -v npm >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+			&& timeout 300 apt-get update -qq >/dev/null 2>&1 \
+			&& DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq nodejs npm >/dev/null 2>&1; then \
+			echo "agent-clis: installed node $$(node --version) and npm"; \
+		else echo "agent-clis: node and npm are missing and apt-get could not install them; the CLI agents' tests will skip"; fi; \
+	fi
+	@if command -v npm >/dev/null 2>&1; then for folder in $(AGENT_CLI_FOLDERS); do \
+		(cd $$folder && timeout 900 npm ci --no-audit --no-fund --loglevel=error) \
+			|| echo "agent-clis: npm ci failed in $$folder; its tests will skip"; \
+	done; fi
 
 test-browser: $(INSTALLED) browser-tools
 	$(PYTHON) -m pytest -q tests/browser

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-from collections.abc import Coroutine
+import re
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,7 @@ from nemo_gym.http_client import (
 )
 from nemo_gym.in_process import LocalResponse
 from nemo_gym.mcp_tool_calls import call_mcp_tool
-from nemo_gym.openai_utils import NeMoGymResponse
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.rollout_paths import with_current_rollout_prefix
 from nemo_gym.validation_errors import first_problem
 from nemo_gym.wire.rows import BaseRunRequest
@@ -57,6 +58,9 @@ USAGE_DETAIL_COUNTS = (
     ("input_tokens_details", "cached_tokens"),
     ("output_tokens_details", "reasoning_tokens"),
 )
+# Routes of every resources server that a model must never reach by naming them as a tool.
+RESERVED_ROUTES = frozenset({"seed_session", "verify", "aggregate_metrics"})
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
 class RolloutAgentConfig(BaseResponsesAPIAgentConfig):
@@ -186,6 +190,17 @@ class RolloutAgent(SimpleResponsesAPIAgent):
         rollout.resources_cookies = cookies_after(answer, rollout.resources_cookies)
         return await answer.read()
 
+    async def tool_call_output(
+        self, call: dict[str, Any], declared_tools: set[str], rollout: Rollout
+    ) -> dict[str, Any]:
+        """Run one function call (`call_tool`); a call that may not run (`tool_call_refusal`) and any
+        refusal of the tool become the tool's output, so the loop goes on."""
+        refusal = tool_call_refusal(call, declared_tools)
+        if refusal is not None:
+            return refusal
+        body = await self.call_tool(rollout, call["name"], orjson.loads(call["arguments"] or "{}"))
+        return function_call_output(call, body.decode(errors="replace"))
+
     def setup_webserver(self) -> FastAPI:
         """A burst of rollouts far beyond what the CPU can start at once (say 10,000 arriving together) would
         otherwise begin all their first steps in one go, and hold the event loop long enough for timers of
@@ -215,6 +230,18 @@ class RolloutAgent(SimpleResponsesAPIAgent):
         )
         await raise_for_status(seeded)
         return Rollout.starting(cookies_after(seeded, dict(request.cookies)))
+
+    async def seeded_loop_verified(
+        self,
+        request: Request,
+        body: RolloutRunRequest,
+        loop: Callable[[dict[str, Any], Rollout], Awaitable[Rollout]],
+    ) -> bytes:
+        """The rollout of an agent that seeds, runs `loop` (given the row's `responses_create_params` and the
+        seeded rollout) and verifies: the verify answer's bytes. Run it within `as_rollout`."""
+        row = body.model_dump(mode="json", exclude_unset=True)
+        rollout = await loop(row["responses_create_params"], await self.seeded_rollout(request, row))
+        return await self.verified(row, rollout.response, rollout)
 
     async def verified(self, row: dict[str, Any], response: dict[str, Any], rollout: Rollout) -> bytes:
         """The resources server's `/verify` answer (its bytes) for `row` and `response`, sent with the
@@ -253,6 +280,22 @@ class RolloutAgent(SimpleResponsesAPIAgent):
             ) from error
         return turn, cookies
 
+    async def passed_through(
+        self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming
+    ) -> NeMoGymResponse:
+        """`/v1/responses` as one call of `model_server`, within the rollout deadline: the caller's cookies
+        go with it, and those the model server sets are set on `response`."""
+        answer, cookies = await self.as_rollout(
+            self.model_turn(
+                self.config.model_server.name,
+                body.model_dump(mode="json", exclude_unset=True),
+                dict(request.cookies),
+            )
+        )
+        for name, value in cookies.items():
+            response.set_cookie(name, value)
+        return NeMoGymResponse.model_validate(answer)
+
     async def as_rollout(self, work: Coroutine[Any, Any, Any]) -> Any:
         """Run `work` once a rollout slot is free (`max_concurrent_rollouts`), all within the rollout's
         deadline: waiting for the slot counts too, so nothing waits forever. The deadline is the
@@ -276,10 +319,75 @@ class RolloutAgent(SimpleResponsesAPIAgent):
         finally:
             work.close()  # discards it quietly if the deadline came while it was still waiting
 
+    async def loop_responses(
+        self,
+        request: Request,
+        response: Response,
+        params: dict[str, Any],
+        loop: Callable[[dict[str, Any], Rollout], Awaitable[Rollout]],
+    ) -> NeMoGymResponse:
+        """`/v1/responses` of an agent whose rollout is `loop`: the loop on `params` without seeding or
+        verifying, within the rollout deadline and inside the agent session when one is open; the cookies
+        both servers set go back to the caller."""
+        rollout = await self.as_rollout(loop(params, self.session_rollout(request)))
+        self.end_session_rollout(rollout)
+        for name, value in {**rollout.resources_cookies, **rollout.model_cookies}.items():
+            response.set_cookie(name, value)
+        return NeMoGymResponse.model_validate(rollout.response)
+
 
 def cookies_after(answer: aiohttp.ClientResponse | LocalResponse, previous: dict[str, str]) -> dict[str, str]:
     """The cookies to send next: the previous ones updated with those this answer set."""
     return {**previous, **response_cookies(answer)}
+
+
+def input_items(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """A request's `input` as a list of items: a string is one user message (the Responses API allows both)."""
+    given = params.get("input", [])
+    return [{"role": "user", "content": given, "type": "message"}] if isinstance(given, str) else given
+
+
+def declared_tool_names(params: dict[str, Any]) -> set[str]:
+    """The names of the function tools a request offers; empty when it declares none."""
+    return {tool.get("name") for tool in params.get("tools") or [] if tool.get("type") == "function"}
+
+
+def tool_call_refusal(call: dict[str, Any], declared_tools: set[str]) -> dict[str, Any] | None:
+    """The `function_call_output` refusing a call that may not run, or None when it may: a name that is
+    not declared (when tools are declared), a resources server route or not a tool name at all, and
+    arguments that are not a JSON object."""
+    name = call.get("name") or ""
+    undeclared = bool(declared_tools) and name not in declared_tools
+    if undeclared or name in RESERVED_ROUTES or not TOOL_NAME.match(name):
+        available = ", ".join(sorted(declared_tools - RESERVED_ROUTES)) or "none"
+        return tool_error_output(call, f"Unknown tool {name!r}. Available tools: {available}")
+    try:
+        arguments = orjson.loads(call.get("arguments") or "{}")
+    except orjson.JSONDecodeError as error:
+        return tool_error_output(call, f"Invalid tool call arguments: {error}")
+    if not isinstance(arguments, dict):
+        return tool_error_output(call, "Invalid tool call arguments: expected a JSON object")
+    return None
+
+
+def function_call_output(call: dict[str, Any], output: str) -> dict[str, Any]:
+    """The item answering `call` with `output`."""
+    return {"type": "function_call_output", "call_id": call.get("call_id"), "output": output}
+
+
+def tool_error_output(call: dict[str, Any], message: str) -> dict[str, Any]:
+    return function_call_output(call, orjson.dumps({"error": message}).decode())
+
+
+def marked_incomplete(response: dict[str, Any], reason: str, message: str) -> dict[str, Any]:
+    """`response` as a rollout that ended before an answer: `status: incomplete`, with NeMo Gym 0.7's
+    `ng_termination_reason` and `ng_termination_message` in its metadata, so a trainer can tell it apart."""
+    metadata = {
+        **(response.get("metadata") or {}),
+        "ng_termination_reason": reason,
+        "ng_termination_message": message,
+    }
+    return {**response, "status": "incomplete", "metadata": metadata}
 
 
 def summed_usage(total: dict[str, Any] | None, turn: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -1,8 +1,8 @@
 """Training-token capture on a model server: the file sink of NeMo Gym 0.7's `token_id_capture` block.
 
-A `/v1/responses` or `/v1/chat/completions` call that arrives under `/ng-rollout/<key>/training-token-capture/`
-(an environment server asked for it, see `nemo_gym.config.token_id_capture`) is recorded as one JSON line
-appended to `<dir>/<key>.jsonl`: the rollout key, the route, the call's index within the rollout (order of
+A `/v1/responses`, `/v1/chat/completions` or `/v1/messages` call that arrives under
+`/ng-rollout/<key>/training-token-capture/` (an environment server asked for it, see
+`nemo_gym.config.token_id_capture`) is recorded as one JSON line appended to `<dir>/<key>.jsonl`: the rollout key, the route, the call's index within the rollout (order of
 arrival at this process), the answer's status and the token fields the answer carries, with explicit nulls
 and `"token_ids_available": false` when it carries none (an upstream without token data, an error).
 
@@ -29,10 +29,18 @@ from nemo_gym.rollout_paths import split_rollout_path
 
 logger = logging.getLogger("nemo_gym.token_capture")
 
-CAPTURED_ROUTES = frozenset({("POST", "/v1/responses"), ("POST", "/v1/chat/completions")})
+CAPTURED_ROUTES = frozenset(
+    {("POST", "/v1/responses"), ("POST", "/v1/chat/completions"), ("POST", "/v1/messages")}
+)
+# Routes whose answer is recorded in the Responses shape (`/v1/messages` records the Responses answer it
+# was made from: the Anthropic message has no place for token ids).
+RESPONSES_SHAPED_ROUTES = frozenset({"/v1/responses", "/v1/messages"})
 TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
 # The Responses output items a model generates (the token fields go on them); others (reasoning) are not.
 GENERATED_ITEM_TYPES = frozenset({"message", "function_call"})
+# Where a route that answers in Server-Sent Events leaves the whole answer it made them from (a list in the
+# request's scope), so the line records it as it records a plain JSON answer.
+BUFFERED_ANSWER_KEY = "gym.buffered_answer"
 # Rollout keys whose call count is kept; the oldest is forgotten first, so memory stays bounded in a
 # long training run (a rollout whose calls are far apart by that much is numbered afresh).
 MAX_COUNTED_ROLLOUTS = 65_536
@@ -68,6 +76,13 @@ def _append_line(path: Path, line: bytes) -> None:
         os.close(descriptor)
 
 
+def keep_buffered_answer(scope: Scope, answer: dict[str, Any]) -> None:
+    """Record `answer` as the call's answer (a streamed call: its body is events, not the answer)."""
+    buffered = scope.get(BUFFERED_ANSWER_KEY)
+    if buffered is not None:
+        buffered.append(answer)
+
+
 def captured_routes(non_generating: list[tuple[str, str]]) -> frozenset[tuple[str, str]]:
     """The routes recorded: both generating routes, less those the server's config calls non-generating."""
     excluded = {(method.upper(), "/" + path.strip("/")) for method, path in non_generating}
@@ -78,7 +93,7 @@ def capture_record(rollout_key: str, route: str, index: int, status: int, body: 
     """The line of one call: the token fields of each generated item (Responses) or choice (chat)."""
     answer = _json_object(body) if status < 400 else None
     outputs = None
-    if answer is not None and route == "/v1/responses":
+    if answer is not None and route in RESPONSES_SHAPED_ROUTES:
         outputs = [
             {"type": item.get("type"), **_token_fields(item)}
             for item in answer.get("output") or []
@@ -115,7 +130,8 @@ def _token_fields(carrier: dict[str, Any]) -> dict[str, Any]:
 
 class TokenCaptureMiddleware:
     """Records the captured calls of a model server (outermost, so it sees the answer as sent, error
-    bodies included). The answer is held until its line is written; a call whose line cannot be written
+    bodies included; of a streamed answer, the answer it was made from). The answer is held until its
+    line is written (a stream too: it then arrives whole, once the line is on disk); a call whose line cannot be written
     fails with a 500, since a trainer relying on the capture must not get a turn it has no record of."""
 
     def __init__(self, app: ASGIApp, files: CaptureFiles, server_label: str) -> None:
@@ -131,16 +147,21 @@ class TokenCaptureMiddleware:
         key, _, route = split
         index = self.files.next_index(key)
         held: list[Message] = []
+        buffered: list[dict[str, Any]] = []
 
         async def hold(message: Message) -> None:
             held.append(message)
 
-        await self.app(scope, receive, hold)
+        await self.app({**scope, BUFFERED_ANSWER_KEY: buffered}, receive, hold)
         status = next(
             (message["status"] for message in held if message["type"] == "http.response.start"), 500
         )
-        body = b"".join(
-            message.get("body", b"") for message in held if message["type"] == "http.response.body"
+        body = (
+            orjson.dumps(buffered[-1])
+            if buffered
+            else b"".join(
+                message.get("body", b"") for message in held if message["type"] == "http.response.body"
+            )
         )
         try:
             await self.files.append(key, capture_record(key, route, index, status, body))

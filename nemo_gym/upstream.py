@@ -114,6 +114,11 @@ class NeMoGymAsyncOpenAI(BaseModel):
     def _headers(self) -> dict[str, str]:
         return {**self.default_headers, **_authorization(self.base_url, self.api_key)}
 
+    def auth_headers(self) -> dict[str, str]:
+        """The headers every call of this client sends, the key's included: for a side call made as the
+        same caller (a proxy's stats, say), never for a log."""
+        return self._headers()
+
     async def _call(self, method: str, url: str, body: dict[str, Any] | None = None) -> Any:
         if self._refused is not None:
             raise copy.copy(self._refused)
@@ -184,15 +189,19 @@ class Upstream:
         limit = bounds.max_concurrent_requests
         self._semaphore = asyncio.Semaphore(limit) if limit is not None else None
 
-    def client(self, client_class: type[Client], base_url: str, max_retries: int | None = None) -> Client:
+    def client(
+        self, client_class: type[Client], base_url: str, max_retries: int | None = None, **fields: Any
+    ) -> Client:
         """A client of `base_url`; `max_retries` lowers the configured attempts (e.g. for a backend that
-        may move, so a call fails soon and the next one looks for it again)."""
+        may move, so a call fails soon and the next one looks for it again). `fields` are the settings a
+        provider's client class adds (e.g. Azure's query parameters)."""
         return client_class(
             base_url=base_url,
             api_key=self._api_key.get_secret_value(),
             default_headers=self._default_headers,
             max_retries=min(self._bounds.max_retries, max_retries or self._bounds.max_retries),
             timeout=self._bounds.timeout_s or default_retry_policy().deadline_s,
+            **fields,
         )
 
     @contextlib.asynccontextmanager

@@ -13,7 +13,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import orjson
 import requests
 import yaml
 
+from nemo_gym.http_client import get_response_json, request
 from nemo_gym.preflight import DEFAULT_READINESS_DEADLINE_S
 from nemo_gym.testing import (  # noqa: F401  (re-exported: the tests import them from here)
     STARTUP_DEADLINE_S,
@@ -30,6 +31,7 @@ from nemo_gym.testing import (  # noqa: F401  (re-exported: the tests import the
     run_server,
     stop_process,
 )
+from tests.upstream_script import ModelRoles, fresh_model
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NEVER_PRINTED = "\0never printed\0"
@@ -38,6 +40,8 @@ NEVER_PRINTED = "\0never printed\0"
 # Server folders that need a program this machine may lack (`make browser-tools` installs Chromium): the
 # tests that start every folder leave such a folder out, saying why, where none of its programs is found.
 FOLDER_PROGRAMS = {"interactive_browser": ("chromium", "chromium-browser")}
+# Agent folders running an npm CLI that `make agent-clis` installs under the folder's node_modules/.bin.
+FOLDER_CLIS = {"claude_code_agent": "claude", "codex_agent": "codex"}
 
 
 def missing_program(folder: str) -> str | None:
@@ -45,6 +49,9 @@ def missing_program(folder: str) -> str | None:
     programs = FOLDER_PROGRAMS.get(folder, ())
     if programs and not any(shutil.which(program) for program in programs):
         return f"{folder} needs {' or '.join(programs)}, not installed here (make browser-tools)"
+    cli = FOLDER_CLIS.get(folder)
+    if cli and not (REPO_ROOT / "responses_api_agents" / folder / "node_modules" / ".bin" / cli).exists():
+        return f"{folder} needs the {cli} CLI, not installed under its node_modules (make agent-clis)"
     return None
 
 
@@ -289,26 +296,38 @@ def counter_agent_stack(
         yield CounterAgentStack(agent.url, model_server.url)
 
 
-def scripted_policy(upstream_base_url: str, model: str) -> dict:
-    """openai_model's instance block in front of the scripted upstream, sending `model` as its model name."""
-    return instance_config(
-        "responses_api_models",
-        "openai_model",
-        openai_base_url=upstream_base_url,
-        openai_api_key="sk-scripted-policy",
-        openai_model=model,
-    )
+def run_with_port(servers: contextlib.ExitStack, config: dict, instance: str, workdir: Path) -> StartedServer:
+    """Start `instance` of `config` within `servers` and write the port it bound into its block, so the
+    instances started after it can call it."""
+    started = servers.enter_context(run_instance(config, instance, workdir))
+    (inner,) = next(iter(config[instance].values())).values()
+    inner["port"] = started.port
+    return started
 
 
-def start_instances(
-    servers: contextlib.ExitStack, config: dict, names: list[str], workdir: Path
-) -> dict[str, str]:
-    """Start the named instances of `config` in order, each bound port written back into `config` so the
-    instances started after it reach it; their URLs by name. `servers` stops them."""
-    urls = {}
-    for name in names:
-        started = servers.enter_context(run_instance(config, name, workdir))
-        server_type, implementations = next(iter(config[name].items()))
-        next(iter(implementations.values()))["port"] = started.port
-        urls[name] = started.url
-    return urls
+@dataclass
+class RoleStack(ModelRoles):
+    """A test stack: scripted models by role, and the agents under test by instance name."""
+
+    urls: dict[str, str] = field(default_factory=dict)
+
+    async def run(self, agent: str, row: dict) -> tuple[int, Any]:
+        """(status, body) of the agent's `/run` for `row`."""
+        answer = await request("POST", self.urls[agent] + "/run", json=row)
+        return answer.status, await get_response_json(answer)
+
+
+def run_role_models(
+    servers: contextlib.ExitStack, upstream: Any, roles: list[str], workdir: Path, **settings: Any
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """An openai_model instance `<role>_model` per role, each a fresh model name of the scripted upstream,
+    started within `servers`: (their config blocks with the real ports, role -> model name)."""
+    models = {role: fresh_model(role) for role in roles}
+    config: dict[str, Any] = {}
+    for role, model in models.items():
+        config[f"{role}_model"] = instance_config(
+            "responses_api_models", "openai_model", openai_base_url=upstream.base_url,
+            openai_api_key=f"sk-{role}-test", openai_model=model, **settings,
+        )  # fmt: skip
+        run_with_port(servers, config, f"{role}_model", workdir)
+    return config, models

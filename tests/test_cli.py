@@ -235,8 +235,13 @@ def test_list_cuts_a_long_description_at_a_word(tmp_path):
     [
         (["list", "resources-servers", "mcqa"], ["mcqa"]),
         (["list", "environment-servers"], ["legacy_agent", "single_agent_turn", "single_agent_turn_legacy"]),
-        (["search", "agents", "simple"], ["gdp_pdf_agent", "non_executing_simple_agent", "simple_agent"]),
+        (
+            ["search", "agents", "simple"],
+            ["gdp_pdf_agent", "non_executing_simple_agent", "simple_agent", "simple_agent_with_compaction"],
+        ),
         (["search", "mcq"], ["bunsenbench_chemistry_mcq", "mcqa"]),
+        (["list", "models", "switchyard_model"], ["switchyard_model"]),
+        (["search", "models", "azure"], ["azure_openai_model"]),
     ],
 )
 def test_list_by_name_and_search(args, names, tmp_path):

@@ -24,7 +24,7 @@ SERVER_KINDS = ("resources_servers", "responses_api_agents", "responses_api_mode
 # Re-exports core names under the path environments written for NeMo Gym import them from.
 SHARED_SHIM = "resources_servers.gymnasium"
 # Folders that build on another folder, as their NeMo Gym namesakes do; each says so in its README.
-BUILDS_ON = {
+BUILDS_ON: dict[str, str | tuple[str, ...]] = {
     "resources_servers.polymath": "resources_servers.math_with_judge",  # its server, with more metrics
     "resources_servers.circle_click": "resources_servers.circle_count",  # the same synthetic pictures
     "resources_servers.physics_judge": "resources_servers.math_with_judge",  # its server, another judge
@@ -44,6 +44,21 @@ BUILDS_ON = {
     "resources_servers.gdp_pdf": "resources_servers.labbench2_vlm",  # its check of the prompt's images
     "responses_api_agents.image_tools_agent": "resources_servers.image_tools",  # its tool-call reader
     "responses_api_agents.gdp_pdf_agent": "responses_api_agents.simple_agent",  # its loop, as in NeMo Gym
+    "responses_api_agents.toolsandbox_agent": "responses_api_agents.gymnasium_agent",  # its user-sim loop
+    "responses_api_agents.conversational_tool_use": (
+        "responses_api_agents.gymnasium_agent",  # its user-sim loop, for the simulation stage
+        "resources_servers.conversational_tool_use_simulation",  # the row models and JSON reading it generates for
+    ),
+    "responses_api_agents.simple_agent_with_compaction": "responses_api_agents.simple_agent",  # its loop
+    "responses_api_models.vllm_model_with_compaction": "responses_api_models.vllm_model",  # its server
+    "responses_api_models.inference_provider": "responses_api_models.vllm_model",  # its chat conversion
+    "responses_api_models.azure_openai_model": "responses_api_models.inference_provider",  # its server
+    # its pass-through server, and vllm_model's conversion for a proxy that answers with a chat completion
+    "responses_api_models.litellm_model": (
+        "responses_api_models.openai_model",
+        "responses_api_models.vllm_model",
+    ),
+    "responses_api_models.switchyard_model": "responses_api_models.openai_model",  # its pass-through server
     "responses_api_agents.aviary_agent": "responses_api_agents.simple_agent",  # its tool-call reader and refusals
     "responses_api_agents.haystack_agent": "responses_api_agents.simple_agent",  # its tool names and reserved routes
 }
@@ -106,7 +121,8 @@ def server_folder_violations(root: Path, folder: Path) -> list[str]:
             if level:
                 problems.append(f"{where}relative import `{'.' * level}{module}`; write it from `{package}`")
             elif top in SERVER_KINDS:
-                allowed = (package, SHARED_SHIM, *([BUILDS_ON[package]] if package in BUILDS_ON else []))
+                bases = BUILDS_ON.get(package, ())
+                allowed = (package, SHARED_SHIM, *((bases,) if isinstance(bases, str) else bases))
                 if not any(is_within(module, base) for base in allowed):
                     problems.append(f"{where}`{module}` is another server folder")
             elif top == REPO_TESTS:

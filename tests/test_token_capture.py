@@ -293,4 +293,7 @@ def test_a_chat_answer_is_recorded_from_its_messages() -> None:
             "generation_log_probs": [-0.5],
         }
     ]
-    assert captured_routes([("post", "v1/chat/completions/")]) == {("POST", "/v1/responses")}
+    assert captured_routes([("post", "v1/chat/completions/")]) == {
+        ("POST", "/v1/responses"),
+        ("POST", "/v1/messages"),
+    }

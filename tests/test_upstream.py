@@ -43,6 +43,18 @@ def test_clients_carry_the_key_headers_and_bounds() -> None:
     assert (client.max_retries, client.timeout) == (2, 7.5)
 
 
+class QueryClient(NeMoGymAsyncOpenAI):
+    """A provider's client with a setting of its own (as azure_openai_model's query parameters)."""
+
+    query: dict[str, str] = {}
+
+
+def test_a_client_class_gets_its_own_fields_beside_the_bounds() -> None:
+    client = upstream(max_retries=3).client(QueryClient, UPSTREAM_URL, query={"api-version": "2024-10-21"})
+    assert isinstance(client, QueryClient)
+    assert (client.query, client.api_key, client.max_retries) == ({"api-version": "2024-10-21"}, API_KEY, 3)
+
+
 def test_without_timeout_s_a_client_has_the_deployment_deadline() -> None:
     config = UpstreamCallConfig()
     assert (config.max_retries, config.timeout_s, config.max_concurrent_requests) == (5, None, None)

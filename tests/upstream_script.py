@@ -20,7 +20,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
 import orjson
@@ -164,19 +164,30 @@ def _quote(model: str) -> str:
     return urllib.parse.quote(model, safe="")
 
 
+def as_step(answer: str | dict[str, Any]) -> dict[str, Any]:
+    """A text becomes an answer with that assistant message, an output item a one-item answer; any other
+    dict is a step as it is (`{"hang": True}`, ...)."""
+    if isinstance(answer, str):
+        return {"output": [assistant_message(answer)]}
+    return {"output": [answer]} if "type" in answer else answer
+
+
 @dataclass
-class ScriptedTurns:
-    """One model's script on the upstream, and the request bodies it got since the script was last set."""
+class ModelRoles:
+    """The models of one test stack by role (policy, user, judge, ...): a role's script is replaced at once,
+    and its requests are read from that moment on, so each test sees only its own."""
 
     upstream: ScriptedUpstream
-    model: str
-    seen: int = 0
+    models: dict[str, str]
+    _seen: dict[str, int] = field(default_factory=dict)
 
-    def script(self, *turns: dict[str, Any]) -> None:
-        """Replace the model's script with `turns`; `requests` then shows only what comes after."""
-        self.upstream.clear(self.model)
-        self.seen = len(self.upstream.requests(self.model))
-        self.upstream.script(self.model, list(turns))
+    def script(self, role: str, *answers: str | dict[str, Any]) -> None:
+        model = self.models[role]
+        self.upstream.clear(model)
+        self._seen[model] = len(self.upstream.requests(model))
+        self.upstream.script(model, [as_step(answer) for answer in answers])
 
-    def requests(self) -> list[dict[str, Any]]:
-        return [entry["body"] for entry in self.upstream.requests(self.model)[self.seen :]]
+    def requests(self, role: str) -> list[dict[str, Any]]:
+        """The bodies of the role's requests since its last script."""
+        model = self.models[role]
+        return [entry["body"] for entry in self.upstream.requests(model)[self._seen.get(model, 0) :]]

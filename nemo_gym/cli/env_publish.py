@@ -49,12 +49,13 @@ COMPANION_CONFIGS: dict[str, tuple[str, ...]] = {
     "model": (),
     "environment-server": (SMALL_ENVIRONMENT, REPLAY_MODEL),
 }
-# What the policy_* keys of env.yaml would hold; env.yaml itself is not read, so the result is the same
-# on every machine.
+# What the policy_* keys of env.yaml would hold (and remote_agent_base_url, remote_agent's service); env.yaml
+# itself is not read, so the result is the same on every machine.
 PLACEHOLDER_OVERRIDES = (
     "++policy_base_url=http://127.0.0.1:1/v1",
     "++policy_api_key=placeholder",
     "++policy_model_name=placeholder",
+    "++remote_agent_base_url=http://127.0.0.1:1",
 )
 
 

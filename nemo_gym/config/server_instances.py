@@ -10,6 +10,7 @@ from typing import Annotated, Any, ClassVar
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import (
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -202,6 +203,16 @@ SHARED_SERVER_KEYS = frozenset(
 )  # fmt: skip
 
 
+def _read_names(alias: Any) -> set[str]:
+    """The config keys an alias reads: itself, or each plain name of an `AliasChoices` (a server that reads
+    a key under NeMo Gym's name and its own)."""
+    if isinstance(alias, str):
+        return {alias}
+    if isinstance(alias, AliasChoices):
+        return {choice for choice in alias.choices if isinstance(choice, str)}
+    return set()
+
+
 def unknown_setting(config_class: type[BaseModel], inner: Mapping[str, Any]) -> str | None:
     """One line naming the first key of `inner` that `config_class` does not read (with the nearest key it
     does read), or None. A model that keeps extra keys (`extra="allow"`) reads them all."""
@@ -209,7 +220,7 @@ def unknown_setting(config_class: type[BaseModel], inner: Mapping[str, Any]) -> 
         return None
     known = set(SHARED_SERVER_KEYS)
     for name, field in config_class.model_fields.items():
-        known |= {name, *(alias for alias in (field.alias, field.validation_alias) if isinstance(alias, str))}
+        known |= {name, *_read_names(field.alias), *_read_names(field.validation_alias)}
     unknown = [key for key in inner if isinstance(key, str) and key not in known]
     if not unknown:
         return None

@@ -303,7 +303,8 @@ class NeMoGymResponseCreateParamsNonStreaming(BaseModel):
     """Body of ``POST /v1/responses`` and the ``responses_create_params`` of every task row.
 
     Unknown keys are an error (NeMo Gym's contract): server-specific sampling extras go through
-    ``metadata`` (string values). Streaming is not supported anywhere, so ``stream`` may only be false/null.
+    ``metadata`` (string values). ``stream`` may only be false/null here: a model server's ``/v1/responses``
+    takes ``stream: true`` itself and validates the rest with this model (``nemo_gym.responses_streaming``).
     """
 
     model_config = ConfigDict(extra="forbid")

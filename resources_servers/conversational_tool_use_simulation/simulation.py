@@ -126,19 +126,23 @@ def schema_problem(schema: dict[str, Any], value: Any) -> str | None:
     return None
 
 
-def parse_tool_result(tool: ToolSpec, text: str) -> tuple[dict[str, Any] | None, bool, str | None]:
-    """(result, repaired, problem): the simulator's JSON object, whether json-repair had to mend it, or why
-    it is unusable."""
+def read_json(text: str) -> tuple[Any, bool]:
+    """(value, repaired) of a model's JSON answer: one code fence unwrapped, then strict JSON, else what
+    json-repair makes of it (None for an empty answer; an empty value when nothing could be mended)."""
     body = text.strip()
     fenced = FENCE.match(body)
     if fenced:
         body = fenced.group(1).strip()
-    repaired = False
     try:
-        result = json.loads(body)
+        return json.loads(body), False
     except json.JSONDecodeError:
-        result = repair_json(body, return_objects=True) if body else None
-        repaired = True
+        return (repair_json(body, return_objects=True) if body else None), True
+
+
+def parse_tool_result(tool: ToolSpec, text: str) -> tuple[dict[str, Any] | None, bool, str | None]:
+    """(result, repaired, problem): the simulator's JSON object, whether json-repair had to mend it, or why
+    it is unusable."""
+    result, repaired = read_json(text)
     if not isinstance(result, dict) or (repaired and not result):
         return None, repaired, "the tool simulator did not answer with a JSON object"
     if tool.returns:

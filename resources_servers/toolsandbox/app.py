@@ -7,16 +7,26 @@ episode with the stop marker. After every step the trajectory so far is graded (
 similarity, 0 once a minefield is met. A step's reward is the change of that grade, so the rewards of the
 steps taken add up to the grade of the trajectory however the episode ends (user stop, the agent's
 `max_steps`, or this server's message cap), even though the agent sends no step after the user stops.
+`/verify` grades a finished conversation (the row and the whole `response`) on a fresh world, without an
+episode: toolsandbox_agent calls it at the end, and it re-grades recorded rollouts.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 from typing import Any
 
+from fastapi import FastAPI
 from pydantic import BaseModel, Field
 
-from nemo_gym.base_gymnasium_server import GymnasiumServer, GymnasiumServerConfig, StepResult, parse_metadata
+from nemo_gym.base_gymnasium_server import (
+    EnvStepRequest,
+    GymnasiumServer,
+    GymnasiumServerConfig,
+    StepResult,
+    parse_metadata,
+)
 from nemo_gym.openai_utils import NeMoGymResponse
 from resources_servers.toolsandbox.grading import Evaluation, Milestone, Snapshot, evaluate
 from resources_servers.toolsandbox.world import World, call_tool
@@ -48,6 +58,10 @@ class ToolSandboxTask(BaseModel):
     max_messages: int = Field(default=DEFAULT_MAX_MESSAGES, ge=1)
 
 
+class ToolSandboxVerifyRequest(EnvStepRequest):
+    """A task row and the whole conversation to grade (`response.output`: every item of the episode)."""
+
+
 class ToolSandboxServer(GymnasiumServer):
     config: ToolSandboxConfig
 
@@ -68,35 +82,12 @@ class ToolSandboxServer(GymnasiumServer):
 
     async def step(self, action: NeMoGymResponse, metadata: dict[str, Any], session_id: str) -> StepResult:
         state = self.episode_state(session_id)
-        world: World = state["world"]
-        trajectory: list[Snapshot] = state["trajectory"]
-        tool_outputs, tool_errors = [], 0
-        for item in action.output:
-            kind = getattr(item, "type", None)
-            if kind == "function_call":
-                result = call_tool(world, item.name, item.arguments)
-                tool_outputs.append({"call_id": item.call_id, "output": result.output})
-                tool_errors += result.error
-                state["messages"] += MESSAGES_PER_TOOL_CALL
-                if result.trace is not None:
-                    trajectory.append(Snapshot(world.snapshot(), traces=[result.trace]))
-            elif kind == "message" and getattr(item, "role", None) == "assistant":
-                text = "".join(getattr(part, "text", "") or "" for part in item.content)
-                if text.strip():
-                    trajectory.append(Snapshot(world.snapshot(), reply=text))
-                    state["messages"] += MESSAGES_PER_REPLY
-        info: dict[str, Any] = {"tool_outputs": tool_outputs, "tool_errors": tool_errors}
+        played = play_turn(state["world"], state["trajectory"], action.output)
+        state["messages"] += played.messages
+        info: dict[str, Any] = {"tool_outputs": played.tool_outputs, "tool_errors": played.tool_errors}
         task: ToolSandboxTask = state["task"]
-        try:
-            evaluation = await asyncio.wait_for(
-                asyncio.to_thread(evaluate, list(trajectory), task.milestones, task.minefields),
-                self.config.grading_timeout_s,
-            )
-        except TimeoutError:
-            info.update(
-                mask_sample=True,
-                grading_failure=f"grading did not finish within {self.config.grading_timeout_s:g}s",
-            )
+        evaluation = await self._graded(state["trajectory"], task, info)
+        if evaluation is None:
             return None, 0.0, False, True, info
         reward = evaluation.reward - state["granted"]
         state["granted"] = evaluation.reward
@@ -105,6 +96,75 @@ class ToolSandboxServer(GymnasiumServer):
         if truncated:
             info["message_cap_reached"] = state["cap"]
         return None, reward, False, truncated, info
+
+    async def verify(self, body: ToolSandboxVerifyRequest) -> dict[str, Any]:
+        """Grade a finished conversation without an episode: a fresh world from the row, the response's
+        tool calls and replies played on it in order (tool outputs, user turns and anything else skipped),
+        then the same grading as the steps, so the reward equals the sum of the step rewards."""
+        row = body.model_dump(mode="json", exclude={"response"})
+        task = parse_metadata(ToolSandboxTask, body.model_extra or {})
+        world = World.from_row(task.initial_state, task.current_time)
+        trajectory = [Snapshot(world.snapshot())]
+        play_turn(world, trajectory, body.response.output)
+        info: dict[str, Any] = {}
+        evaluation = await self._graded(trajectory, task, info)
+        graded = (
+            {"reward": 0.0, **info}
+            if evaluation is None
+            else {"reward": evaluation.reward, **grade_info(evaluation)}
+        )
+        return {**row, "response": body.response.model_dump(mode="json"), **graded}
+
+    def setup_webserver(self) -> FastAPI:
+        """The reset/step routes, plus a stateless `/verify` that grades a whole recorded conversation."""
+        app = super().setup_webserver()
+        app.post("/verify")(self.verify)
+        return app
+
+    async def _graded(
+        self, trajectory: list[Snapshot], task: ToolSandboxTask, info: dict[str, Any]
+    ) -> Evaluation | None:
+        """The trajectory's grade within `grading_timeout_s`; past it None, and `info` says why (the sample
+        is masked, not scored 0)."""
+        try:
+            return await asyncio.wait_for(
+                asyncio.to_thread(evaluate, list(trajectory), task.milestones, task.minefields),
+                self.config.grading_timeout_s,
+            )
+        except TimeoutError:
+            info.update(
+                mask_sample=True,
+                grading_failure=f"grading did not finish within {self.config.grading_timeout_s:g}s",
+            )
+            return None
+
+
+@dataclass
+class PlayedTurn:
+    tool_outputs: list[dict[str, str]] = field(default_factory=list)
+    tool_errors: int = 0
+    messages: int = 0
+
+
+def play_turn(world: World, trajectory: list[Snapshot], output: list[Any]) -> PlayedTurn:
+    """Run a model turn's tool calls on `world` and record its text replies, extending `trajectory` with a
+    snapshot per call that ran and per non-empty reply; other items (tool outputs, user turns) are skipped."""
+    played = PlayedTurn()
+    for item in output:
+        kind = getattr(item, "type", None)
+        if kind == "function_call":
+            result = call_tool(world, item.name, item.arguments)
+            played.tool_outputs.append({"call_id": item.call_id, "output": result.output})
+            played.tool_errors += result.error
+            played.messages += MESSAGES_PER_TOOL_CALL
+            if result.trace is not None:
+                trajectory.append(Snapshot(world.snapshot(), traces=[result.trace]))
+        elif kind == "message" and getattr(item, "role", None) == "assistant":
+            text = "".join(getattr(part, "text", "") or "" for part in item.content)
+            if text.strip():
+                trajectory.append(Snapshot(world.snapshot(), reply=text))
+                played.messages += MESSAGES_PER_REPLY
+    return played
 
 
 def grade_info(evaluation: Evaluation) -> dict[str, Any]:

@@ -16,7 +16,14 @@ import orjson
 from fastapi import Request
 from pydantic import Field, field_validator
 
-from nemo_gym.rollout_agent import Rollout, RolloutRunRequest, summed_usage
+from nemo_gym.rollout_agent import (
+    Rollout,
+    RolloutRunRequest,
+    declared_tool_names,
+    input_items,
+    marked_incomplete,
+    summed_usage,
+)
 from responses_api_agents.simple_agent.app import DEFAULT_MAX_STEPS, SimpleAgent, SimpleAgentConfig
 
 # Where the model's input after each step goes, with `return_transitions`.
@@ -77,12 +84,8 @@ class AviaryAgent(SimpleAgent):
     async def _loop(self, params: dict[str, Any], rollout: Rollout) -> Rollout:
         """`params` is the caller's freshly dumped body; it is read, never changed. With
         `return_transitions`, the response holds them too (`/run` moves them next to it)."""
-        prompt = params.get("input", [])
-        if isinstance(prompt, str):
-            prompt = [_user_message(prompt)]
-        declared_tools = {
-            tool.get("name") for tool in params.get("tools") or [] if tool.get("type") == "function"
-        }
+        prompt = input_items(params)
+        declared_tools = declared_tool_names(params)
         done, stop_reason = False, None
         new_items: list[dict[str, Any]] = []
         transitions: list[list[dict[str, Any]]] = []
@@ -108,7 +111,7 @@ class AviaryAgent(SimpleAgent):
             if not calls:
                 new_items.append(_user_message(NO_TOOL_CALL_NUDGE))
             for call in calls:
-                item, ended = stepped(await self._tool_output(call, declared_tools, rollout))
+                item, ended = stepped(await self.tool_call_output(call, declared_tools, rollout))
                 new_items.append(item)
                 done = done or ended
             transitions.append([*prompt, *new_items])
@@ -116,7 +119,8 @@ class AviaryAgent(SimpleAgent):
                 break
         rollout.response = {**rollout.response, "output": new_items, "usage": usage}
         if stop_reason is not None:
-            rollout.response = stopped_early(rollout.response, stop_reason)
+            message = f"the episode stopped before a model call: {stop_reason} was reached"
+            rollout.response = marked_incomplete(rollout.response, stop_reason, message)
         if self.config.return_transitions:
             rollout.response[TRANSITIONS_KEY] = transitions
         return rollout
@@ -137,16 +141,6 @@ def stepped(item: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     if not isinstance(answer, dict) or not {"output", "done"} <= answer.keys():
         return item, False
     return {**item, "output": str(answer["output"])}, bool(answer["done"])
-
-
-def stopped_early(response: dict[str, Any], reason: str) -> dict[str, Any]:
-    """An episode cut short by a budget ends `incomplete`, the budget named in the metadata."""
-    metadata = {
-        **(response.get("metadata") or {}),
-        "ng_termination_reason": reason,
-        "ng_termination_message": f"the episode stopped before a model call: {reason} was reached",
-    }
-    return {**response, "status": "incomplete", "metadata": metadata}
 
 
 def _user_message(text: str) -> dict[str, Any]:

@@ -75,6 +75,18 @@ class GymnasiumAgentConfig(RolloutAgentConfig):
         return self
 
 
+class SimulatedUserAgentConfig(GymnasiumAgentConfig):
+    """For agents whose environments always talk with a simulated user (toolsandbox_agent,
+    conversational_tool_use): the user is the policy's own model unless `user_model_server` names another
+    (self-play, NeMo Gym's default for them)."""
+
+    @model_validator(mode="after")
+    def _user_defaults_to_the_policy(self) -> SimulatedUserAgentConfig:
+        if self.user_model_server is None:
+            self.user_model_server = self.model_server
+        return self
+
+
 class GymnasiumRunResponse(BaseModel):
     responses_create_params: NeMoGymResponseCreateParamsNonStreaming
     response: NeMoGymResponse
@@ -92,28 +104,24 @@ class GymnasiumAgent(RolloutAgent):
         self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming
     ) -> NeMoGymResponse:
         """One model call, passed through with the caller's cookies."""
-        answer, cookies = await self.as_rollout(
-            self.model_turn(
-                self.config.model_server.name,
-                body.model_dump(mode="json", exclude_unset=True),
-                dict(request.cookies),
-            )
-        )
-        for name, value in cookies.items():
-            response.set_cookie(name, value)
-        return NeMoGymResponse.model_validate(answer)
+        return await self.passed_through(request, response, body)
 
     async def run(self, request: Request, body: RolloutRunRequest) -> GymnasiumRunResponse:
         row = body.model_dump(mode="json", exclude_unset=True)
-        return await self.as_rollout(self._episode(row, dict(request.cookies)))
+        return await self.as_rollout(self._episode(row, Rollout.starting(dict(request.cookies))))
 
-    async def _episode(self, row: dict[str, Any], cookies: dict[str, str]) -> GymnasiumRunResponse:
-        rollout = Rollout.starting(cookies)
+    def ends_before_step(self, output: list[dict[str, Any]]) -> bool:
+        """Whether a model turn ends the episode without reaching the environment: never here; an agent
+        built on this one may stop on, say, a turn that holds nothing to act on."""
+        return False
+
+    async def _episode(self, row: dict[str, Any], rollout: Rollout) -> GymnasiumRunResponse:
         params = row["responses_create_params"]
         prompt, user = await self._open(row, rollout)
         new_items: list[dict[str, Any]] = []
         usage: dict[str, Any] | None = None
-        step, reward, user_stopped = EnvStepResponse(), 0.0, False
+        step, reward = EnvStepResponse(), 0.0
+        stopped: str | None = None  # the info flag of who ended the episode, when not the environment
         for _ in range(self.config.max_steps):
             turn, rollout.model_cookies = await self.model_turn(
                 self.config.model_server.name,
@@ -124,6 +132,9 @@ class GymnasiumAgent(RolloutAgent):
             output = turn.get("output") or []
             new_items.extend(output)
             usage = summed_usage(usage, turn.get("usage"))
+            if self.ends_before_step(output):
+                stopped = "policy_stopped"
+                break
             step = await self._env_call("/step", {**row, "response": turn}, rollout, EnvStepResponse)
             reward += step.reward
             if step.terminated or step.truncated:
@@ -139,15 +150,16 @@ class GymnasiumAgent(RolloutAgent):
             user.heard(assistant_text(output))
             reply = await self._user_turn(user)
             new_items.append(_user_message(reply))
-            if user_stopped := user.stops(reply):
+            if user.stops(reply):
+                stopped = "user_stopped"
                 break
         return GymnasiumRunResponse(
             responses_create_params={**params, "input": prompt},
             response={**rollout.response, "output": new_items, "usage": usage},
             reward=reward,
-            terminated=step.terminated or user_stopped,
-            truncated=step.truncated or not (step.terminated or user_stopped),
-            info={**step.info, "user_stopped": True} if user_stopped else step.info,
+            terminated=step.terminated or stopped is not None,
+            truncated=step.truncated or not (step.terminated or stopped),
+            info={**step.info, stopped: True} if stopped else step.info,
             user_model_calls=user.calls if user else [],
         )
 

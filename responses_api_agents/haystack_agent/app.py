@@ -27,6 +27,8 @@ from pydantic import Field, PrivateAttr, model_validator  # noqa: E402
 
 from nemo_gym.errors import GymError  # noqa: E402
 from nemo_gym.rollout_agent import (  # noqa: E402
+    RESERVED_ROUTES,
+    TOOL_NAME,
     Rollout,
     RolloutAgentConfig,
     summed_usage,
@@ -40,7 +42,7 @@ from responses_api_agents.haystack_agent.chat_generator import (  # noqa: E402
     NeMoGymResponsesChatGenerator,
     tool_text,
 )
-from responses_api_agents.simple_agent.app import RESERVED_ROUTES, TOOL_NAME, SimpleAgent  # noqa: E402
+from responses_api_agents.simple_agent.app import SimpleAgent  # noqa: E402
 
 FOLDER = Path(__file__).resolve().parent
 # Settings of a row's Responses request that go with every model call the pipeline makes.

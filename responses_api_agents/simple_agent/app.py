@@ -11,10 +11,8 @@ core's `nemo_gym.rollout_agent`.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-import orjson
 from fastapi import Request, Response
 from pydantic import Field
 
@@ -24,14 +22,34 @@ from nemo_gym.rollout_agent import (
     RolloutAgent,
     RolloutAgentConfig,
     RolloutRunRequest,
+    declared_tool_names,
+    input_items,
+    marked_incomplete,
     summed_usage,
 )
 
 DEFAULT_MAX_STEPS = 50
-# Routes of every resources server that a model must never reach by naming them as a tool.
-RESERVED_ROUTES = frozenset({"seed_session", "verify", "aggregate_metrics"})
-TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 SimpleAgentRunRequest = RolloutRunRequest
+
+
+class ConversationView:
+    """What the model is shown before each of its calls. This one shows the whole conversation; an agent
+    that rewrites the context first (simple_agent_with_compaction) returns its own from
+    `SimpleAgent.conversation_view`, so the loop itself is written once."""
+
+    async def request(
+        self, params: dict[str, Any], conversation: list[dict[str, Any]], rollout: Rollout
+    ) -> dict[str, Any] | None:
+        """The body of the next model call, given the whole conversation so far; None ends the rollout
+        before that call (the view marks why in `finished`)."""
+        return {**params, "input": conversation}
+
+    def answered(self, turn: dict[str, Any]) -> None:
+        """The model's answer to the last body `request` gave."""
+
+    def finished(self, response: dict[str, Any]) -> dict[str, Any]:
+        """The rollout's response (every item of the conversation after the input), as the view adds to it."""
+        return response
 
 
 class SimpleAgentConfig(RolloutAgentConfig):
@@ -49,13 +67,9 @@ class SimpleAgent(RolloutAgent):
         self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming
     ) -> NeMoGymResponse:
         """The loop without seeding or verifying; the caller's cookies reach both servers."""
-        rollout = await self.as_rollout(
-            self._loop(body.model_dump(mode="json", exclude_unset=True), self.session_rollout(request))
+        return await self.loop_responses(
+            request, response, body.model_dump(mode="json", exclude_unset=True), self._loop
         )
-        self.end_session_rollout(rollout)
-        for name, value in {**rollout.resources_cookies, **rollout.model_cookies}.items():
-            response.set_cookie(name, value)
-        return NeMoGymResponse.model_validate(rollout.response)
 
     async def run(self, request: Request, body: SimpleAgentRunRequest) -> Response:
         """One rollout: seed the session, run the loop, verify; the verify answer is returned as is."""
@@ -63,27 +77,28 @@ class SimpleAgent(RolloutAgent):
 
     # ---- the rollout ------------------------------------------------------------------------------------
 
+    def conversation_view(self, params: dict[str, Any]) -> ConversationView:
+        """The view of one rollout, made fresh for it; `params` is the caller's body, read only."""
+        return ConversationView()
+
     async def _run(self, request: Request, body: SimpleAgentRunRequest) -> bytes:
-        row = body.model_dump(mode="json", exclude_unset=True)
-        rollout = await self._loop(row["responses_create_params"], await self.seeded_rollout(request, row))
-        return await self.verified(row, rollout.response, rollout)
+        return await self.seeded_loop_verified(request, body, self._loop)
 
     async def _loop(self, params: dict[str, Any], rollout: Rollout) -> Rollout:
         """`params` is the caller's freshly dumped body; it is read, never changed."""
-        original_input = params.get("input", [])
-        if isinstance(original_input, str):
-            original_input = [{"role": "user", "content": original_input, "type": "message"}]
-        declared_tools = {
-            tool.get("name") for tool in params.get("tools") or [] if tool.get("type") == "function"
-        }
+        original_input = input_items(params)
+        declared_tools = declared_tool_names(params)
+        view = self.conversation_view(params)
         new_items: list[dict[str, Any]] = []
         usage: dict[str, Any] | None = None
         for _ in range(self.config.max_steps or DEFAULT_MAX_STEPS):
+            body = await view.request(params, [*original_input, *new_items], rollout)
+            if body is None:
+                break
             turn, rollout.model_cookies = await self.model_turn(
-                self.config.model_server.name,
-                {**params, "input": [*original_input, *new_items]},
-                rollout.model_cookies,
+                self.config.model_server.name, body, rollout.model_cookies
             )
+            view.answered(turn)
             output = turn.get("output") or []
             new_items.extend(output)
             usage = summed_usage(usage, turn.get("usage"))
@@ -95,35 +110,9 @@ class SimpleAgent(RolloutAgent):
                 rollout.response = _marked_if_unanswered(turn)
                 break
             for call in calls:
-                new_items.append(await self._tool_output(call, declared_tools, rollout))
-        rollout.response = {**rollout.response, "output": new_items, "usage": usage}
+                new_items.append(await self.tool_call_output(call, declared_tools, rollout))
+        rollout.response = view.finished({**rollout.response, "output": new_items, "usage": usage})
         return rollout
-
-    async def _tool_output(
-        self, call: dict[str, Any], declared_tools: set[str], rollout: Rollout
-    ) -> dict[str, Any]:
-        """Run one function call against the resources server; any refusal becomes the tool's output."""
-        name = call.get("name", "")
-        undeclared = bool(declared_tools) and name not in declared_tools
-        if undeclared or name in RESERVED_ROUTES or not TOOL_NAME.match(name):
-            available = ", ".join(sorted(declared_tools - RESERVED_ROUTES)) or "none"
-            return _function_call_output(
-                call, {"error": f"Unknown tool {name!r}. Available tools: {available}"}
-            )
-        try:
-            arguments = orjson.loads(call.get("arguments") or "{}")
-        except orjson.JSONDecodeError as error:
-            return _function_call_output(call, {"error": f"Invalid tool call arguments: {error}"})
-        if not isinstance(arguments, dict):
-            return _function_call_output(
-                call, {"error": "Invalid tool call arguments: expected a JSON object"}
-            )
-        body = await self.call_tool(rollout, name, arguments)
-        return {
-            "type": "function_call_output",
-            "call_id": call.get("call_id"),
-            "output": body.decode(errors="replace"),
-        }
 
 
 def _marked_if_unanswered(turn: dict[str, Any]) -> dict[str, Any]:
@@ -137,20 +126,7 @@ def _marked_if_unanswered(turn: dict[str, Any]) -> dict[str, Any]:
         if output
         else ("empty_output", "the model's last turn has no output")
     )
-    metadata = {
-        **(turn.get("metadata") or {}),
-        "ng_termination_reason": reason,
-        "ng_termination_message": message,
-    }
-    return {**turn, "status": "incomplete", "metadata": metadata}
-
-
-def _function_call_output(call: dict[str, Any], output: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "function_call_output",
-        "call_id": call.get("call_id"),
-        "output": orjson.dumps(output).decode(),
-    }
+    return marked_incomplete(turn, reason, message)
 
 
 if __name__ == "__main__":

@@ -65,19 +65,26 @@ class OpenAIModel(SimpleResponsesAPIModel):
             self._client = self._upstream.client(NeMoGymAsyncOpenAI, self.config.openai_base_url)
         return self._client
 
+    def client_for(self, request: Request) -> NeMoGymAsyncOpenAI:
+        """The client that carries `request` upstream: the one client here; a subclass may add headers
+        of the request's own (switchyard_model's session id)."""
+        return self.client
+
     # ---- routes -----------------------------------------------------------------------------------------
 
     async def responses(
         self, request: Request, body: NeMoGymResponseCreateParamsNonStreaming
     ) -> NeMoGymResponse:
-        answer = await self._call_upstream(self.client.create_response, body)
-        return validated_answer(NeMoGymResponse, answer, self.client.base_url, "Responses API response")
+        client = self.client_for(request)
+        answer = await self._call_upstream(client.create_response, body)
+        return validated_answer(NeMoGymResponse, answer, client.base_url, "Responses API response")
 
     async def chat_completions(
         self, request: Request, body: NeMoGymChatCompletionCreateParamsNonStreaming
     ) -> NeMoGymChatCompletion:
-        answer = await self._call_upstream(self.client.create_chat_completion, body)
-        return validated_answer(NeMoGymChatCompletion, answer, self.client.base_url, "chat completion")
+        client = self.client_for(request)
+        answer = await self._call_upstream(client.create_chat_completion, body)
+        return validated_answer(NeMoGymChatCompletion, answer, client.base_url, "chat completion")
 
     # ---- upstream ---------------------------------------------------------------------------------------
 

@@ -14,9 +14,11 @@ A plain class rather than fields of the pydantic server model: the per-call code
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +56,8 @@ PROMPT_PROBES = (
         {"role": "user", "content": "2"},
     ],
 )
+# What to do about an upstream that ignores a prefix the caller (not this server) chose.
+PREFIX_FROM_CALLER_REMEDY = "serve the model with a vLLM that has it, or use vllm_model without compaction"
 # From this many prompt tokens on, the splice point is searched in a worker thread.
 LONG_HISTORY_TOKENS = 16_384
 # Generations whose returned message the process keeps (least recently used forgotten; ~1 kB each).
@@ -107,6 +111,15 @@ def generation_key(generated: list[int]) -> int:
     return hash(tuple(generated))
 
 
+@contextlib.contextmanager
+def token_data_required(client: VLLMClient) -> Iterator[None]:
+    """An answer without the token data training mode returns is the upstream's fault: a 502."""
+    try:
+        yield
+    except tokens.MissingTokenData as error:
+        raise bad_upstream_answer(f"upstream {client.base_url}: {error} (training mode)") from None
+
+
 def no_end_of_turn(base_url: str, reason: str) -> GymError:
     """The probe failed: the upstream, not the request, is at fault, and the config can say the id."""
     return bad_upstream_answer(
@@ -138,14 +151,35 @@ class TrainingPath:
         (the first turn), else continuing the last turn's ids. Shared by both routes, which differ only
         in how they present the turn."""
         turns = conversion.token_turns(payload["messages"])
-        try:
+        with token_data_required(client):
             if not turns:
                 return self._remember(await self._chat_turn(client, payload))
             if self.config.supply_prefix_token_ids:
                 return self._remember(await self._prefix_supplied_turn(client, payload, turns))
             return self._remember(await self._continued_turn(client, payload, turns, max_tokens))
-        except tokens.MissingTokenData as error:
-            raise bad_upstream_answer(f"upstream {client.base_url}: {error} (training mode)") from None
+
+    async def prefixed_turn(
+        self, client: VLLMClient, payload: dict[str, Any], required_prefix: list[int] | None
+    ) -> TrainingTurn:
+        """A turn through the upstream's chat route whose prompt must start with `required_prefix`, ids
+        the caller chose (vllm_model_with_compaction: the agent knows whether its rewritten history only
+        appends to the last call's); the history's own token fields are ignored."""
+        with token_data_required(client):
+            turn = await self._chat_turn(client, payload, required_prefix, remedy=PREFIX_FROM_CALLER_REMEDY)
+        return self._remember(turn)
+
+    async def prompt_ids(
+        self, client: VLLMClient, payload: dict[str, Any], required_prefix: list[int] | None
+    ) -> list[int]:
+        """The ids the upstream would be given for `payload` opened for generation, prefix included."""
+        ids, _ = await self._tokenize(
+            client,
+            payload,
+            payload["messages"],
+            required_prefix=required_prefix,
+            **conversion.prompt_rendering(payload),
+        )
+        return ids
 
     async def _chat_turn(
         self,
@@ -153,6 +187,7 @@ class TrainingPath:
         payload: dict[str, Any],
         parent: list[int] | None = None,
         broken: tokens.ContinuityBreak | None = None,
+        remedy: str = "set supply_prefix_token_ids: false",
     ) -> TrainingTurn:
         """A turn through the upstream's chat route: the first turn, or with `parent` (the last turn's
         prompt + generation ids) a continued one the upstream must put those ids in front of."""
@@ -181,17 +216,11 @@ class TrainingPath:
             )
         prompt = inline_prompt
         if prompt is None:
-            prompt, _ = await self._tokenize(
-                client,
-                payload,
-                payload["messages"],
-                required_prefix=parent,
-                **conversion.prompt_rendering(payload),
-            )
+            prompt = await self.prompt_ids(client, payload, parent)
         if parent is not None and prompt[: len(parent)] != parent:
             raise bad_upstream_answer(
                 f"upstream {client.base_url} did not start the prompt with required_prefix_token_ids (the "
-                "last turn's ids): it lacks that vLLM extension; set supply_prefix_token_ids: false"
+                f"last turn's ids): it lacks that vLLM extension; {remedy}"
             )
         return TrainingTurn(completion, prompt, generated, log_probs, broken)
 

@@ -11,6 +11,7 @@ import pytest
 
 from tests.reliability.deployment import Server, Tally, every_shipped_server
 from tests.upstream_script import ScriptedUpstream
+from tests.vllm_script import VllmUpstream
 
 TEST_TIMEOUT_S = 120
 
@@ -24,10 +25,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def every_server(
-    scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+    scripted_upstream: ScriptedUpstream,
+    vllm_upstream: VllmUpstream,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[dict[str, Server]]:
     """Session-scoped, so both test files pay for one `gym run` start."""
-    with every_shipped_server(scripted_upstream, tmp_path_factory.mktemp("every_shipped_server")) as servers:
+    workdir = tmp_path_factory.mktemp("every_shipped_server")
+    with every_shipped_server(scripted_upstream, vllm_upstream, workdir) as servers:
         yield servers
 
 

@@ -2,9 +2,11 @@
 the routes each one publishes in its OpenAPI document, and a tally of the answers the tests got.
 
 The deployment holds each resources server of `resources_servers/*/configs/*.yaml`, one simple agent, one
-gymnasium agent, the three model servers (openai_model, vllm_model, replay_model, each from its own shipped
-config) and the head server. The models that call an LLM are pointed at the scripted upstream on 127.0.0.1, which answers every
-unscripted request with a plain assistant message.
+gymnasium agent, the agents of PAIRED_AGENTS and TEMPLATE_AGENTS, the model servers of MODEL_CONFIGS (each
+from its own shipped config, with MODEL_SETTINGS) and the head server. The models that call an LLM are
+pointed at the scripted upstream on 127.0.0.1, which answers every unscripted request with a plain assistant
+message; those that need token ids (VLLM_UPSTREAM_MODELS) at the fake vLLM of tests/vllm_upstream.py, which answers it with a
+default turn.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import yaml
 from nemo_gym.testing import read_jsonl
 from tests.helpers import BIG_DEPLOYMENT_READINESS_S, REPO_ROOT, missing_program, running_deployment
 from tests.upstream_script import ScriptedUpstream, fresh_model
+from tests.vllm_script import VllmUpstream
 
 HEAD = "head_server"
 # One agent of each kind is enough: environments ship the same agents, only their resources server differs.
@@ -35,9 +38,25 @@ PAIRED_AGENTS = (
     "proof_judge_proof_refinement_agent",
     "image_tools_simple_agent",
     "gdp_pdf_agent",
+    "toolsandbox_toolsandbox_agent",
+    "conversational_tool_use_agent",
+    "example_session_state_mgmt_simple_agent_with_compaction",
+    "single_step_tool_use_with_argument_comparison_agent",
+    # langgraph_agent, one instance per graph entrypoint, and langchain_deepagents_agent, on reasoning_gym.
+    "reasoning_gym_langgraph_agent",
+    "reasoning_gym_orchestrator_agent",
+    "reasoning_gym_parallel_thinking_agent",
+    "reasoning_gym_rewoo_agent",
+    "reasoning_gym_langchain_deepagents_agent_model_server",
     "gsm8k_aviary_agent",
 )
-TEMPLATE_AGENTS = {"non_executing_simple_agent": "xlam_fc", "haystack_agent": "aviary"}
+TEMPLATE_AGENTS = {
+    "non_executing_simple_agent": "xlam_fc",
+    "remote_agent": "example_session_state_mgmt_resources_server",
+    "claude_code_agent": "string_match",
+    "codex_agent": "string_match",
+    "haystack_agent": "aviary",
+}
 # Agents that need no resources server (their environment runs inside them), from their own shipped config.
 SELF_CONTAINED_AGENTS = ("verifiers_agent",)
 # One instance of each environment server, all in front of AGENT.
@@ -50,7 +69,26 @@ MODEL_CONFIGS = {
     "policy_model": "responses_api_models/openai_model/configs/openai_model.yaml",
     "vllm_policy_model": "responses_api_models/vllm_model/configs/vllm_model.yaml",
     "replay_policy_model": "responses_api_models/replay_model/configs/replay_model.yaml",
+    "compaction_policy_model": (
+        "responses_api_models/vllm_model_with_compaction/configs/vllm_model_for_compaction.yaml"
+    ),
+    "azure_policy_model": "responses_api_models/azure_openai_model/configs/azure_openai_model.yaml",
+    "litellm_policy_model": "responses_api_models/litellm_model/configs/litellm_model.yaml",
+    "provider_policy_model": "responses_api_models/inference_provider/configs/inference_provider.yaml",
+    "switchyard_policy_model": "responses_api_models/switchyard_model/configs/switchyard_model.yaml",
 }
+# What the provider model servers need to call the scripted upstream. azure_openai_model takes its base URL,
+# which ends in /v1, as Azure's v1 API (the deployment in the body; the api-version is sent and ignored);
+# switchyard_model attaches to it as if it were the proxy (the route is the model name); it serves no
+# LiteLLM readiness route, so litellm_model's version check is off. Their own tests (each folder's tests/)
+# run them against stand-ins that speak each provider's API (tests/provider_gateways.py).
+MODEL_SETTINGS = {
+    "litellm_policy_model": {"verify_proxy_version": False},
+    "switchyard_policy_model": {"switchyard_base_url": "${policy_base_url}"},
+}
+# Models whose training mode needs token ids and log-probs the scripted upstream does not give: they call
+# the fake vLLM of tests/vllm_upstream.py instead (instance name -> implementation).
+VLLM_UPSTREAM_MODELS = {"compaction_policy_model": "vllm_model_with_compaction"}
 # Short enough that a request stuck on a peer or the upstream ends well inside a test's budget.
 HTTP_DEADLINE_S = 10
 # How long a test waits for any answer: above HTTP_DEADLINE_S, so a server waiting on a peer answers first.
@@ -177,6 +215,9 @@ def shipped_instances() -> dict[str, Any]:
             if "resources_servers" in block or name in (AGENT, GYMNASIUM_AGENT, *PAIRED_AGENTS):
                 config[name] = block
     for name, resources in TEMPLATE_AGENTS.items():
+        if reason := missing_program(name):
+            warnings.warn(f"left out of the reliability deployment: {reason}", stacklevel=1)
+            continue
         block = yaml.safe_load(
             (REPO_ROOT / "responses_api_agents" / name / "configs" / f"{name}.yaml").read_text()
         )
@@ -187,6 +228,8 @@ def shipped_instances() -> dict[str, Any]:
         config[name] = yaml.safe_load(path.read_text())[name]
     for name, path in MODEL_CONFIGS.items():
         config[name] = yaml.safe_load((REPO_ROOT / path).read_text())["policy_model"]
+        for inner in config[name]["responses_api_models"].values():
+            inner.update(MODEL_SETTINGS.get(name, {}))
     agent = {"type": "responses_api_agents", "name": AGENT}
     resources = config[AGENT]["responses_api_agents"]["simple_agent"]["resources_server"]
     for name, implementation in ENVIRONMENT_SERVERS.items():
@@ -231,11 +274,19 @@ def fetch_openapi(url: str) -> dict[str, Any]:
 
 
 @contextmanager
-def every_shipped_server(upstream: ScriptedUpstream, workdir: Path) -> Iterator[dict[str, Server]]:
+def every_shipped_server(
+    upstream: ScriptedUpstream, vllm_upstream: VllmUpstream, workdir: Path
+) -> Iterator[dict[str, Server]]:
     """Run the whole deployment until the caller is done; servers by instance name (and `head_server`)."""
+    instances = shipped_instances()
+    for name, implementation in VLLM_UPSTREAM_MODELS.items():
+        instances[name]["responses_api_models"][implementation]["base_url"] = vllm_upstream.base_url
     config = {
-        **shipped_instances(),
+        **instances,
         "policy_base_url": upstream.base_url,
+        # remote_agent's template asks for it: the scripted upstream stands for a user's agent service, since
+        # it answers `POST /v1/responses` as one does (a plain assistant message, unless scripted).
+        "remote_agent_base_url": upstream.url,
         "policy_api_key": "sk-reliability",
         "policy_model_name": fresh_model("reliability"),
         "global_http_deadline_s": HTTP_DEADLINE_S,

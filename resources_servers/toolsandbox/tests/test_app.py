@@ -305,6 +305,33 @@ async def test_a_grade_past_its_deadline_is_marked_not_a_silent_0(tmp_path):
         session = EnvSession(hurried.url)
         await session.reset(MAYA)
         step = await session.step(MAYA, response_with(send("+14155550142", "I'm running 10 minutes late")))
+        answer = await request("POST", hurried.url + "/verify", json={**MAYA, "response": response_with()})
+        verdict = await get_response_json(answer)
+    assert (answer.status, verdict["reward"], verdict["mask_sample"]) == (200, 0.0, True), (
+        "marked in /verify too"
+    )
     assert (step.reward, step.truncated, step.info["mask_sample"]) == (0.0, True, True)
     assert "grading did not finish within" in step.info["grading_failure"]
     assert step.info["tool_outputs"][0]["output"] == '"message_0002"', "the tool call itself was answered"
+
+
+async def test_verify_grades_a_recorded_conversation_as_its_steps_did(env):
+    """`/verify` replays a whole conversation on a fresh world: each recorded rollout (graded step by step
+    when it was recorded) gets the same reward again, with no episode open."""
+    for rollout in read_jsonl(FOLDER / "data" / "example_rollouts.jsonl"):
+        row = ROWS[rollout["_ng_task_index"]]
+        answer = await request("POST", env.url + "/verify", json={**row, "response": rollout["response"]})
+        verdict = await get_response_json(answer)
+        assert answer.status == 200, verdict
+        assert verdict["reward"] == pytest.approx(rollout["reward"]), row["scenario"]
+        assert (
+            verdict["scenario"] == row["scenario"] and verdict["response"]["id"] == rollout["response"]["id"]
+        )
+
+
+async def test_verify_refuses_a_row_without_its_task_fields(env):
+    row = {key: value for key, value in MAYA.items() if key != "milestones"}
+    answer = await request(
+        "POST", env.url + "/verify", json={**row, "response": response_with(message_item("Hi"))}
+    )
+    assert answer.status == 422 and "milestones" in str(await get_response_json(answer))

@@ -3,22 +3,18 @@ scripted upstream, each a real server process; the upstream plays the model's tu
 
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 import pytest
 from pydantic import ValidationError
 
-from nemo_gym.http_client import get_response_json, request
 from nemo_gym.testing import read_jsonl
 from responses_api_agents.aviary_agent.app import AviaryAgentConfig
-from tests.helpers import instance_config, scripted_policy, start_instances
+from tests.helpers import RoleStack, instance_config, run_role_models, run_with_port
 from tests.upstream_script import (
-    ScriptedTurns,
     ScriptedUpstream,
     assistant_message,
-    fresh_model,
     function_call,
 )
 
@@ -27,16 +23,11 @@ ROWS = read_jsonl(AVIARY / "data" / "example.jsonl")  # row 0: 14 trays of 12 mu
 ROLLOUT_DEADLINE_S = 3.0
 
 
-@dataclass
-class Stack:
-    agent_url: str
-    nudging_agent_url: str
-    model: ScriptedTurns
-
-
 @pytest.fixture(scope="module")
-def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    model = ScriptedTurns(scripted_upstream, fresh_model("aviary"))
+def stack(
+    scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RoleStack]:
+    workdir = tmp_path_factory.mktemp("aviary_agent")
     agent = {
         "resources_server": {"type": "resources_servers", "name": "aviary_env"},
         "model_server": {"type": "responses_api_models", "name": "policy_model"},
@@ -49,21 +40,14 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
         "max_total_sequence_length": 1000,
         "return_transitions": False,
     }
-    config = {
-        "aviary_env": instance_config("resources_servers", "aviary", domain="math"),
-        "policy_model": scripted_policy(scripted_upstream.base_url, model.model),
-        "agent": instance_config("responses_api_agents", "aviary_agent", **agent),
-        "nudging": instance_config("responses_api_agents", "aviary_agent", **nudging),
-    }
     with ExitStack() as servers:
-        names = ["aviary_env", "policy_model", "agent", "nudging"]
-        urls = start_instances(servers, config, names, tmp_path_factory.mktemp("aviary_agent"))
-        yield Stack(urls["agent"], urls["nudging"], model)
-
-
-async def run(url: str, row: dict) -> tuple[int, dict]:
-    response = await request("POST", url + "/run", json=row)
-    return response.status, await get_response_json(response)
+        config, models = run_role_models(servers, scripted_upstream, ["policy"], workdir)
+        config["aviary_env"] = instance_config("resources_servers", "aviary", domain="math")
+        run_with_port(servers, config, "aviary_env", workdir)
+        config["agent"] = instance_config("responses_api_agents", "aviary_agent", **agent)
+        config["nudging"] = instance_config("responses_api_agents", "aviary_agent", **nudging)
+        urls = {name: run_with_port(servers, config, name, workdir).url for name in ("agent", "nudging")}
+        yield RoleStack(scripted_upstream, models, urls=urls)
 
 
 def kinds(output: list[dict]) -> list[str]:
@@ -73,12 +57,13 @@ def kinds(output: list[dict]) -> list[str]:
 async def test_an_episode_is_stepped_through_the_environment_and_earns_its_reward(stack):
     calculate = function_call("calculator", {"expr": "14*12-97"})
     submit = function_call("submit_answer", {"answer": "71"})
-    stack.model.script(
+    stack.script(
+        "policy",
         {"output": [calculate], "usage": {"input_tokens": 40}},
         {"output": [submit], "usage": {"input_tokens": 60}},
         {"output": [assistant_message("never asked for")]},
     )
-    status, result = await run(stack.agent_url, ROWS[0])
+    status, result = await stack.run("agent", ROWS[0])
     assert status == 200, result
     assert (result["reward"], result["episode_done"], result["steps"]) == (1.0, True, 2)
     output = result["response"]["output"]
@@ -87,7 +72,7 @@ async def test_an_episode_is_stepped_through_the_environment_and_earns_its_rewar
     assert [item["output"] for item in output[1::2]] == ["71", "Correct."]
     assert [item["call_id"] for item in output[1::2]] == [calculate["call_id"], submit["call_id"]]
     # Two model calls, in order, each seeing the prompt and everything before it; the done step ended it.
-    requests = stack.model.requests()
+    requests = stack.requests("policy")
     assert [len(body["input"]) for body in requests] == [2, 4]
     assert requests[1]["input"][2]["call_id"] == calculate["call_id"]
     assert result["response"]["usage"]["input_tokens"] == 100
@@ -95,32 +80,35 @@ async def test_an_episode_is_stepped_through_the_environment_and_earns_its_rewar
 
 
 async def test_a_wrong_answer_earns_nothing_from_the_environment(stack):
-    stack.model.script({"output": [function_call("submit_answer", {"answer": "70"})]})
-    status, result = await run(stack.agent_url, ROWS[0])
+    stack.script("policy", {"output": [function_call("submit_answer", {"answer": "70"})]})
+    status, result = await stack.run("agent", ROWS[0])
     assert status == 200 and (result["reward"], result["episode_done"]) == (0.0, True)
     assert result["response"]["output"][1]["output"] == "Incorrect."
 
 
 async def test_a_refused_tool_call_is_fed_back_and_the_episode_goes_on(stack):
-    stack.model.script(
+    stack.script(
+        "policy",
         {"output": [function_call("calculator", {"expression": "1+1"})]},
         {"output": [function_call("submit_answer", {"answer": "71"})]},
     )
-    status, result = await run(stack.agent_url, ROWS[0])
+    status, result = await stack.run("agent", ROWS[0])
     assert status == 200 and result["reward"] == 1.0
     refusal = orjson.loads(result["response"]["output"][1]["output"])
     assert "unknown argument 'expression'" in refusal["detail"]
 
 
 async def test_a_turn_without_tool_calls_ends_or_is_nudged(stack):
-    stack.model.script({"output": [assistant_message("71")]})
-    status, result = await run(stack.agent_url, ROWS[0])
+    stack.script("policy", {"output": [assistant_message("71")]})
+    status, result = await stack.run("agent", ROWS[0])
     assert status == 200 and (result["reward"], result["episode_done"]) == (0.0, False)
 
-    stack.model.script(
-        {"output": [assistant_message("71")]}, {"output": [function_call("submit_answer", {"answer": "71"})]}
+    stack.script(
+        "policy",
+        {"output": [assistant_message("71")]},
+        {"output": [function_call("submit_answer", {"answer": "71"})]},
     )
-    status, result = await run(stack.nudging_agent_url, ROWS[0])
+    status, result = await stack.run("nudging", ROWS[0])
     assert status == 200 and result["reward"] == 1.0
     assert kinds(result["response"]["output"]) == [
         "message",
@@ -128,35 +116,36 @@ async def test_a_turn_without_tool_calls_ends_or_is_nudged(stack):
         "function_call",
         "function_call_output",
     ]
-    assert "call a tool" in stack.model.requests()[1]["input"][-1]["content"]
+    assert "call a tool" in stack.requests("policy")[1]["input"][-1]["content"]
     assert "transitions" not in result
 
 
 async def test_a_spent_context_budget_ends_the_episode_incomplete(stack):
-    stack.model.script(
-        {"output": [function_call("calculator", {"expr": "2+2"})], "usage": {"input_tokens": 995}}
+    stack.script(
+        "policy", {"output": [function_call("calculator", {"expr": "2+2"})], "usage": {"input_tokens": 995}}
     )
-    status, result = await run(stack.nudging_agent_url, ROWS[0])
+    status, result = await stack.run("nudging", ROWS[0])
     assert status == 200 and (result["reward"], result["episode_done"], result["steps"]) == (0.0, False, 1)
-    assert len(stack.model.requests()) == 1
+    assert len(stack.requests("policy")) == 1
     assert result["response"]["status"] == "incomplete"
     assert result["response"]["metadata"]["ng_termination_reason"] == "max_total_sequence_length"
 
 
 async def test_a_model_error_mid_episode_fails_the_rollout_and_names_the_model_server(stack):
-    stack.model.script(
+    stack.script(
+        "policy",
         {"output": [function_call("calculator", {"expr": "2+2"})]},
         {"status": 400, "body": {"error": {"message": "context too long", "type": "invalid_request_error"}}},
     )
-    status, result = await run(stack.agent_url, ROWS[0])
+    status, result = await stack.run("agent", ROWS[0])
     assert status == 400, result
     assert "policy_model" in result["error"]["cause"]["server"]
     assert "context too long" in orjson.dumps(result["error"]["cause"]).decode()
 
 
 async def test_a_hanging_model_fails_the_rollout_at_its_deadline(stack):
-    stack.model.script({"hang": True})
-    status, result = await run(stack.agent_url, ROWS[0])
+    stack.script("policy", {"hang": True})
+    status, result = await stack.run("agent", ROWS[0])
     assert status == 504 and result["error"]["type"] == "timeout"
 
 

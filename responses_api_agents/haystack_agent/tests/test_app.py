@@ -5,7 +5,6 @@ openai_model and the scripted upstream, each a real server process; the upstream
 import asyncio
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -13,15 +12,12 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from nemo_gym.http_client import get_response_json, request
 from nemo_gym.testing import read_jsonl
 from responses_api_agents.haystack_agent.app import FOLDER, HaystackAgentConfig
-from tests.helpers import instance_config, scripted_policy, start_instances
+from tests.helpers import RoleStack, instance_config, run_role_models, run_with_port
 from tests.upstream_script import (
-    ScriptedTurns,
     ScriptedUpstream,
     assistant_message,
-    fresh_model,
     function_call,
 )
 
@@ -30,35 +26,25 @@ ROWS = read_jsonl(AVIARY / "data" / "example.jsonl")  # row 0: 14 trays of 12 mu
 ROLLOUT_DEADLINE_S = 4.0
 
 
-@dataclass
-class Stack:
-    agent_url: str
-    model: ScriptedTurns
-
-
 @pytest.fixture(scope="module")
-def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    model = ScriptedTurns(scripted_upstream, fresh_model("haystack"))
-    config = {
-        "aviary_env": instance_config("resources_servers", "aviary", domain="math"),
-        "policy_model": scripted_policy(scripted_upstream.base_url, model.model),
-        "agent": instance_config(
+def stack(
+    scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RoleStack]:
+    workdir = tmp_path_factory.mktemp("haystack_agent")
+    with ExitStack() as servers:
+        config, models = run_role_models(servers, scripted_upstream, ["policy"], workdir)
+        config["aviary_env"] = instance_config("resources_servers", "aviary", domain="math")
+        run_with_port(servers, config, "aviary_env", workdir)
+        config["agent"] = instance_config(
             "responses_api_agents",
             "haystack_agent",
             resources_server={"type": "resources_servers", "name": "aviary_env"},
             model_server={"type": "responses_api_models", "name": "policy_model"},
             rollout_deadline_s=ROLLOUT_DEADLINE_S,
-        ),
-    }
-    with ExitStack() as servers:
-        names = ["aviary_env", "policy_model", "agent"]
-        urls = start_instances(servers, config, names, tmp_path_factory.mktemp("haystack_agent"))
-        yield Stack(urls["agent"], model)
-
-
-async def run(stack: Stack, row: dict) -> tuple[int, dict]:
-    response = await request("POST", stack.agent_url + "/run", json=row)
-    return response.status, await get_response_json(response)
+        )
+        yield RoleStack(
+            scripted_upstream, models, urls={"agent": run_with_port(servers, config, "agent", workdir).url}
+        )
 
 
 def kinds(output: list[dict]) -> list[str]:
@@ -73,13 +59,14 @@ async def test_the_haystack_agent_calls_the_environments_tools_and_earns_the_rew
     }
     calculate = {**function_call("calculator", {"expr": "14*12-97"}), **tokens}
     submit = function_call("submit_answer", {"answer": "71"})
-    stack.model.script(
+    stack.script(
+        "policy",
         {"output": [calculate], "usage": {"input_tokens": 30}},
         {"output": [submit], "usage": {"input_tokens": 40}},
         {"output": [assistant_message("The answer is 71.")], "usage": {"input_tokens": 50}},
     )
-    status, result = await run(
-        stack,
+    status, result = await stack.run(
+        "agent",
         {**ROWS[0], "responses_create_params": {**ROWS[0]["responses_create_params"], "temperature": 0.25}},
     )
     assert status == 200, result
@@ -93,7 +80,7 @@ async def test_the_haystack_agent_calls_the_environments_tools_and_earns_the_rew
     assert result["response"]["usage"]["input_tokens"] == 120
     # Three model calls, in order, each seeing the prompt and everything before it, with the row's tools
     # and its sampling settings.
-    requests = stack.model.requests()
+    requests = stack.requests("policy")
     assert [len(body["input"]) for body in requests] == [2, 4, 6]
     assert requests[1]["input"][2]["call_id"] == calculate["call_id"]
     assert requests[2]["input"][2]["generation_token_ids"] == [3, 4]
@@ -102,20 +89,23 @@ async def test_the_haystack_agent_calls_the_environments_tools_and_earns_the_rew
 
 
 async def test_a_wrong_answer_earns_nothing(stack):
-    stack.model.script(
-        {"output": [function_call("submit_answer", {"answer": "70"})]}, {"output": [assistant_message("70")]}
+    stack.script(
+        "policy",
+        {"output": [function_call("submit_answer", {"answer": "70"})]},
+        {"output": [assistant_message("70")]},
     )
-    status, result = await run(stack, ROWS[0])
+    status, result = await stack.run("agent", ROWS[0])
     assert status == 200 and result["reward"] == 0.0
 
 
 async def test_a_refused_tool_call_is_the_tools_output_and_the_rollout_goes_on(stack):
-    stack.model.script(
+    stack.script(
+        "policy",
         {"output": [function_call("calculator", {"expression": "1+1"})]},
         {"output": [function_call("submit_answer", {"answer": "71"})]},
         {"output": [assistant_message("71")]},
     )
-    status, result = await run(stack, ROWS[0])
+    status, result = await stack.run("agent", ROWS[0])
     assert status == 200 and result["reward"] == 1.0
     assert (
         "unknown argument 'expression'" in orjson.loads(result["response"]["output"][1]["output"])["detail"]
@@ -123,19 +113,20 @@ async def test_a_refused_tool_call_is_the_tools_output_and_the_rollout_goes_on(s
 
 
 async def test_a_model_error_mid_rollout_fails_it_and_names_the_model_server(stack):
-    stack.model.script(
+    stack.script(
+        "policy",
         {"output": [function_call("calculator", {"expr": "2+2"})]},
         {"status": 400, "body": {"error": {"message": "context too long", "type": "invalid_request_error"}}},
     )
-    status, result = await run(stack, ROWS[0])
+    status, result = await stack.run("agent", ROWS[0])
     assert status == 400, result
     assert "policy_model" in result["error"]["cause"]["server"]
     assert "context too long" in orjson.dumps(result["error"]["cause"]).decode()
 
 
 async def test_a_hanging_model_fails_the_rollout_at_its_deadline(stack):
-    stack.model.script({"hang": True})
-    status, result = await run(stack, ROWS[0])
+    stack.script("policy", {"hang": True})
+    status, result = await stack.run("agent", ROWS[0])
     assert status == 504 and result["error"]["type"] == "timeout"
 
 
@@ -154,19 +145,22 @@ async def test_a_hanging_model_fails_the_rollout_at_its_deadline(stack):
     ],
 )
 async def test_what_haystack_cannot_carry_is_refused_before_any_model_call(stack, params, named):
-    stack.model.script()
-    status, result = await run(stack, {**ROWS[0], "responses_create_params": params})
+    stack.script(
+        "policy",
+    )
+    status, result = await stack.run("agent", {**ROWS[0], "responses_create_params": params})
     assert status == 422 and named in result["error"]["message"]
-    assert stack.model.requests() == []
+    assert stack.requests("policy") == []
 
 
 async def test_a_call_of_an_undeclared_tool_is_answered_by_haystack_and_the_rollout_goes_on(stack):
-    stack.model.script(
+    stack.script(
+        "policy",
         {"output": [function_call("launch_rockets", {})]},
         {"output": [function_call("submit_answer", {"answer": "71"})]},
         {"output": [assistant_message("71")]},
     )
-    status, result = await run(stack, ROWS[0])
+    status, result = await stack.run("agent", ROWS[0])
     assert status == 200 and result["reward"] == 1.0, result
     output = result["response"]["output"]
     assert kinds(output) == ["function_call", "function_call_output"] * 2 + ["message"]
@@ -175,12 +169,13 @@ async def test_a_call_of_an_undeclared_tool_is_answered_by_haystack_and_the_roll
 
 async def test_concurrent_rollouts_through_one_pipeline_keep_their_own_sessions_and_turns(stack):
     """The pipeline is shared; each rollout's model turns and environment session stay its own."""
-    stack.model.script(
+    stack.script(
+        "policy",
         {"match": "function_call_output", "output": [assistant_message("done")]},
         {"match": "14 trays", "output": [function_call("submit_answer", {"answer": "71"})]},
         {"match": "Tickets cost", "output": [function_call("submit_answer", {"answer": "44"})]},
     )
-    results = await asyncio.gather(run(stack, ROWS[0]), run(stack, ROWS[1]))
+    results = await asyncio.gather(stack.run("agent", ROWS[0]), stack.run("agent", ROWS[1]))
     assert [(status, result["reward"]) for status, result in results] == [(200, 1.0), (200, 1.0)]
     for _, result in results:
         assert kinds(result["response"]["output"]) == ["function_call", "function_call_output", "message"]

@@ -88,9 +88,9 @@ async def served(
             yield Served(process, client)
 
 
-def start_refusal(tmp_path: Path, **settings: Any) -> list[str]:
-    """The stderr lines of a vllm_model process that checks `settings` (over a minimal valid config)
-    and must refuse to start."""
+def start_refusal(tmp_path: Path, implementation: str = "vllm_model", **settings: Any) -> list[str]:
+    """The stderr lines of a vllm_model process (or of a folder built on it) that checks `settings` (over
+    a minimal valid config) and must refuse to start."""
     defaults = {
         "base_url": "http://127.0.0.1:9/v1",
         "api_key": "k",
@@ -98,8 +98,9 @@ def start_refusal(tmp_path: Path, **settings: Any) -> list[str]:
         "uses_reasoning_parser": False,
     }
     config = {
-        "policy_model": instance_config("responses_api_models", "vllm_model", **{**defaults, **settings})
+        "policy_model": instance_config("responses_api_models", implementation, **{**defaults, **settings})
     }
+    app = APP.parents[1] / implementation / "app.py"
     config_file = tmp_path / "config.yaml"
     config_file.write_bytes(orjson.dumps(config))
     env = {
@@ -107,10 +108,10 @@ def start_refusal(tmp_path: Path, **settings: Any) -> list[str]:
         "NEMO_GYM_CONFIG_FILE": str(config_file),
         "NEMO_GYM_CONFIG_PATH": "policy_model",
         CHECK_CONFIG_ONLY_ENV_VAR_NAME: "1",
-        "PYTHONPATH": str(APP.parents[2]),  # the install root, as the launcher sets it
+        "PYTHONPATH": str(app.parents[2]),  # the install root, as the launcher sets it
     }
     done = subprocess.run(
-        [sys.executable, str(APP)], capture_output=True, text=True, timeout=120, env=env, cwd=APP.parent
+        [sys.executable, str(app)], capture_output=True, text=True, timeout=120, env=env, cwd=app.parent
     )
     assert done.returncode != 0
     return done.stderr.strip().splitlines()
