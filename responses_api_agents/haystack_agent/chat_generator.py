@@ -20,6 +20,8 @@ from haystack import component, default_from_dict, default_to_dict
 from haystack.dataclasses import ChatMessage, ToolCall
 from haystack.tools import ToolsType, flatten_tools_or_toolsets
 
+from nemo_gym.openai_utils import NeMoGymResponse
+
 TURN_META_KEY = "gym_turn"
 
 ModelCall = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -105,13 +107,7 @@ def function_tool(tool: Any) -> dict[str, Any]:
 def reply(turn: dict[str, Any], index: int) -> ChatMessage:
     """One Responses turn as Haystack's assistant message: its text, its function calls, its index."""
     output = turn.get("output") or []
-    text = "".join(
-        part.get("text", "")
-        for item in output
-        if item.get("type") == "message"
-        for part in item.get("content") or []
-        if part.get("type") == "output_text"
-    )
+    text = NeMoGymResponse.model_validate(turn).output_text
     calls = [
         ToolCall(tool_name=item["name"], arguments=_arguments(item.get("arguments")), id=item.get("call_id"))
         for item in output
