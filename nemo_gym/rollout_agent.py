@@ -51,6 +51,9 @@ from nemo_gym.wire.sessions import (
 )
 
 USAGE_COUNTS = (("input_tokens",), ("output_tokens",), ("total_tokens",))
+# What `text_prompt` passes on: chat roles, and content parts that are text.
+TEXT_ROLES = frozenset({"system", "developer", "user", "assistant"})
+TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
 USAGE_DETAIL_COUNTS = (
     ("input_tokens_details", "cached_tokens"),
     ("output_tokens_details", "reasoning_tokens"),
@@ -404,3 +407,27 @@ def _add_at(total: dict[str, Any], turn: dict[str, Any], path: tuple[str, ...]) 
         total[key] = total.get(key) or {}
         total, turn = total[key], turn.get(key) or {}
     total[leaf] = (total.get(leaf) or 0) + (turn.get(leaf) or 0)
+
+
+def text_prompt(prompt: str | list[dict[str, Any]]) -> list[dict[str, str]]:
+    """A Responses `input` as the `{role, content}` text messages a chat-speaking framework (Verifiers,
+    Haystack) starts from. Anything such a framework cannot carry faithfully (an item that is not a
+    message, an image or file part, a role chat does not have) is refused with a 422 naming the item,
+    rather than dropped or reworded."""
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    messages = []
+    for index, item in enumerate(prompt):
+        where = f"responses_create_params.input[{index}]"
+        if item.get("type", "message") != "message" or item.get("role") not in TEXT_ROLES:
+            kind = f"type {item.get('type')!r} role {item.get('role')!r}"
+            raise GymError(
+                422, "unsupported_input", f"{where}: only text messages can be passed on, got {kind}"
+            )
+        content = item.get("content")
+        if isinstance(content, list) and all(part.get("type") in TEXT_PARTS for part in content):
+            content = "".join(part.get("text") or "" for part in content)
+        if not isinstance(content, str):
+            raise GymError(422, "unsupported_input", f"{where}.content: only text can be passed on")
+        messages.append({"role": item["role"], "content": content})
+    return messages

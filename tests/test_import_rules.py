@@ -59,6 +59,8 @@ BUILDS_ON: dict[str, str | tuple[str, ...]] = {
         "responses_api_models.vllm_model",
     ),
     "responses_api_models.switchyard_model": "responses_api_models.openai_model",  # its pass-through server
+    "responses_api_agents.aviary_agent": "responses_api_agents.simple_agent",  # its tool-call reader and refusals
+    "responses_api_agents.haystack_agent": "responses_api_agents.simple_agent",  # its tool names and reserved routes
 }
 REPO_TESTS = "tests"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"

@@ -48,13 +48,17 @@ PAIRED_AGENTS = (
     "reasoning_gym_parallel_thinking_agent",
     "reasoning_gym_rewoo_agent",
     "reasoning_gym_langchain_deepagents_agent_model_server",
+    "gsm8k_aviary_agent",
 )
 TEMPLATE_AGENTS = {
     "non_executing_simple_agent": "xlam_fc",
     "remote_agent": "example_session_state_mgmt_resources_server",
     "claude_code_agent": "string_match",
     "codex_agent": "string_match",
+    "haystack_agent": "aviary",
 }
+# Agents that need no resources server (their environment runs inside them), from their own shipped config.
+SELF_CONTAINED_AGENTS = ("verifiers_agent",)
 # One instance of each environment server, all in front of AGENT.
 ENVIRONMENT_SERVERS = {
     "episodes_environment_server": "single_agent_turn",
@@ -219,6 +223,9 @@ def shipped_instances() -> dict[str, Any]:
         )
         block[name]["responses_api_agents"][name]["resources_server"]["name"] = resources
         config[name] = block[name]
+    for name in SELF_CONTAINED_AGENTS:
+        path = REPO_ROOT / "responses_api_agents" / name / "configs" / f"{name}.yaml"
+        config[name] = yaml.safe_load(path.read_text())[name]
     for name, path in MODEL_CONFIGS.items():
         config[name] = yaml.safe_load((REPO_ROOT / path).read_text())["policy_model"]
         for inner in config[name]["responses_api_models"].values():
@@ -248,6 +255,8 @@ def shipped_data(instance: str) -> ShippedData | None:
     for environment_server in block.get("environment_servers", {}).values():
         block = shipped_instances()[environment_server["agent_server"]["name"]]
     for agent in block.get("responses_api_agents", {}).values():
+        if agent.get("resources_server") is None:
+            return None  # a self-contained agent: no environment's data to probe it with
         block = shipped_instances()[agent["resources_server"]["name"]]
     implementations = block.get("resources_servers")
     if implementations is None:
