@@ -24,7 +24,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 from fastapi import FastAPI, Request, Response
@@ -135,6 +135,14 @@ class CliRun:
             return f"{program} reported: {trajectory.error}"
         if self.returncode != 0 or trajectory is None or not trajectory.finished:
             return f"{program} exited with status {self.returncode} without finishing its run"
+        return None
+
+    def setup_failure(self, program: str, timeout_s: float) -> str | None:
+        """Why a setup command (run before the task) fails the rollout, or None when it exited 0."""
+        if self.timed_out:
+            return f"{program} setup did not finish within the {timeout_s:g}s timeout"
+        if self.returncode != 0:
+            return f"{program} setup exited with status {self.returncode}"
         return None
 
 
@@ -411,7 +419,17 @@ class CliAgent(RolloutAgent):
         under `home`); `model_url` is the base URL the CLI calls, standing for `model_target()`."""
         raise NotImplementedError
 
-    def parse(self, stdout: str) -> Trajectory:
+    def task_arguments(self, task: str, system: str | None) -> list[str] | None:
+        """argv words that give the CLI its task, or None (the default): the task goes on its stdin."""
+        return None
+
+    def setup_argv(self, model_url: str, workspace: Path, home: Path) -> list[str] | None:
+        """A command run before the task, in the run's environment (e.g. one writing the CLI's provider
+        settings into the run's home), or None; it must exit 0 within the run's deadline."""
+        return None
+
+    def parse(self, stdout: str, home: Path) -> Trajectory:
+        """The run's trajectory, from what the CLI printed or from what it left in the run's `home`."""
         raise NotImplementedError
 
     def model_name(self) -> str:
@@ -428,31 +446,24 @@ class CliAgent(RolloutAgent):
             workspace = Path(self.config.cwd).expanduser() if self.config.cwd else Path(scratch) / "workspace"
             workspace.mkdir(parents=True, exist_ok=True)
             async with self._relay.relayed(self.model_target(), timeout_s) as (model_url, relayed):
+                ends_at = time.monotonic() + timeout_s
                 argv, extra_env = self.prepare(system, model_url, workspace, home)
-                try:
-                    run = await run_cli(
-                        argv,
-                        env=cli_environment(home, extra_env),
-                        cwd=workspace,
-                        timeout_s=timeout_s,
-                        max_output_bytes=self.config.max_output_bytes,
-                        stdin=task.encode(),
-                    )
-                except OSError as error:
-                    if error.errno != errno.E2BIG:
-                        raise
-                    raise GymError(
-                        422,
-                        "invalid_request",
-                        "responses_create_params: the system text is too long for the CLI",
-                    ) from error
-        trajectory = (
-            None if run.timed_out or run.truncated else self.parse(run.stdout.decode(errors="replace"))
-        )
-        failure = run.failure(self.program, timeout_s, trajectory)
-        if failure is not None:
-            raise GymError(504 if run.timed_out else 502, "timeout" if run.timed_out else "cli_failed",
-                           self.redacted(failure, run.stderr_tail))  # fmt: skip
+                env = cli_environment(home, extra_env)
+                if setup := self.setup_argv(model_url, workspace, home):
+                    run = await self._run_within(setup, env, workspace, timeout_s, b"")
+                    if failure := run.setup_failure(self.program, timeout_s):
+                        self.fail(run, failure)
+                task_words = self.task_arguments(task, system)
+                argv, stdin = (argv, task.encode()) if task_words is None else ([*argv, *task_words], b"")
+                left_s = max(0.0, ends_at - time.monotonic())
+                run = await self._run_within(argv, env, workspace, left_s, stdin)
+            trajectory = (
+                None
+                if run.timed_out or run.truncated
+                else self.parse(run.stdout.decode(errors="replace"), home)
+            )
+        if (failure := run.failure(self.program, timeout_s, trajectory)) is not None:
+            self.fail(run, failure)
         trajectory.metadata["token_ids"] = attach_token_ids(trajectory.output, relayed.calls)
         response = {
             "id": f"resp_{os.urandom(12).hex()}",
@@ -467,6 +478,30 @@ class CliAgent(RolloutAgent):
             "metadata": trajectory.metadata,
         }
         return NeMoGymResponse.model_validate(response).model_dump(mode="json", exclude_none=True)
+
+    def fail(self, run: CliRun, failure: str) -> NoReturn:
+        """Fail the rollout: 504 `timeout` when the run was killed at its deadline, else 502 `cli_failed`."""
+        raise GymError(504 if run.timed_out else 502, "timeout" if run.timed_out else "cli_failed",
+                       self.redacted(failure, run.stderr_tail))  # fmt: skip
+
+    async def _run_within(
+        self, argv: list[str], env: dict[str, str], workspace: Path, timeout_s: float, stdin: bytes
+    ) -> CliRun:
+        """One CLI process of the run; an argument list the system refuses as too long is the task's
+        fault (its text), so a 422."""
+        try:
+            return await run_cli(
+                argv, env=env, cwd=workspace, timeout_s=timeout_s,
+                max_output_bytes=self.config.max_output_bytes, stdin=stdin,
+            )  # fmt: skip
+        except OSError as error:
+            if error.errno != errno.E2BIG:
+                raise
+            raise GymError(
+                422,
+                "invalid_request",
+                "responses_create_params: the task or system text is too long for the CLI",
+            ) from error
 
     async def responses(
         self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming

@@ -106,7 +106,7 @@ class ClaudeCodeAgent(CliAgent):
     def model_name(self) -> str:
         return self.config.model
 
-    def parse(self, stdout: str) -> Trajectory:
+    def parse(self, stdout: str, home: Path) -> Trajectory:
         return parse_stream_json(stdout)
 
     def _flags(self, system: str | None) -> list[str]:

@@ -93,7 +93,7 @@ class CodexAgent(CliAgent):
     def model_name(self) -> str:
         return self.config.model or DEFAULT_MODEL
 
-    def parse(self, stdout: str) -> Trajectory:
+    def parse(self, stdout: str, home: Path) -> Trajectory:
         return parse_exec_json(stdout)
 
     def codex_config(self, system: str | None, model_url: str) -> dict[str, Any]:
