@@ -353,6 +353,15 @@ def tool_call_items(call_id: str, name: str, arguments: str, output: str) -> lis
     ]  # fmt: skip
 
 
+def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """`override` over `base`, tables merged key by key (a config key laid over a CLI's generated settings)."""
+    result = dict(base)
+    for key, value in override.items():
+        both_tables = isinstance(value, dict) and isinstance(result.get(key), dict)
+        result[key] = merged(result[key], value) if both_tables else value
+    return result
+
+
 def usage_of(input_tokens: int, output_tokens: int, cached: int = 0, reasoning: int = 0) -> dict[str, Any]:
     return {
         "input_tokens": input_tokens,
@@ -419,17 +428,19 @@ class CliAgent(RolloutAgent):
         under `home`); `model_url` is the base URL the CLI calls, standing for `model_target()`."""
         raise NotImplementedError
 
-    def task_arguments(self, task: str, system: str | None) -> list[str] | None:
-        """argv words that give the CLI its task, or None (the default): the task goes on its stdin."""
-        return None
+    def task_delivery(self, task: str, system: str | None) -> tuple[list[str], str]:
+        """How the CLI gets its task: argv words after `prepare`'s, and the text written on its stdin (by
+        default the task alone there; the system text then goes in `prepare`'s flags)."""
+        return [], task
 
     def setup_argv(self, model_url: str, workspace: Path, home: Path) -> list[str] | None:
         """A command run before the task, in the run's environment (e.g. one writing the CLI's provider
         settings into the run's home), or None; it must exit 0 within the run's deadline."""
         return None
 
-    def parse(self, stdout: str, home: Path) -> Trajectory:
-        """The run's trajectory, from what the CLI printed or from what it left in the run's `home`."""
+    def parse(self, stdout: str, home: Path) -> Trajectory | None:
+        """The run's trajectory, from what the CLI printed or what it left in the run's `home`; None when
+        there is none to read (the run then failed)."""
         raise NotImplementedError
 
     def model_name(self) -> str:
@@ -453,10 +464,9 @@ class CliAgent(RolloutAgent):
                     run = await self._run_within(setup, env, workspace, timeout_s, b"")
                     if failure := run.setup_failure(self.program, timeout_s):
                         self.fail(run, failure)
-                task_words = self.task_arguments(task, system)
-                argv, stdin = (argv, task.encode()) if task_words is None else ([*argv, *task_words], b"")
+                words, stdin = self.task_delivery(task, system)
                 left_s = max(0.0, ends_at - time.monotonic())
-                run = await self._run_within(argv, env, workspace, left_s, stdin)
+                run = await self._run_within([*argv, *words], env, workspace, left_s, stdin.encode())
             trajectory = (
                 None
                 if run.timed_out or run.truncated

@@ -244,7 +244,7 @@ async def check_a_tool_call_then_an_answer(
     assert status == 200, result
     assert result["reward"] == 1.0, result
     output = result["response"]["output"]
-    assert [item["type"] for item in output] == ["function_call", "function_call_output", "message"]
+    assert [item["type"] for item in output] == ["function_call", "function_call_output", "message"], output
     call, tool_result, message = output
     assert call["name"] == tool and COMMAND in orjson.loads(call["arguments"])[command_key]
     assert tool_result["call_id"] == call["call_id"] and command_output(tool_result["output"]) == "6", (

@@ -126,12 +126,12 @@ class ClineAgent(CliAgent):
             argv += [flag, str(value)] if value is not None else []
         return [*argv, *config.extra_args], env
 
-    def task_arguments(self, task: str, system: str | None) -> list[str]:
+    def task_delivery(self, task: str, system: str | None) -> tuple[list[str], str]:
         """The task is Cline's last argument (it reads none on stdin), after `--` so that a task starting
         with `-` is no flag, the system text before it; Cline takes a one-word argument for a command, so
         such a task gets a trailing space."""
         prompt = f"{system}\n\n{task}" if system else task
-        return ["--", prompt if any(char.isspace() for char in prompt) else f"{prompt} "]
+        return ["--", prompt if any(char.isspace() for char in prompt) else f"{prompt} "], ""
 
     def parse(self, stdout: str, home: Path) -> Trajectory:
         return parse_cline_json(stdout)
