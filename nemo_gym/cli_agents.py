@@ -47,6 +47,18 @@ INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR"
 GENERATED_TYPES = frozenset({"message", "function_call", "reasoning"})
 # Loopback traffic never goes through a proxy the host may configure.
 NO_PROXY = "127.0.0.1,localhost,::1"
+# For a CLI that reaches for the internet on its own (a package install, a feature-flag or telemetry call)
+# with no switch to turn that off: everything but loopback goes to a proxy that refuses it at once, and an
+# npm it runs stays offline.
+DEAD_PROXY = "http://127.0.0.1:9"
+LOOPBACK_ONLY_ENV = {
+    "HTTP_PROXY": DEAD_PROXY,
+    "HTTPS_PROXY": DEAD_PROXY,
+    "http_proxy": DEAD_PROXY,
+    "https_proxy": DEAD_PROXY,
+    "npm_config_offline": "true",
+    "npm_config_registry": DEAD_PROXY,
+}
 
 
 class CliAgentConfig(RolloutAgentConfig):

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import Field, SecretStr
 
-from nemo_gym.cli_agents import CliAgent, CliAgentConfig, Trajectory
+from nemo_gym.cli_agents import LOOPBACK_ONLY_ENV, CliAgent, CliAgentConfig, Trajectory
 from responses_api_agents.cline_agent.trajectory import parse_cline_json
 
 FOLDER = Path(__file__).resolve().parent
@@ -108,6 +108,7 @@ class ClineAgent(CliAgent):
             "CLINE_HOOKS_LOG_PATH": str(data / "logs" / "hooks.jsonl"),
             # A process of the run's own, not a hub daemon shared with other runs.
             "CLINE_SESSION_BACKEND_MODE": "local",
+            **LOOPBACK_ONLY_ENV,
             **config.env,
         }
         if config.command_permissions:

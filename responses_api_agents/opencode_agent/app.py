@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from pydantic import Field, SecretStr
 
-from nemo_gym.cli_agents import CliAgent, CliAgentConfig, Trajectory, merged
+from nemo_gym.cli_agents import LOOPBACK_ONLY_ENV, CliAgent, CliAgentConfig, Trajectory, merged
 from responses_api_agents.opencode_agent.trajectory import parse_session
 
 FOLDER = Path(__file__).resolve().parent
@@ -85,7 +85,7 @@ class OpenCodeAgent(CliAgent):
     ) -> tuple[list[str], dict[str, str]]:
         config_file = home / "opencode.json"
         config_file.write_bytes(orjson.dumps(self.opencode_config(model_url)))
-        env = {**OFFLINE_ENV, "OPENCODE_CONFIG": str(config_file), **self.config.env}
+        env = {**LOOPBACK_ONLY_ENV, **OFFLINE_ENV, "OPENCODE_CONFIG": str(config_file), **self.config.env}
         argv = [str(self._cli), "run", "--format", "json", "-m", f"{PROVIDER}/{self.config.model}"]
         # A title of its own: else OpenCode asks the model for one, a call that is not the rollout's.
         argv += ["--dir", str(workspace), "--title", "gym rollout", "--dangerously-skip-permissions"]
