@@ -31,6 +31,7 @@ from fastapi import FastAPI, Request, Response
 from pydantic import Field, PrivateAttr, SecretStr, model_validator
 
 from nemo_gym.cli_model_relay import ModelCallRelay
+from nemo_gym.cli_trajectories import Trajectory, attach_token_ids
 from nemo_gym.config_types import ConfigError
 from nemo_gym.deadlines import bounded
 from nemo_gym.errors import GymError
@@ -43,8 +44,6 @@ READ_CHUNK_BYTES = 64 * 1024
 STDERR_TAIL_BYTES = 4096
 # What a CLI run may read from its parent's environment; everything else (keys, tokens, proxies) stays out.
 INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")
-# Output items a model call generates (tool results are the CLI's).
-GENERATED_TYPES = frozenset({"message", "function_call", "reasoning"})
 # Loopback traffic never goes through a proxy the host may configure.
 NO_PROXY = "127.0.0.1,localhost,::1"
 # For a CLI that reaches for the internet on its own (a package install, a feature-flag or telemetry call)
@@ -87,43 +86,6 @@ class CliAgentConfig(RolloutAgentConfig):
         if self.concurrency is not None and self.max_concurrent_rollouts is None:
             self.max_concurrent_rollouts = self.concurrency
         return self
-
-
-def attach_token_ids(output: list[dict[str, Any]], calls: list[dict[str, Any] | None]) -> str:
-    """Put each model call's token fields on the last item it generated, as the model servers do: the
-    output's turns (runs of generated items between tool results) are the calls, in order. Says whether
-    that was done (`attached`), the model server had none (`unavailable`), or turns and calls did not
-    line up one to one (`unmatched`: then nothing is attached rather than something wrong)."""
-    if not calls or not any(calls):
-        return "unavailable"
-    turns: list[dict[str, Any]] = []  # the last generated item of each turn
-    in_turn = False
-    for item in output:
-        generated = item.get("type") in GENERATED_TYPES
-        if generated and in_turn:
-            turns[-1] = item
-        elif generated:
-            turns.append(item)
-        in_turn = generated or (in_turn and item.get("type") != "function_call_output")
-    if len(turns) != len(calls) or not all(calls):
-        return "unmatched"
-    for item, fields in zip(turns, calls, strict=True):
-        item.update(fields)
-    return "attached"
-
-
-@dataclass
-class Trajectory:
-    """What a CLI run produced, in Gym's terms."""
-
-    output: list[dict[str, Any]]
-    usage: dict[str, Any]
-    # Whether the CLI reported the end of its run (a final answer, or a turn limit reached).
-    finished: bool
-    # The error the CLI reported (a failed model call, ...), if any: the rollout then fails with it.
-    error: str | None = None
-    # What the CLI said of its run (its outcome, e.g. that it hit max turns; its session id), as strings.
-    metadata: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -283,19 +245,6 @@ def check_pinned_version(folder: Path, package: str, wanted: str | None, key: st
         )
 
 
-def json_events(stdout: str) -> list[dict[str, Any]]:
-    """The JSON objects of a CLI's one-event-a-line output; other lines (warnings it printed) are skipped."""
-    events = []
-    for line in stdout.splitlines():
-        try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
-
-
 def instruction_of(params: dict[str, Any], system_prompt: str | None) -> tuple[str, str | None]:
     """The task a CLI gets from Responses params: the last user message's text, and the system text (the
     configured `system_prompt`, then the input's system/developer messages)."""
@@ -345,26 +294,6 @@ def _text_of(content: Any) -> str:
     )
 
 
-def assistant_message(text: str, item_id: str) -> dict[str, Any]:
-    """A Responses output message item holding `text`."""
-    return {
-        "id": item_id,
-        "type": "message",
-        "role": "assistant",
-        "status": "completed",
-        "content": [{"type": "output_text", "text": text, "annotations": []}],
-    }
-
-
-def tool_call_items(call_id: str, name: str, arguments: str, output: str) -> list[dict[str, Any]]:
-    """A tool call the CLI ran and its result, as a Responses function_call / function_call_output pair."""
-    return [
-        {"id": call_id, "type": "function_call", "call_id": call_id, "name": name, "arguments": arguments,
-         "status": "completed"},
-        {"type": "function_call_output", "call_id": call_id, "output": output},
-    ]  # fmt: skip
-
-
 def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     """`override` over `base`, tables merged key by key (a config key laid over a CLI's generated settings)."""
     result = dict(base)
@@ -372,16 +301,6 @@ def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
         both_tables = isinstance(value, dict) and isinstance(result.get(key), dict)
         result[key] = merged(result[key], value) if both_tables else value
     return result
-
-
-def usage_of(input_tokens: int, output_tokens: int, cached: int = 0, reasoning: int = 0) -> dict[str, Any]:
-    return {
-        "input_tokens": input_tokens,
-        "input_tokens_details": {"cached_tokens": cached},
-        "output_tokens": output_tokens,
-        "output_tokens_details": {"reasoning_tokens": reasoning},
-        "total_tokens": input_tokens + output_tokens,
-    }
 
 
 class CliAgent(RolloutAgent):

@@ -17,7 +17,8 @@ from typing import Any, Literal
 import orjson
 from pydantic import Field, SecretStr
 
-from nemo_gym.cli_agents import LOOPBACK_ONLY_ENV, CliAgent, CliAgentConfig, Trajectory
+from nemo_gym.cli_agents import LOOPBACK_ONLY_ENV, CliAgent, CliAgentConfig
+from nemo_gym.cli_trajectories import Trajectory
 from responses_api_agents.cline_agent.trajectory import parse_cline_json
 
 FOLDER = Path(__file__).resolve().parent

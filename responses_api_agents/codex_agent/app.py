@@ -16,7 +16,8 @@ from typing import Any, Literal
 import tomli_w
 from pydantic import Field, SecretStr
 
-from nemo_gym.cli_agents import CliAgent, CliAgentConfig, Trajectory, merged
+from nemo_gym.cli_agents import CliAgent, CliAgentConfig, merged
+from nemo_gym.cli_trajectories import Trajectory
 from responses_api_agents.codex_agent.trajectory import parse_exec_json
 
 FOLDER = Path(__file__).resolve().parent

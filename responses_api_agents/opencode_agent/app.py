@@ -17,7 +17,8 @@ from typing import Any
 import orjson
 from pydantic import Field, SecretStr
 
-from nemo_gym.cli_agents import LOOPBACK_ONLY_ENV, CliAgent, CliAgentConfig, Trajectory, merged
+from nemo_gym.cli_agents import LOOPBACK_ONLY_ENV, CliAgent, CliAgentConfig, merged
+from nemo_gym.cli_trajectories import Trajectory
 from responses_api_agents.opencode_agent.trajectory import parse_session
 
 FOLDER = Path(__file__).resolve().parent

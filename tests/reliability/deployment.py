@@ -48,6 +48,8 @@ TEMPLATE_AGENTS = {
     "remote_agent": "example_session_state_mgmt_resources_server",
     "claude_code_agent": "string_match",
     "codex_agent": "string_match",
+    "cline_agent": "string_match",
+    "opencode_agent": "string_match",
 }
 # One instance of each environment server, all in front of AGENT.
 ENVIRONMENT_SERVERS = {
