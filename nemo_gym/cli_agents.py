@@ -199,6 +199,25 @@ async def _kill_group(process: asyncio.subprocess.Process) -> None:
         await asyncio.shield(asyncio.wait_for(process.wait(), KILL_WAIT_S))
 
 
+class OpenAICompatibleCliConfig(CliAgentConfig):
+    """Keys of the CLI agents that call the model server as an OpenAI-compatible provider (Cline, OpenCode),
+    with NeMo Gym's names."""
+
+    openai_api_key: SecretStr = Field(
+        default=SecretStr("gym-local"),
+        description="sent to the model server as the bearer token; never shown",
+    )
+    openai_base_url: str | None = Field(
+        default=None, description="another endpoint (ending in /v1) for the CLI instead of model_server's"
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment of each CLI run")
+    extra_args: list[str] = Field(default_factory=list, description="appended to the CLI's command line")
+    timeout: float = Field(default=900, gt=0, description="seconds one CLI run may take; then it is killed")
+    setup_timeout: float = Field(
+        default=300, gt=0, description="seconds a setup step before the task may take (within timeout)"
+    )
+
+
 def cli_environment(home: Path, extra: Mapping[str, str]) -> dict[str, str]:
     """The environment of one CLI run: a few harmless variables of this process, a home of the run's own,
     no proxy for loopback, and `extra` (the CLI's own settings)."""
@@ -364,6 +383,10 @@ class CliAgent(RolloutAgent):
         default the task alone there; the system text then goes in `prepare`'s flags)."""
         return [], task
 
+    def setup_timeout_s(self) -> float:
+        """Seconds the setup command may take (within the run's timeout)."""
+        return self.config.timeout
+
     def setup_argv(self, model_url: str, workspace: Path, home: Path) -> list[str] | None:
         """A command run before the task, in the run's environment (e.g. one writing the CLI's provider
         settings into the run's home), or None; it must exit 0 within the run's deadline."""
@@ -392,8 +415,9 @@ class CliAgent(RolloutAgent):
                 argv, extra_env = self.prepare(system, model_url, workspace, home)
                 env = cli_environment(home, extra_env)
                 if setup := self.setup_argv(model_url, workspace, home):
-                    run = await self._run_within(setup, env, workspace, timeout_s, b"")
-                    if failure := run.setup_failure(self.program, timeout_s):
+                    setup_s = min(timeout_s, self.setup_timeout_s())
+                    run = await self._run_within(setup, env, workspace, setup_s, b"")
+                    if failure := run.setup_failure(self.program, setup_s):
                         self.fail(run, failure)
                 words, stdin = self.task_delivery(task, system)
                 left_s = max(0.0, ends_at - time.monotonic())
@@ -459,3 +483,15 @@ class CliAgent(RolloutAgent):
         rollout = await self.seeded_rollout(request, row)
         answer = await self.cli_response(row["responses_create_params"])
         return await self.verified(row, answer, rollout)
+
+
+class OpenAICompatibleCliAgent(CliAgent):
+    """A CLI agent whose CLI calls the model server's OpenAI-compatible `/v1` (Chat Completions)."""
+
+    config: OpenAICompatibleCliConfig
+
+    def model_target(self) -> str:
+        return self.config.openai_base_url or self.model_base_url("/v1")
+
+    def setup_timeout_s(self) -> float:
+        return self.config.setup_timeout

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from pydantic import Field, SecretStr
+from pydantic import Field
 
-from nemo_gym.cli_agents import LOOPBACK_ONLY_ENV, CliAgent, CliAgentConfig
+from nemo_gym.cli_agents import LOOPBACK_ONLY_ENV, OpenAICompatibleCliAgent, OpenAICompatibleCliConfig
 from nemo_gym.cli_trajectories import Trajectory
 from responses_api_agents.cline_agent.trajectory import parse_cline_json
 
@@ -28,20 +28,9 @@ PROVIDER = "openai-compatible"
 DEFAULT_MODEL = "gym-policy-model"
 
 
-class ClineAgentConfig(CliAgentConfig):
+class ClineAgentConfig(OpenAICompatibleCliConfig):
     model: str | None = Field(default=None, description="the model id Cline asks the model server for")
     provider: str = Field(default=PROVIDER, description="must be openai-compatible (the model server)")
-    openai_api_key: SecretStr = Field(
-        default=SecretStr("gym-local"),
-        description="sent to the model server as the bearer token; never shown",
-    )
-    openai_base_url: str | None = Field(
-        default=None,
-        description="another Chat Completions endpoint (ending in /v1) instead of model_server's",
-    )
-    env: dict[str, str] = Field(default_factory=dict, description="extra environment of each CLI run")
-    timeout: float = Field(default=900, gt=0, description="seconds one CLI run may take; then it is killed")
-    setup_timeout: float = Field(default=300, gt=0, description="seconds the `cline auth` step may take")
     system_prompt_override: str | None = Field(
         default=None, description="-s: replaces Cline's own system prompt (and its tool instructions)"
     )
@@ -50,7 +39,6 @@ class ClineAgentConfig(CliAgentConfig):
     retries: int | None = Field(
         default=None, ge=0, description="--retries: mistakes in a row before it stops"
     )
-    extra_args: list[str] = Field(default_factory=list, description="appended to the cline command line")
     command_permissions: dict[str, Any] = Field(
         default_factory=dict, description="CLINE_COMMAND_PERMISSIONS: shell commands allowed / denied"
     )
@@ -59,7 +47,7 @@ class ClineAgentConfig(CliAgentConfig):
     )
 
 
-class ClineAgent(CliAgent):
+class ClineAgent(OpenAICompatibleCliAgent):
     config: ClineAgentConfig
     program: str = "cline"
     folder: Path = FOLDER
@@ -72,9 +60,6 @@ class ClineAgent(CliAgent):
                 f"provider: {self.config.provider} needs its own service on the internet; cline_agent runs "
                 f"Cline against the model server only: set provider to {PROVIDER}"
             )
-
-    def model_target(self) -> str:
-        return self.config.openai_base_url or self.model_base_url("/v1")
 
     def model_name(self) -> str:
         return self.config.model or DEFAULT_MODEL

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import Field, SecretStr
+from pydantic import Field
 
-from nemo_gym.cli_agents import LOOPBACK_ONLY_ENV, CliAgent, CliAgentConfig, merged
+from nemo_gym.cli_agents import LOOPBACK_ONLY_ENV, OpenAICompatibleCliAgent, OpenAICompatibleCliConfig, merged
 from nemo_gym.cli_trajectories import Trajectory
 from responses_api_agents.opencode_agent.trajectory import parse_session
 
@@ -41,21 +41,9 @@ OFFLINE_ENV = {
 }
 
 
-class OpenCodeAgentConfig(CliAgentConfig):
+class OpenCodeAgentConfig(OpenAICompatibleCliConfig):
     model: str = Field(default=DEFAULT_MODEL, description="the model id OpenCode asks the model server for")
-    openai_api_key: SecretStr = Field(
-        default=SecretStr("gym-local"),
-        description="sent to the model server as the bearer token; never shown",
-    )
-    openai_base_url: str | None = Field(
-        default=None,
-        description="another Chat Completions endpoint (ending in /v1) instead of model_server's",
-    )
-    env: dict[str, str] = Field(default_factory=dict, description="extra environment of each CLI run")
     thinking: bool = Field(default=False, description="--thinking: keep the model's reasoning in the session")
-    timeout: float = Field(default=900, gt=0, description="seconds one CLI run may take; then it is killed")
-    setup_timeout: float = Field(default=900, gt=0, description="NeMo Gym's key; unused (nothing to set up)")
-    extra_args: list[str] = Field(default_factory=list, description="appended to `opencode run`")
     opencode_config: dict[str, Any] = Field(
         default_factory=dict, description="merged over the generated opencode.json"
     )
@@ -68,15 +56,12 @@ class OpenCodeAgentConfig(CliAgentConfig):
     )
 
 
-class OpenCodeAgent(CliAgent):
+class OpenCodeAgent(OpenAICompatibleCliAgent):
     config: OpenCodeAgentConfig
     program: str = "opencode"
     folder: Path = FOLDER
     package: str = PACKAGE
     version_key: str = "opencode_version"
-
-    def model_target(self) -> str:
-        return self.config.openai_base_url or self.model_base_url("/v1")
 
     def model_name(self) -> str:
         return self.config.model
