@@ -8,6 +8,7 @@ serves each with `stream: true` as Server-Sent Events made from the buffered ans
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import typing
@@ -266,13 +267,24 @@ class SimpleResponsesAPIModel(SimpleServer):
 
 def body_model(method: Handler, default: type[BaseModel]) -> type[BaseModel] | None:
     """The body type a server method declares (None when it takes no body)."""
-    if "body" not in inspect.signature(method).parameters:
+    return _declared_body(getattr(method, "__func__", method), default)
+
+
+# What a method takes is looked up once per method, not on every call (resolving annotations is slow).
+@functools.cache
+def _declared_body(function: Handler, default: type[BaseModel]) -> type[BaseModel] | None:
+    if "body" not in _parameters(function):
         return None
     try:
-        declared = typing.get_type_hints(method).get("body", default)
+        declared = typing.get_type_hints(function).get("body", default)
     except (NameError, TypeError):  # an annotation that cannot be resolved here
         return default
     return declared if isinstance(declared, type) and issubclass(declared, BaseModel) else default
+
+
+@functools.cache
+def _parameters(function: Handler) -> frozenset[str]:
+    return frozenset(inspect.signature(function).parameters)
 
 
 def validated_body(method: Handler, body: dict[str, Any], default: type[BaseModel]) -> BaseModel | None:
@@ -304,7 +316,7 @@ def json_answer(answer: Any) -> Any:
 
 async def call_method(method: Handler, request: Request, body: BaseModel | None) -> Any:
     """Call a server method with what it takes (`request`, `body`, or both)."""
-    taken = inspect.signature(method).parameters
+    taken = _parameters(getattr(method, "__func__", method))
     arguments: dict[str, Any] = {}
     if "request" in taken:
         arguments["request"] = request

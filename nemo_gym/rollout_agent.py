@@ -316,6 +316,22 @@ class RolloutAgent(SimpleResponsesAPIAgent):
         finally:
             work.close()  # discards it quietly if the deadline came while it was still waiting
 
+    async def loop_responses(
+        self,
+        request: Request,
+        response: Response,
+        params: dict[str, Any],
+        loop: Callable[[dict[str, Any], Rollout], Awaitable[Rollout]],
+    ) -> NeMoGymResponse:
+        """`/v1/responses` of an agent whose rollout is `loop`: the loop on `params` without seeding or
+        verifying, within the rollout deadline and inside the agent session when one is open; the cookies
+        both servers set go back to the caller."""
+        rollout = await self.as_rollout(loop(params, self.session_rollout(request)))
+        self.end_session_rollout(rollout)
+        for name, value in {**rollout.resources_cookies, **rollout.model_cookies}.items():
+            response.set_cookie(name, value)
+        return NeMoGymResponse.model_validate(rollout.response)
+
 
 def cookies_after(answer: aiohttp.ClientResponse | LocalResponse, previous: dict[str, str]) -> dict[str, str]:
     """The cookies to send next: the previous ones updated with those this answer set."""

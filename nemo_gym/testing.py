@@ -32,6 +32,7 @@ import yaml
 from nemo_gym.config_types import validate_server_instance_config
 from nemo_gym.global_config import install_root
 from nemo_gym.http_client import get_response_json, request
+from nemo_gym.server_utils import CHECK_CONFIG_ONLY_ENV_VAR_NAME
 from nemo_gym.sessions import SESSION_ID_KEY
 
 # Only a guard against a server that hangs before binding (one that exits is reported at once): generous,
@@ -218,12 +219,45 @@ def run_judged_server(
             yield JudgedServer(server, judge)
 
 
+def start_refusal(config: dict, instance_name: str, workdir: Path) -> list[str]:
+    """The stderr lines of instance `instance_name` of `config` started only to check its config, as the
+    launcher's preflight does; it must refuse (a nonzero exit), e.g. on a key it cannot serve."""
+    server_type, implementations = next(iter(config[instance_name].items()))
+    implementation, inner = next(iter(implementations.items()))
+    app_path = implementation_folder(server_type, implementation) / inner["entrypoint"]
+    config_file = workdir / f"config-{instance_name}-{time.monotonic_ns()}.yaml"
+    config_file.write_bytes(orjson.dumps(config))
+    env = {
+        **os.environ,
+        "NEMO_GYM_CONFIG_FILE": str(config_file),
+        "NEMO_GYM_CONFIG_PATH": instance_name,
+        CHECK_CONFIG_ONLY_ENV_VAR_NAME: "1",
+        "PYTHONPATH": str(install_root()),
+    }
+    done = subprocess.run(
+        [sys.executable, str(app_path)],
+        capture_output=True, text=True, timeout=STARTUP_DEADLINE_S, env=env, cwd=app_path.parent,
+    )  # fmt: skip
+    assert done.returncode != 0, f"{instance_name} started although it should refuse:\n{done.stdout}"
+    return done.stderr.strip().splitlines()
+
+
 def shipped_settings(folder: Path, instance: str | None = None) -> dict[str, Any]:
     """The settings of a folder's shipped resources server instance (`configs/<instance>.yaml`, the instance
     and its implementation both named `instance`, by default the folder's name)."""
     name = instance or folder.name
     shipped = yaml.safe_load((folder / "configs" / f"{name}.yaml").read_text())
     return shipped[name]["resources_servers"][folder.name]
+
+
+def shipped_instance(config_path: Path, instance: str, **settings: Any) -> dict[str, Any]:
+    """Instance `instance` of a shipped config file as a test starts it: its block without `datasets`, bound
+    to a free port on 127.0.0.1, `settings` laid over it."""
+    block = yaml.safe_load(config_path.read_text())[instance]
+    ((server_type, implementations),) = block.items()
+    ((implementation, inner),) = implementations.items()
+    inner = {key: value for key, value in inner.items() if key != "datasets"}
+    return {server_type: {implementation: {**inner, "host": "127.0.0.1", "port": 0, **settings}}}
 
 
 # A CPU-time budget (not wall time, which a busy machine stretches) far above what linear work on a test's

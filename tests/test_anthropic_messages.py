@@ -15,15 +15,12 @@ from pydantic import ValidationError
 
 from nemo_gym.anthropic_converter import AnthropicConverter
 from nemo_gym.testing import StartedServer
-from tests.model_server_kinds import UPSTREAM_KINDS, model_server
-from tests.test_model_streaming import raw_post, sse_events
+from tests.model_server_kinds import UPSTREAM_KINDS, model_server, raw_post, sse_events, text_step, tool_step
 from tests.upstream_script import (
     ScriptedUpstream,
     assistant_message,
-    chat_tool_call,
     fresh_model,
     function_call,
-    reasoning,
 )
 from tests.vllm_script import VllmUpstream
 
@@ -43,20 +40,6 @@ async def client_of(server: StartedServer) -> AsyncIterator[anthropic.AsyncAnthr
         base_url=server.url, api_key="unused", max_retries=0, timeout=REQUEST_TIMEOUT_S
     ) as client:
         yield client
-
-
-def text_step(kind: str, text: str, thought: str | None = None) -> dict[str, Any]:
-    if kind == "openai_model":
-        return {"output": [*([reasoning(thought)] if thought else []), assistant_message(text)]}
-    return {"message": {"content": text, **({"reasoning_content": thought} if thought else {})}}
-
-
-def tool_step(kind: str, city: str, call_id: str) -> dict[str, Any]:
-    if kind == "openai_model":
-        return {"output": [function_call("get_weather", {"city": city}, call_id)]}
-    return {
-        "message": {"content": None, "tool_calls": [chat_tool_call("get_weather", {"city": city}, call_id)]}
-    }
 
 
 def user(text: str) -> dict[str, Any]:

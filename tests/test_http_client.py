@@ -51,9 +51,12 @@ async def test_503_n_times_then_200_succeeds_on_attempt_n_plus_1(flaky_server, c
     assert (await get_response_json(response))["attempts"] == 4
     assert (await attempts_seen(flaky_server, key))["hits"] == 4
     # Only this call's lines: a call another test left running in this worker may log a retry meanwhile.
+    # On a loaded machine a connection may also be refused once and retried; those lines say so, not 503.
     messages = [record.getMessage() for record in caplog.records]
     retry_lines = [message for message in messages if "HTTP retry" in message and url in message]
-    assert [f"attempt {n}/5" in line and "503" in line for n, line in enumerate(retry_lines, 1)] == [True] * 3
+    status_lines = [line for line in retry_lines if "returned status 503" in line]
+    assert len(status_lines) == 3
+    assert all(line.endswith("s)") and "/5, next in" in line for line in status_lines)
 
 
 def test_backoff_grows_exponentially_with_jitter_up_to_the_cap():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,16 @@ from nemo_gym.responses_streaming import (
     validate_streaming_responses_params,
 )
 from nemo_gym.testing import StartedServer
-from tests.model_server_kinds import UPSTREAM_KINDS, model_server, recorded_rollout
+from tests.model_server_kinds import (
+    UPSTREAM_KINDS,
+    chat_text_step,
+    model_server,
+    raw_post,
+    recorded_rollout,
+    sse_events,
+    text_step,
+    tool_step,
+)
 from tests.upstream_script import (
     ScriptedUpstream,
     assistant_message,
@@ -54,45 +63,6 @@ async def client_of(server: StartedServer) -> AsyncIterator[openai.AsyncOpenAI]:
         base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=REQUEST_TIMEOUT_S
     ) as client:
         yield client
-
-
-def text_step(kind: str, text: str) -> dict[str, Any]:
-    return {"output": [assistant_message(text)]} if kind == "openai_model" else {"message": {"content": text}}
-
-
-def tool_step(kind: str, city: str) -> dict[str, Any]:
-    if kind == "openai_model":
-        return {"output": [function_call("get_weather", {"city": city})]}
-    return {"message": {"content": None, "tool_calls": [chat_tool_call("get_weather", {"city": city})]}}
-
-
-def chat_text_step(text: str) -> dict[str, Any]:
-    return {"message": {"content": text}}
-
-
-def sse_events(raw: bytes) -> list[tuple[str | None, Any]]:
-    """(event name, parsed data) of each event of a raw SSE body; comments are left out."""
-    events = []
-    for block in raw.decode().split("\n\n"):
-        name, data = None, None
-        for line in block.splitlines():
-            if line.startswith("event: "):
-                name = line.removeprefix("event: ")
-            elif line.startswith("data: "):
-                payload = line.removeprefix("data: ")
-                data = payload if payload == "[DONE]" else orjson.loads(payload)
-        if data is not None:
-            events.append((name, data))
-    return events
-
-
-async def raw_post(
-    server: StartedServer, path: str, body: dict[str, Any]
-) -> tuple[int, Mapping[str, str], bytes]:
-    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
-        async with session.post(server.url + path, json=body) as answer:
-            return answer.status, answer.headers.copy(), await answer.read()
 
 
 # ---- /v1/chat/completions ------------------------------------------------------------------------------
@@ -231,6 +201,23 @@ async def test_responses_create_stream_carries_a_function_call(
         ("function_call", "get_weather")
     ]
     assert [event.sequence_number for event in events] == list(range(len(events)))
+
+
+@pytest.mark.parametrize("kind", ["vllm_model", "vllm_model_with_compaction"])
+async def test_responses_stream_items_keep_training_token_fields(
+    kind: str, tmp_path: Path, vllm_upstream: VllmUpstream
+) -> None:
+    model = fresh_model()
+    vllm_upstream.script(model, [{"text": "Paris is sunny."}])
+    settings = {"return_token_id_information": True, "uses_reasoning_parser": False}
+    with model_server(kind, tmp_path, vllm_upstream.base_url, model, **settings) as server:
+        status, _, raw = await raw_post(server, "/v1/responses", {"input": "Weather?", "stream": True})
+    assert status == 200
+    events = sse_events(raw)
+    completed = events[-1][1]["response"]["output"][-1]
+    done = [data["item"] for name, data in events if name == "response.output_item.done"][-1]
+    assert done == completed and completed["generation_token_ids"] and completed["prompt_token_ids"]
+    assert vllm_upstream.detokenize(model, completed["generation_token_ids"]).startswith("Paris is sunny.")
 
 
 async def test_replay_model_streams_the_recorded_turn(tmp_path: Path) -> None:

@@ -67,13 +67,9 @@ class SimpleAgent(RolloutAgent):
         self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming
     ) -> NeMoGymResponse:
         """The loop without seeding or verifying; the caller's cookies reach both servers."""
-        rollout = await self.as_rollout(
-            self._loop(body.model_dump(mode="json", exclude_unset=True), self.session_rollout(request))
+        return await self.loop_responses(
+            request, response, body.model_dump(mode="json", exclude_unset=True), self._loop
         )
-        self.end_session_rollout(rollout)
-        for name, value in {**rollout.resources_cookies, **rollout.model_cookies}.items():
-            response.set_cookie(name, value)
-        return NeMoGymResponse.model_validate(rollout.response)
 
     async def run(self, request: Request, body: SimpleAgentRunRequest) -> Response:
         """One rollout: seed the session, run the loop, verify; the verify answer is returned as is."""

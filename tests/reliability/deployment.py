@@ -42,6 +42,12 @@ PAIRED_AGENTS = (
     "conversational_tool_use_agent",
     "example_session_state_mgmt_simple_agent_with_compaction",
     "single_step_tool_use_with_argument_comparison_agent",
+    # langgraph_agent, one instance per graph entrypoint, and langchain_deepagents_agent, on reasoning_gym.
+    "reasoning_gym_langgraph_agent",
+    "reasoning_gym_orchestrator_agent",
+    "reasoning_gym_parallel_thinking_agent",
+    "reasoning_gym_rewoo_agent",
+    "reasoning_gym_langchain_deepagents_agent_model_server",
 )
 TEMPLATE_AGENTS = {
     "non_executing_simple_agent": "xlam_fc",
