@@ -24,13 +24,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 from fastapi import FastAPI, Request, Response
 from pydantic import Field, PrivateAttr, SecretStr, model_validator
 
 from nemo_gym.cli_model_relay import ModelCallRelay
+from nemo_gym.cli_trajectories import Trajectory, attach_token_ids
 from nemo_gym.config_types import ConfigError
 from nemo_gym.deadlines import bounded
 from nemo_gym.errors import GymError
@@ -43,10 +44,20 @@ READ_CHUNK_BYTES = 64 * 1024
 STDERR_TAIL_BYTES = 4096
 # What a CLI run may read from its parent's environment; everything else (keys, tokens, proxies) stays out.
 INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")
-# Output items a model call generates (tool results are the CLI's).
-GENERATED_TYPES = frozenset({"message", "function_call", "reasoning"})
 # Loopback traffic never goes through a proxy the host may configure.
 NO_PROXY = "127.0.0.1,localhost,::1"
+# For a CLI that reaches for the internet on its own (a package install, a feature-flag or telemetry call)
+# with no switch to turn that off: everything but loopback goes to a proxy that refuses it at once, and an
+# npm it runs stays offline.
+DEAD_PROXY = "http://127.0.0.1:9"
+LOOPBACK_ONLY_ENV = {
+    "HTTP_PROXY": DEAD_PROXY,
+    "HTTPS_PROXY": DEAD_PROXY,
+    "http_proxy": DEAD_PROXY,
+    "https_proxy": DEAD_PROXY,
+    "npm_config_offline": "true",
+    "npm_config_registry": DEAD_PROXY,
+}
 
 
 class CliAgentConfig(RolloutAgentConfig):
@@ -77,43 +88,6 @@ class CliAgentConfig(RolloutAgentConfig):
         return self
 
 
-def attach_token_ids(output: list[dict[str, Any]], calls: list[dict[str, Any] | None]) -> str:
-    """Put each model call's token fields on the last item it generated, as the model servers do: the
-    output's turns (runs of generated items between tool results) are the calls, in order. Says whether
-    that was done (`attached`), the model server had none (`unavailable`), or turns and calls did not
-    line up one to one (`unmatched`: then nothing is attached rather than something wrong)."""
-    if not calls or not any(calls):
-        return "unavailable"
-    turns: list[dict[str, Any]] = []  # the last generated item of each turn
-    in_turn = False
-    for item in output:
-        generated = item.get("type") in GENERATED_TYPES
-        if generated and in_turn:
-            turns[-1] = item
-        elif generated:
-            turns.append(item)
-        in_turn = generated or (in_turn and item.get("type") != "function_call_output")
-    if len(turns) != len(calls) or not all(calls):
-        return "unmatched"
-    for item, fields in zip(turns, calls, strict=True):
-        item.update(fields)
-    return "attached"
-
-
-@dataclass
-class Trajectory:
-    """What a CLI run produced, in Gym's terms."""
-
-    output: list[dict[str, Any]]
-    usage: dict[str, Any]
-    # Whether the CLI reported the end of its run (a final answer, or a turn limit reached).
-    finished: bool
-    # The error the CLI reported (a failed model call, ...), if any: the rollout then fails with it.
-    error: str | None = None
-    # What the CLI said of its run (its outcome, e.g. that it hit max turns; its session id), as strings.
-    metadata: dict[str, str] = field(default_factory=dict)
-
-
 @dataclass
 class CliRun:
     """One finished (or killed) CLI run."""
@@ -135,6 +109,14 @@ class CliRun:
             return f"{program} reported: {trajectory.error}"
         if self.returncode != 0 or trajectory is None or not trajectory.finished:
             return f"{program} exited with status {self.returncode} without finishing its run"
+        return None
+
+    def setup_failure(self, program: str, timeout_s: float) -> str | None:
+        """Why a setup command (run before the task) fails the rollout, or None when it exited 0."""
+        if self.timed_out:
+            return f"{program} setup did not finish within the {timeout_s:g}s timeout"
+        if self.returncode != 0:
+            return f"{program} setup exited with status {self.returncode}"
         return None
 
 
@@ -217,6 +199,25 @@ async def _kill_group(process: asyncio.subprocess.Process) -> None:
         await asyncio.shield(asyncio.wait_for(process.wait(), KILL_WAIT_S))
 
 
+class OpenAICompatibleCliConfig(CliAgentConfig):
+    """Keys of the CLI agents that call the model server as an OpenAI-compatible provider (Cline, OpenCode),
+    with NeMo Gym's names."""
+
+    openai_api_key: SecretStr = Field(
+        default=SecretStr("gym-local"),
+        description="sent to the model server as the bearer token; never shown",
+    )
+    openai_base_url: str | None = Field(
+        default=None, description="another endpoint (ending in /v1) for the CLI instead of model_server's"
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment of each CLI run")
+    extra_args: list[str] = Field(default_factory=list, description="appended to the CLI's command line")
+    timeout: float = Field(default=900, gt=0, description="seconds one CLI run may take; then it is killed")
+    setup_timeout: float = Field(
+        default=300, gt=0, description="seconds a setup step before the task may take (within timeout)"
+    )
+
+
 def cli_environment(home: Path, extra: Mapping[str, str]) -> dict[str, str]:
     """The environment of one CLI run: a few harmless variables of this process, a home of the run's own,
     no proxy for loopback, and `extra` (the CLI's own settings)."""
@@ -261,19 +262,6 @@ def check_pinned_version(folder: Path, package: str, wanted: str | None, key: st
             f"{key}: {wanted} asked, but {folder.name}/package-lock.json pins {package} {pinned}; set {key} "
             f"to {pinned} or null, or change the pin in package.json and run `make agent-clis`"
         )
-
-
-def json_events(stdout: str) -> list[dict[str, Any]]:
-    """The JSON objects of a CLI's one-event-a-line output; other lines (warnings it printed) are skipped."""
-    events = []
-    for line in stdout.splitlines():
-        try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
 
 
 def instruction_of(params: dict[str, Any], system_prompt: str | None) -> tuple[str, str | None]:
@@ -325,34 +313,13 @@ def _text_of(content: Any) -> str:
     )
 
 
-def assistant_message(text: str, item_id: str) -> dict[str, Any]:
-    """A Responses output message item holding `text`."""
-    return {
-        "id": item_id,
-        "type": "message",
-        "role": "assistant",
-        "status": "completed",
-        "content": [{"type": "output_text", "text": text, "annotations": []}],
-    }
-
-
-def tool_call_items(call_id: str, name: str, arguments: str, output: str) -> list[dict[str, Any]]:
-    """A tool call the CLI ran and its result, as a Responses function_call / function_call_output pair."""
-    return [
-        {"id": call_id, "type": "function_call", "call_id": call_id, "name": name, "arguments": arguments,
-         "status": "completed"},
-        {"type": "function_call_output", "call_id": call_id, "output": output},
-    ]  # fmt: skip
-
-
-def usage_of(input_tokens: int, output_tokens: int, cached: int = 0, reasoning: int = 0) -> dict[str, Any]:
-    return {
-        "input_tokens": input_tokens,
-        "input_tokens_details": {"cached_tokens": cached},
-        "output_tokens": output_tokens,
-        "output_tokens_details": {"reasoning_tokens": reasoning},
-        "total_tokens": input_tokens + output_tokens,
-    }
+def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """`override` over `base`, tables merged key by key (a config key laid over a CLI's generated settings)."""
+    result = dict(base)
+    for key, value in override.items():
+        both_tables = isinstance(value, dict) and isinstance(result.get(key), dict)
+        result[key] = merged(result[key], value) if both_tables else value
+    return result
 
 
 class CliAgent(RolloutAgent):
@@ -411,7 +378,23 @@ class CliAgent(RolloutAgent):
         under `home`); `model_url` is the base URL the CLI calls, standing for `model_target()`."""
         raise NotImplementedError
 
-    def parse(self, stdout: str) -> Trajectory:
+    def task_delivery(self, task: str, system: str | None) -> tuple[list[str], str]:
+        """How the CLI gets its task: argv words after `prepare`'s, and the text written on its stdin (by
+        default the task alone there; the system text then goes in `prepare`'s flags)."""
+        return [], task
+
+    def setup_timeout_s(self) -> float:
+        """Seconds the setup command may take (within the run's timeout)."""
+        return self.config.timeout
+
+    def setup_argv(self, model_url: str, workspace: Path, home: Path) -> list[str] | None:
+        """A command run before the task, in the run's environment (e.g. one writing the CLI's provider
+        settings into the run's home), or None; it must exit 0 within the run's deadline."""
+        return None
+
+    def parse(self, stdout: str, home: Path) -> Trajectory | None:
+        """The run's trajectory, from what the CLI printed or what it left in the run's `home`; None when
+        there is none to read (the run then failed)."""
         raise NotImplementedError
 
     def model_name(self) -> str:
@@ -428,31 +411,24 @@ class CliAgent(RolloutAgent):
             workspace = Path(self.config.cwd).expanduser() if self.config.cwd else Path(scratch) / "workspace"
             workspace.mkdir(parents=True, exist_ok=True)
             async with self._relay.relayed(self.model_target(), timeout_s) as (model_url, relayed):
+                ends_at = time.monotonic() + timeout_s
                 argv, extra_env = self.prepare(system, model_url, workspace, home)
-                try:
-                    run = await run_cli(
-                        argv,
-                        env=cli_environment(home, extra_env),
-                        cwd=workspace,
-                        timeout_s=timeout_s,
-                        max_output_bytes=self.config.max_output_bytes,
-                        stdin=task.encode(),
-                    )
-                except OSError as error:
-                    if error.errno != errno.E2BIG:
-                        raise
-                    raise GymError(
-                        422,
-                        "invalid_request",
-                        "responses_create_params: the system text is too long for the CLI",
-                    ) from error
-        trajectory = (
-            None if run.timed_out or run.truncated else self.parse(run.stdout.decode(errors="replace"))
-        )
-        failure = run.failure(self.program, timeout_s, trajectory)
-        if failure is not None:
-            raise GymError(504 if run.timed_out else 502, "timeout" if run.timed_out else "cli_failed",
-                           self.redacted(failure, run.stderr_tail))  # fmt: skip
+                env = cli_environment(home, extra_env)
+                if setup := self.setup_argv(model_url, workspace, home):
+                    setup_s = min(timeout_s, self.setup_timeout_s())
+                    run = await self._run_within(setup, env, workspace, setup_s, b"")
+                    if failure := run.setup_failure(self.program, setup_s):
+                        self.fail(run, failure)
+                words, stdin = self.task_delivery(task, system)
+                left_s = max(0.0, ends_at - time.monotonic())
+                run = await self._run_within([*argv, *words], env, workspace, left_s, stdin.encode())
+            trajectory = (
+                None
+                if run.timed_out or run.truncated
+                else self.parse(run.stdout.decode(errors="replace"), home)
+            )
+        if (failure := run.failure(self.program, timeout_s, trajectory)) is not None:
+            self.fail(run, failure)
         trajectory.metadata["token_ids"] = attach_token_ids(trajectory.output, relayed.calls)
         response = {
             "id": f"resp_{os.urandom(12).hex()}",
@@ -467,6 +443,30 @@ class CliAgent(RolloutAgent):
             "metadata": trajectory.metadata,
         }
         return NeMoGymResponse.model_validate(response).model_dump(mode="json", exclude_none=True)
+
+    def fail(self, run: CliRun, failure: str) -> NoReturn:
+        """Fail the rollout: 504 `timeout` when the run was killed at its deadline, else 502 `cli_failed`."""
+        raise GymError(504 if run.timed_out else 502, "timeout" if run.timed_out else "cli_failed",
+                       self.redacted(failure, run.stderr_tail))  # fmt: skip
+
+    async def _run_within(
+        self, argv: list[str], env: dict[str, str], workspace: Path, timeout_s: float, stdin: bytes
+    ) -> CliRun:
+        """One CLI process of the run; an argument list the system refuses as too long is the task's
+        fault (its text), so a 422."""
+        try:
+            return await run_cli(
+                argv, env=env, cwd=workspace, timeout_s=timeout_s,
+                max_output_bytes=self.config.max_output_bytes, stdin=stdin,
+            )  # fmt: skip
+        except OSError as error:
+            if error.errno != errno.E2BIG:
+                raise
+            raise GymError(
+                422,
+                "invalid_request",
+                "responses_create_params: the task or system text is too long for the CLI",
+            ) from error
 
     async def responses(
         self, request: Request, response: Response, body: NeMoGymResponseCreateParamsNonStreaming
@@ -483,3 +483,15 @@ class CliAgent(RolloutAgent):
         rollout = await self.seeded_rollout(request, row)
         answer = await self.cli_response(row["responses_create_params"])
         return await self.verified(row, answer, rollout)
+
+
+class OpenAICompatibleCliAgent(CliAgent):
+    """A CLI agent whose CLI calls the model server's OpenAI-compatible `/v1` (Chat Completions)."""
+
+    config: OpenAICompatibleCliConfig
+
+    def model_target(self) -> str:
+        return self.config.openai_base_url or self.model_base_url("/v1")
+
+    def setup_timeout_s(self) -> float:
+        return self.config.setup_timeout

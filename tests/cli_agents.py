@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +18,7 @@ import pytest
 
 from nemo_gym.http_client import get_response_json, request
 from tests.helpers import REPO_ROOT, instance_config, missing_program, run_instance
-from tests.upstream_script import assistant_message, function_call
+from tests.upstream_script import assistant_message, chat_tool_call, function_call
 
 ROWS = REPO_ROOT / "resources_servers" / "string_match" / "data" / "example.jsonl"
 ROW = orjson.loads(ROWS.read_bytes().splitlines()[0])  # a hexagon's sides, "Final answer: 6"
@@ -102,14 +102,25 @@ def start_refusal(folder: str, workdir: Path, **settings: Any) -> str:
 
 
 def input_texts(params: dict) -> str:
-    """All the text of a Responses request's input items (what the model was shown)."""
-    return "\n".join(
-        part.get("text", "")
-        for item in params["input"]
-        if isinstance(item.get("content"), list)
-        for part in item["content"]
-        if isinstance(part, dict)
-    )
+    """All the text of a Responses request's input items, or a chat request's messages (what the model
+    was shown)."""
+    texts = []
+    for item in params.get("input") or params.get("messages") or []:
+        content = item.get("content")
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [part.get("text", "") for part in content if isinstance(part, dict)]
+    return "\n".join(texts)
+
+
+def tool_results_sent(params: dict) -> list[str]:
+    """The tool results a Responses or chat request gave back to the model."""
+    if "messages" in params:
+        return [
+            str(message.get("content")) for message in params["messages"] if message.get("role") == "tool"
+        ]
+    return [item.get("output", "") for item in params["input"] if item.get("type") == "function_call_output"]
 
 
 def openai_model(upstream: Any, model: str) -> dict:
@@ -206,22 +217,38 @@ def scripted_cli_stack(
         yield stack
 
 
+def tool_then_answer(tool: str, arguments: dict, answer: str, chat: bool) -> list[dict]:
+    """Upstream steps: one call of `tool`, then `answer`; as Chat Completions when the CLI speaks that."""
+    if chat:
+        return [
+            {"message": {"tool_calls": [chat_tool_call(tool, arguments)]}},
+            {"message": {"content": answer}},
+        ]
+    return [{"output": [function_call(tool, arguments)]}, {"output": [assistant_message(answer)]}]
+
+
 async def check_a_tool_call_then_an_answer(
-    stack: CliStack, tool: str, arguments: dict, command_key: str
+    stack: CliStack,
+    tool: str,
+    arguments: dict,
+    command_key: str,
+    chat: bool = False,
+    command_output: Callable[[str], str] = str.strip,
 ) -> None:
     """The model has the CLI run one command (writing a file in its workspace), then answers: the rollout
-    is verified (reward 1.0) and its output shows the call, the command's real result and the answer; the
-    task reached the model, and the result went back to it."""
-    stack.script({"output": [function_call(tool, arguments)]}, {"output": [assistant_message(FINAL_ANSWER)]})
+    is verified (reward 1.0) and its output shows the call, the command's real result (what
+    `command_output` reads from the function_call_output) and the answer; the task reached the model, and
+    the result went back to it."""
+    stack.script(*tool_then_answer(tool, arguments, FINAL_ANSWER, chat))
     status, result = await stack.run(ROW)
     assert status == 200, result
     assert result["reward"] == 1.0, result
     output = result["response"]["output"]
-    assert [item["type"] for item in output] == ["function_call", "function_call_output", "message"]
+    assert [item["type"] for item in output] == ["function_call", "function_call_output", "message"], output
     call, tool_result, message = output
-    assert call["name"] == tool and arguments[command_key] in orjson.loads(call["arguments"])[command_key]
-    assert tool_result["call_id"] == call["call_id"] and tool_result["output"].strip() == "6", (
-        "the command ran"
+    assert call["name"] == tool and COMMAND in orjson.loads(call["arguments"])[command_key]
+    assert tool_result["call_id"] == call["call_id"] and command_output(tool_result["output"]) == "6", (
+        f"the command ran: {tool_result}"
     )
     assert message["content"][0]["text"] == FINAL_ANSWER
     assert result["response"]["metadata"]["cli_outcome"] == "completed"
@@ -229,7 +256,5 @@ async def check_a_tool_call_then_an_answer(
     assert ROW["responses_create_params"]["input"][0]["content"] in input_texts(first), (
         "the task reached the model"
     )
-    outputs = [
-        item.get("output", "") for item in second["input"] if item.get("type") == "function_call_output"
-    ]
+    outputs = tool_results_sent(second)
     assert len(outputs) == 1 and "6" in outputs[0], "the command's result went back to the model"

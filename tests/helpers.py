@@ -41,7 +41,12 @@ NEVER_PRINTED = "\0never printed\0"
 # tests that start every folder leave such a folder out, saying why, where none of its programs is found.
 FOLDER_PROGRAMS = {"interactive_browser": ("chromium", "chromium-browser")}
 # Agent folders running an npm CLI that `make agent-clis` installs under the folder's node_modules/.bin.
-FOLDER_CLIS = {"claude_code_agent": "claude", "codex_agent": "codex"}
+FOLDER_CLIS = {
+    "claude_code_agent": "claude",
+    "codex_agent": "codex",
+    "cline_agent": "cline",
+    "opencode_agent": "opencode",
+}
 
 
 def missing_program(folder: str) -> str | None:

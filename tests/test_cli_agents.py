@@ -10,8 +10,9 @@ from pathlib import Path
 
 import orjson
 
-from nemo_gym.cli_agents import attach_token_ids, cli_environment, run_cli
+from nemo_gym.cli_agents import cli_environment, run_cli
 from nemo_gym.cli_model_relay import ModelCallRelay, token_fields_of
+from nemo_gym.cli_trajectories import attach_token_ids
 from nemo_gym.http_client import get_response_json, request
 from tests.helpers import wait_until_gone
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call

@@ -14,7 +14,8 @@ from pathlib import Path
 import orjson
 from pydantic import Field, SecretStr
 
-from nemo_gym.cli_agents import CliAgent, CliAgentConfig, Trajectory
+from nemo_gym.cli_agents import CliAgent, CliAgentConfig
+from nemo_gym.cli_trajectories import Trajectory
 from responses_api_agents.claude_code_agent.trajectory import parse_stream_json
 
 FOLDER = Path(__file__).resolve().parent
@@ -106,7 +107,7 @@ class ClaudeCodeAgent(CliAgent):
     def model_name(self) -> str:
         return self.config.model
 
-    def parse(self, stdout: str) -> Trajectory:
+    def parse(self, stdout: str, home: Path) -> Trajectory:
         return parse_stream_json(stdout)
 
     def _flags(self, system: str | None) -> list[str]:

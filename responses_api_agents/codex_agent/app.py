@@ -16,7 +16,8 @@ from typing import Any, Literal
 import tomli_w
 from pydantic import Field, SecretStr
 
-from nemo_gym.cli_agents import CliAgent, CliAgentConfig, Trajectory
+from nemo_gym.cli_agents import CliAgent, CliAgentConfig, merged
+from nemo_gym.cli_trajectories import Trajectory
 from responses_api_agents.codex_agent.trajectory import parse_exec_json
 
 FOLDER = Path(__file__).resolve().parent
@@ -93,7 +94,7 @@ class CodexAgent(CliAgent):
     def model_name(self) -> str:
         return self.config.model or DEFAULT_MODEL
 
-    def parse(self, stdout: str) -> Trajectory:
+    def parse(self, stdout: str, home: Path) -> Trajectory:
         return parse_exec_json(stdout)
 
     def codex_config(self, system: str | None, model_url: str) -> dict[str, Any]:
@@ -131,15 +132,6 @@ class CodexAgent(CliAgent):
         if system:
             settings["developer_instructions"] = system
         return merged(settings, config.extra_config)
-
-
-def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """`override` over `base`, tables merged key by key."""
-    result = dict(base)
-    for key, value in override.items():
-        both_tables = isinstance(value, dict) and isinstance(result.get(key), dict)
-        result[key] = merged(result[key], value) if both_tables else value
-    return result
 
 
 if __name__ == "__main__":

@@ -56,6 +56,8 @@ TEMPLATE_AGENTS = {
     "claude_code_agent": "string_match",
     "codex_agent": "string_match",
     "haystack_agent": "aviary",
+    "cline_agent": "string_match",
+    "opencode_agent": "string_match",
 }
 # Agents that need no resources server (their environment runs inside them), from their own shipped config.
 SELF_CONTAINED_AGENTS = ("verifiers_agent",)
