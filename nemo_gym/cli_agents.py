@@ -38,6 +38,7 @@ from nemo_gym.errors import GymError
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.rollout_agent import RolloutAgent, RolloutAgentConfig, RolloutRunRequest
 from nemo_gym.rollout_paths import with_current_rollout_prefix
+from nemo_gym.text_extraction import content_text
 
 KILL_WAIT_S = 5.0
 READ_CHUNK_BYTES = 64 * 1024
@@ -277,7 +278,7 @@ def instruction_of(params: dict[str, Any], system_prompt: str | None) -> tuple[s
     for item in items or []:
         if not isinstance(item, dict) or item.get("type", "message") != "message":
             continue
-        text = _text_of(item.get("content"))
+        text = content_text(item.get("content"))
         if item.get("role") in ("system", "developer"):
             system_parts.append(text)
         elif item.get("role") == "user":
@@ -301,16 +302,6 @@ def _encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(
-        part.get("text", "")
-        for part in content or []
-        if isinstance(part, dict) and isinstance(part.get("text"), str)
-    )
 
 
 def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

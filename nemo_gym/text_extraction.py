@@ -1,6 +1,6 @@
-"""Pieces that several environments cut out of model text the same way, each in one linear pass.
+"""Pieces that several environments and agents cut out of model text the same way, each in one linear pass.
 
-Boxed answers, fenced code blocks, the option letter a multiple-choice answer picks, and error text
+The text of a message's content, boxed answers, fenced code blocks, the option letter a multiple-choice answer picks, and error text
 flattened to one bounded line for a response field or a log.
 """
 
@@ -9,12 +9,24 @@ from __future__ import annotations
 import collections
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 ONE_LINE_MAX_CHARS = 300
 FENCE = "```"
 
 _BOXED_OPEN = re.compile(r"\\boxed\s*\{")
 _BRACE = re.compile(r"[{}]")
+
+
+def content_text(content: Any) -> str:
+    """The text of a message's content: the string itself, or its text parts joined (other parts have none)."""
+    if isinstance(content, str):
+        return content
+    return "".join(
+        part.get("text", "")
+        for part in content or []
+        if isinstance(part, dict) and isinstance(part.get("text"), str)
+    )
 
 
 def one_line(text: str, max_chars: int = ONE_LINE_MAX_CHARS, ellipsis: str = "…") -> str:

@@ -8,6 +8,7 @@ from nemo_gym.testing import LINEAR_CPU_BUDGET_S, cpu_time_of
 from nemo_gym.text_extraction import (
     boxed_spans,
     closed_fenced_blocks,
+    content_text,
     last_boxed,
     letter_from_patterns,
     one_line,
@@ -131,3 +132,16 @@ def test_option_letter_for_text_ignores_case_spacing_and_a_final_period():
 )
 def test_letter_from_patterns(text, patterns, expected):
     assert letter_from_patterns(text, patterns, OPTIONS) == expected
+
+
+def test_content_text_reads_strings_and_text_parts_and_skips_the_rest():
+    assert content_text("plain") == "plain"
+    parts = [
+        {"type": "input_text", "text": "a"},
+        {"type": "input_image", "image_url": "data:image/png;base64,AA=="},
+        {"type": "output_text", "text": "b"},
+        {"type": "input_text", "text": None},
+        "not a part",
+    ]
+    assert content_text(parts) == "ab"
+    assert content_text(None) == ""

@@ -34,6 +34,7 @@ from nemo_gym.rollout_agent import (
     input_items,
     summed_usage,
 )
+from nemo_gym.text_extraction import content_text
 
 # Where a graph run finds its `GraphRun` in the LangGraph config every node receives.
 GRAPH_RUN_KEY = "gym_graph_run"
@@ -156,17 +157,6 @@ def text_of(turn: dict[str, Any]) -> str:
 
 def user_message(text: str) -> dict[str, Any]:
     return {"role": "user", "content": text, "type": "message"}
-
-
-def content_text(content: Any) -> str:
-    """The text of an input message's content: a string, or the text of its text parts."""
-    if isinstance(content, str):
-        return content
-    return "".join(
-        part.get("text", "")
-        for part in content or []
-        if isinstance(part, dict) and isinstance(part.get("text"), str)
-    )
 
 
 def task_text(task_input: list[dict[str, Any]]) -> str:
