@@ -26,6 +26,7 @@ LEFTOVER_GRACE_S = 5.0
 LEFTOVER_POLL_S = 0.1
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (`-n 2 --dist loadgroup`) the tests of a file that share module fixtures stay on
     one worker, so those fixtures start their servers once; the reliability suite shares one deployment,

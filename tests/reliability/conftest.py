@@ -16,6 +16,7 @@ from tests.vllm_script import VllmUpstream
 TEST_TIMEOUT_S = 120
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "every_server" in getattr(item, "fixturenames", ()):
