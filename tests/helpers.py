@@ -6,6 +6,7 @@ import contextlib
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -22,6 +23,7 @@ import requests
 import yaml
 
 from nemo_gym.http_client import get_response_json, request
+from nemo_gym.parent_death import die_with_parent
 from nemo_gym.preflight import DEFAULT_READINESS_DEADLINE_S
 from nemo_gym.testing import (  # noqa: F401  (re-exported: the tests import them from here)
     STARTUP_DEADLINE_S,
@@ -169,6 +171,9 @@ def running_deployment(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        # A test worker that crashes runs no teardown: its deployment must not outlive it (a leftover one
+        # holds a hundred servers' memory).
+        preexec_fn=lambda: die_with_parent(signal.SIGTERM),
     )
     try:
         output = OutputReader(process)

@@ -7,13 +7,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from nemo_gym.cli.main import TREE, Command
-from tests.helpers import REPO_ROOT, one_line_error, running_deployment
+from tests.helpers import REPO_ROOT, one_line_error, process_alive, running_deployment
 
 BIN = Path(sys.executable).parent
 
@@ -84,6 +85,38 @@ def test_env_status_json_lists_a_running_deployment(empty_env):
     assert {entry["process_name"]: entry["status"] for entry in listed} == {
         "mcqa": "success", "mcqa_simple_agent": "success", "policy_model": "success",
     }  # fmt: skip
+
+
+# Holds a deployment started by the test helper, prints the launcher's pid, then waits to be killed.
+DEPLOYMENT_HOLDER = """
+import sys
+from pathlib import Path
+from tests.helpers import running_deployment
+with running_deployment(["--config", "configs/demo.yaml"], cwd=Path(sys.argv[1])) as deployment:
+    print(deployment.process.pid, flush=True)
+    sys.stdin.read()
+"""
+LAUNCHER_EXIT_WAIT_S = 120
+
+
+def test_a_test_deployment_ends_with_the_test_process_that_started_it(empty_env):
+    """A crashed test worker runs no teardown; its deployment must still not outlive it."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", DEPLOYMENT_HOLDER, str(empty_env)],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    launcher = int(holder.stdout.readline())
+    assert process_alive(launcher)
+    holder.kill()
+    holder.wait(timeout=30)
+    give_up = time.monotonic() + LAUNCHER_EXIT_WAIT_S
+    while process_alive(launcher) and time.monotonic() < give_up:
+        time.sleep(0.1)
+    assert not process_alive(launcher), "the deployment outlived the process that started it"
 
 
 def test_commands_with_settings_list_their_fields_in_help(empty_env):
