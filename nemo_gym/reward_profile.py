@@ -36,6 +36,7 @@ from nemo_gym.pass_at_k_metrics import compute_pass_majority_metrics as compute_
 from nemo_gym.pass_at_k_metrics import compute_subset_metrics as compute_subset_metrics
 from nemo_gym.pass_at_k_metrics import highest_k_metrics as highest_k_metrics
 from nemo_gym.repeat_metrics import across_repeats, repeat_level_metrics
+from nemo_gym.validation_errors import first_problem
 
 INDEX_KEYS = (TASK_INDEX_KEY, ROLLOUT_INDEX_KEY)
 ROLLOUT_ID_KEY = "rollout_id"
@@ -339,7 +340,10 @@ class AggregateMetricsMixin:
         checked here as the route would have checked it.
         """
         if not isinstance(body, AggregateMetricsBody):
-            body = AggregateMetricsBody.model_validate(body.model_dump())
+            try:
+                body = AggregateMetricsBody.model_validate(body.model_dump())
+            except ValidationError as error:
+                raise HTTPException(status_code=422, detail=first_problem(error, "body")) from None
         verify_responses = body.records()
         if not verify_responses:
             return AggregateMetrics()

@@ -94,7 +94,8 @@ class HaystackAgent(SimpleAgent):
         )
         token = CURRENT_ROLLOUT.set(turns)
         try:
-            result = await self._agent.run_async(messages=messages, tools=tools)
+            # An empty list would ask Haystack to pick tools by name; a task without tools is a plain chat.
+            result = await self._agent.run_async(messages=messages, tools=tools or None)
         except Exception as error:
             raise (turns.failure or error) from error
         finally:

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from nemo_gym.http_client import get_response_json, request
 from nemo_gym.testing import read_jsonl
 from responses_api_agents.haystack_agent.app import FOLDER, HaystackAgentConfig
 from tests.helpers import RoleStack, instance_config, run_role_models, run_with_port
@@ -96,6 +97,15 @@ async def test_a_wrong_answer_earns_nothing(stack):
     )
     status, result = await stack.run("agent", ROWS[0])
     assert status == 200 and result["reward"] == 0.0
+
+
+async def test_a_task_without_tools_is_a_plain_chat(stack):
+    stack.script("policy", {"output": [assistant_message("Hello.")]})
+    response = await request("POST", stack.urls["agent"] + "/v1/responses", json={"input": "Say hello."})
+    answer = await get_response_json(response)
+    assert response.status == 200, answer
+    assert kinds(answer["output"]) == ["message"]
+    assert not stack.requests("policy")[-1].get("tools")
 
 
 async def test_a_refused_tool_call_is_the_tools_output_and_the_rollout_goes_on(stack):

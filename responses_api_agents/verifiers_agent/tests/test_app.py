@@ -87,6 +87,15 @@ async def test_the_environment_runs_its_tool_and_its_rubric_pays_the_reward(stac
     assert result["response"]["tools"][0]["name"] == "count_letter"
 
 
+async def test_a_malformed_aggregate_metrics_body_is_a_422_naming_the_field(stack):
+    response = await request(
+        "POST", stack.urls["agent"] + "/aggregate_metrics", json={"verify_responses": [{}]}
+    )
+    answer = await get_response_json(response)
+    assert response.status == 422, answer
+    assert "reward" in orjson.dumps(answer).decode()
+
+
 async def test_aggregate_metrics_are_summarised_by_the_agent_itself(stack):
     verify_responses = [
         {"_ng_task_index": 0, "_ng_rollout_index": index, "reward": reward}
