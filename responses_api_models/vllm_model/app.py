@@ -41,7 +41,7 @@ from nemo_gym.upstream import (
     bad_upstream_answer,
     validated_answer,
 )
-from responses_api_models.vllm_model import audio, conversion
+from responses_api_models.vllm_model import audio, completions_api, conversion
 from responses_api_models.vllm_model.chat_params import VLLMChatCompletionParams
 from responses_api_models.vllm_model.client import VLLMClient, call_upstream
 from responses_api_models.vllm_model.endpoint import EndpointFile, StaleEndpoint
@@ -110,6 +110,10 @@ class VLLMModelConfig(BaseResponsesAPIModelConfig, UpstreamCallConfig):
     # audio one request may inline. `metadata.audio_data` (a data URI) needs no root.
     audio_root: Path | None = None
     max_audio_mb: float = Field(default=32.0, gt=0)
+    # A base model: generate through `/v1/completions` from the request's raw text (completions_api.py).
+    # Rendering the chat template here instead (`render_chat_template`) is not implemented.
+    use_completions_api: bool = False
+    render_chat_template: bool = False
 
     @field_validator("base_url", mode="before")
     @classmethod
@@ -147,7 +151,22 @@ class VLLMModelConfig(BaseResponsesAPIModelConfig, UpstreamCallConfig):
                 "supply_prefix_token_ids: true needs return_token_id_information: true (the prefix is the "
                 "last turn's token ids)"
             )
+        if self.supply_prefix_token_ids and self.use_completions_api:
+            raise ValueError(
+                "supply_prefix_token_ids: true needs the chat route; remove it or use_completions_api: true"
+            )
         return self
+
+    @field_validator("render_chat_template")
+    @classmethod
+    def _no_client_side_template(cls, render: bool) -> bool:
+        if render:
+            raise ValueError(
+                "render_chat_template: true is not implemented (it needs the model's tokenizer here); send "
+                "the prompt already rendered as one user message, or use the chat route "
+                "(use_completions_api: false)"
+            )
+        return render
 
     @field_validator(
         "chat_template_kwargs", "extra_body", "sampling_overrides", "default_headers", mode="before"
@@ -227,10 +246,10 @@ class VLLMModel(SimpleResponsesAPIModel):
         except conversion.RequestConversionError as error:
             raise GymError(400, "invalid_request", str(error)) from None
         if self.config.return_token_id_information:
-            turn = await self._training_turn(request, chat_body, body.max_output_tokens)
+            turn = await self._training_turn(request, chat_body, body.max_output_tokens, field="input")
             answer = self._training_response(body, turn)
         else:
-            answer = self._to_response(body, await self._complete(request, chat_body))
+            answer = self._to_response(body, await self._complete(request, chat_body, field="input"))
         return NeMoGymResponse.model_validate(answer)
 
     async def chat_completions(
@@ -270,9 +289,13 @@ class VLLMModel(SimpleResponsesAPIModel):
 
     # ---- upstream ---------------------------------------------------------------------------------------
 
-    async def _complete(self, request: Request, chat_body: dict[str, Any]) -> NeMoGymChatCompletion:
+    async def _complete(
+        self, request: Request, chat_body: dict[str, Any], field: str = "messages"
+    ) -> NeMoGymChatCompletion:
         """One chat completion from the session's replica, with the two answers that are not generated:
         a forbidden continuation of an empty assistant turn, and a prompt that does not fit."""
+        if self.config.use_completions_api:
+            return (await self._completions_turn(request, chat_body, field)).completion
         payload = self._payload(await self._with_audio(chat_body))
         if self._must_not_continue(payload):
             return empty_completion(self.config.model, "content_filter")
@@ -341,12 +364,28 @@ class VLLMModel(SimpleResponsesAPIModel):
         return {**response, **flag}
 
     async def _training_turn(
-        self, request: Request, chat_body: dict[str, Any], max_tokens: int | None
+        self, request: Request, chat_body: dict[str, Any], max_tokens: int | None, field: str = "messages"
     ) -> TrainingTurn:
+        if self.config.use_completions_api:
+            return await self._completions_turn(request, chat_body, field)
         payload = self._payload(await self._with_audio(chat_body))
         if self._must_not_continue(payload):
             return self._training.without_generation("content_filter")
         return await self._training.turn(self._client_for(request), payload, max_tokens)
+
+    async def _completions_turn(
+        self, request: Request, chat_body: dict[str, Any], field: str
+    ) -> TrainingTurn:
+        """A generation through `/v1/completions` (`use_completions_api`); token data in training mode."""
+        completions_api.refuse_audio(chat_body)
+        return await completions_api.completions_turn(
+            self._upstream,
+            self._client_for(request),
+            self._payload(chat_body),
+            field,
+            self.config.return_token_id_information,
+            self.config.propagate_context_overflow_errors,
+        )
 
     def _client_for(self, request: Request) -> VLLMClient:
         if not self._clients:
