@@ -16,10 +16,11 @@ import orjson
 from aiohttp import web
 
 
-def serve(app: web.Application) -> None:
+def serve(app: web.Application, host: str = "127.0.0.1", port: int = 0) -> None:
+    """Serve `app` on `host`:`port` (port 0: one the OS chooses)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock.bind((host, port))
     sock.listen(1024)
     host, port = sock.getsockname()
     address = orjson.dumps({"host": host, "port": port, "pid": os.getpid()})

@@ -51,6 +51,7 @@ BUILDS_ON: dict[str, str | tuple[str, ...]] = {
     ),
     "responses_api_agents.simple_agent_with_compaction": "responses_api_agents.simple_agent",  # its loop
     "responses_api_models.vllm_model_with_compaction": "responses_api_models.vllm_model",  # its server
+    "responses_api_models.local_vllm_model": "responses_api_models.vllm_model",  # its server, before a vLLM it starts
     "responses_api_models.inference_provider": "responses_api_models.vllm_model",  # its chat conversion
     "responses_api_models.azure_openai_model": "responses_api_models.inference_provider",  # its server
     # its pass-through server, and vllm_model's conversion for a proxy that answers with a chat completion

@@ -2,7 +2,9 @@
 
 Run as `python tests/vllm_upstream.py [--max-model-len N]`. Like tests/scripted_upstream.py it binds
 127.0.0.1 on an OS-chosen port and writes {"host", "port", "pid"} atomically to the file named by
-NEMO_GYM_BOUND_ADDRESS_FILE (or prints it when that variable is not set).
+NEMO_GYM_BOUND_ADDRESS_FILE (or prints it when that variable is not set). It also runs as vLLM is run,
+`python tests/vllm_upstream.py serve MODEL --host H --port P [vLLM flags]` (how local_vllm_model starts
+it): on that address, `--max-model-len` applied, the other flags ignored.
 
 Why it exists: the training path (responses_api_models/vllm_model) must return the token ids the model
 really produced and keep multi-turn prompts token-contiguous. A double that counts words cannot show
@@ -110,6 +112,7 @@ import itertools
 import json
 import logging
 import re
+import sys
 import time
 import uuid
 import zlib
@@ -1111,10 +1114,22 @@ def make_app(max_model_len: int = DEFAULT_MAX_MODEL_LEN) -> web.Application:
 
 
 def main() -> None:
+    """`vllm_upstream.py [--max-model-len N]`, or as `vllm serve` is called (how local_vllm_model starts
+    vLLM): `vllm_upstream.py serve MODEL --host H --port P [--max-model-len N] [other vLLM flags]`, where
+    flags this double does not know are accepted and ignored."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-model-len", type=int, default=DEFAULT_MAX_MODEL_LEN)
-    args = parser.parse_args()
-    serve(make_app(args.max_model_len))  # the tokenizer is trained here, before the address is published
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    if sys.argv[1:2] == ["serve"]:
+        parser.add_argument("serve", choices=["serve"])
+        parser.add_argument("model")
+        args, ignored = parser.parse_known_args()
+        logging.getLogger("vllm_upstream").warning("serving %s; flags ignored here: %s", args.model, ignored)
+    else:
+        args = parser.parse_args()
+    # The tokenizer is trained here, before the address is published.
+    serve(make_app(args.max_model_len), args.host, args.port)
 
 
 if __name__ == "__main__":
