@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -184,3 +185,12 @@ def test_shipped_configs_are_valid_server_configs(file_name: str) -> None:
     assert config.vllm_serve_kwargs["tensor_parallel_size"] == 1
     assert config.use_completions_api is (file_name == "pretrain_text_completion.yaml")
     assert merged.readiness_deadline_s > config.vllm_startup_deadline_s
+
+
+def test_a_vllm_that_dies_while_serving_stops_the_server(tmp_path: Path) -> None:
+    with run_instance(local_config(fresh_model("local")), "policy_model", tmp_path) as server:
+        started = STARTED.search(server.log())
+        assert started, server.log()
+        os.kill(int(started[1]), signal.SIGKILL)
+        assert server.process.wait(timeout=REQUEST_TIMEOUT_S) is not None
+        assert "exited with code -9 while serving; stopping this server" in server.log()
