@@ -5,8 +5,11 @@ tokenizer of the model under test, as ruler tasks.
         +prepare_script_args.length=131072
 
 As NeMo Gym 0.7 runs RULER: 100 prompts per task, 50 tokens of the length kept for the chat template,
-and the prompts for a chat model (RULER's answer prefix is counted in the length but not sent). The
-tasks themselves are made by tasks.py, the data they are made from fetched by sources.py.
+and the prompts for a chat model (RULER's answer prefix is counted in the length but not sent). With
+`data_format` `default` or `base` (the text-completion prompts of base models, prepare_pretrain.py) the
+answer prefix ends the prompt, right after the question or after a newline, and each row carries its
+task's answer budget as `max_output_tokens`. The tasks themselves are made by tasks.py, the data they
+are made from fetched by sources.py.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ HERE = Path(__file__).parent
 DEFAULT_OUTPUT = HERE / "data" / "ruler.jsonl"
 TEMPLATE_TOKENS = 50  # the chat template's share of the length
 SAMPLES_PER_TASK = 100
+# What goes between the question and RULER's answer prefix in each data format (None: no prefix sent).
+PREFIX_SEPARATORS = {"chat": None, "default": "", "base": "\n"}
 TASK_NAMES = (
     *(f"niah_single_{n}" for n in (1, 2, 3)),
     *(f"niah_multikey_{n}" for n in (1, 2, 3)),
@@ -42,6 +47,7 @@ def prepare(
     length: int | None = None,
     tasks: Sequence[str] = TASK_NAMES,
     samples_per_task: int = SAMPLES_PER_TASK,
+    data_format: str = "chat",
 ) -> Path:
     if model is None or length is None:
         raise ConfigError(
@@ -55,10 +61,17 @@ def prepare(
         )
     if samples_per_task < 1:
         raise ConfigError("ruler: prepare_script_args.samples_per_task must be at least 1")
-    return write_prepared_rows(output_fpath, _rows(model, int(length), tasks, samples_per_task))
+    if data_format not in PREFIX_SEPARATORS:
+        raise ConfigError(
+            f"ruler: prepare_script_args.data_format: {data_format!r} is not one of {list(PREFIX_SEPARATORS)}"
+        )
+    rows = _rows(model, int(length), tasks, samples_per_task, PREFIX_SEPARATORS[data_format])
+    return write_prepared_rows(output_fpath, rows)
 
 
-def _rows(model: str, length: int, names: Sequence[str], samples: int) -> Iterator[dict[str, Any]]:
+def _rows(
+    model: str, length: int, names: Sequence[str], samples: int, prefix_separator: str | None
+) -> Iterator[dict[str, Any]]:
     sources = load_folder_module(HERE / "sources.py")
     tasks = load_folder_module(HERE / "tasks.py")
     count = sources.token_counter(model)
@@ -76,8 +89,12 @@ def _rows(model: str, length: int, names: Sequence[str], samples: int) -> Iterat
         print(f"ruler: {name}: haystack size {size} fits {budget} tokens")
         for sample in range(samples):
             prompt, prompt_length = tasks.fitted_prompt(task, count, budget, sample, size)
+            params: dict[str, Any] = {"input": [{"role": "user", "content": prompt.text}]}
+            if prefix_separator is not None:  # a base model continues the text from the answer prefix
+                params["input"][0]["content"] += prefix_separator + prompt.answer_prefix.strip()
+                params["max_output_tokens"] = task.answer_tokens
             yield {
-                "responses_create_params": {"input": [{"role": "user", "content": prompt.text}]},
+                "responses_create_params": params,
                 "outputs": prompt.outputs,
                 "length": prompt_length,
                 "subset": name,

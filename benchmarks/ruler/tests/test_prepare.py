@@ -3,6 +3,7 @@ essay list, two essays, a SQuAD and a HotpotQA file made here), then its rows th
 offline."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,41 @@ def test_a_prepare_argument_the_script_does_not_take_is_one_line(tmp_path: Path)
     assert "unexpected keyword argument 'depth'" in result.stderr + result.stdout
     assert "model, length, tasks, samples_per_task" in result.stderr + result.stdout
     assert "Traceback" not in result.stderr
+
+
+def test_the_pretrain_flavor_ends_each_prompt_with_the_answer_prefix_and_scores_offline(
+    tmp_path: Path,
+) -> None:
+    url_files = {
+        SOURCES.ESSAY_LIST_URL: "\n".join(ESSAY_TEXTS).encode(),
+        **{url: text.encode() for url, text in ESSAY_TEXTS.items()},
+        SOURCES.SQUAD_URL: json.dumps(SQUAD).encode(),
+        SOURCES.HOTPOTQA_URL: json.dumps(HOTPOTQA).encode(),
+    }
+    rows = check_benchmark(
+        "ruler/config_pretrain",
+        {},
+        lambda row: " ".join(row["outputs"]),
+        "I cannot tell from these documents.",
+        tmp_path,
+        other_repos=[(TOKENIZER_REPO, "main", {"tokenizer.json": word_tokenizer_json()})],
+        url_files=url_files,
+        prepare_args=[
+            f"+prepare_script_args.model={TOKENIZER_REPO}",
+            f"+prepare_script_args.length={LENGTH}",
+            "+prepare_script_args.samples_per_task=1",
+            "+prepare_script_args.tasks=[niah_single_1,vt,qa_1]",
+        ],
+        # replay_model plays the turns in place of the vLLM the flavor would start
+        run_overrides=["++policy_model.responses_api_models._delete_key=[local_vllm_model]"],
+    )
+    assert (tmp_path / "benchmarks" / "ruler" / "data" / "ruler_pretrain.jsonl").is_file()
+    by_task = {row["subset"]: row["responses_create_params"] for row in rows}
+    assert [params["max_output_tokens"] for params in by_task.values()] == [128, 30, 32]
+    niah = by_task["niah_single_1"]["input"][0]["content"]
+    # RULER's answer prefix follows the question directly (data_format `default`): the model continues it.
+    assert re.search(
+        r"in the provided text\?The special magic number for \S+ mentioned in the provided text is$", niah
+    )
+    qa = by_task["qa_1"]["input"][0]["content"]
+    assert qa.endswith("Question: Who restored the lighthouse on Gull Point?Answer:")
