@@ -194,3 +194,29 @@ def test_a_vllm_that_dies_while_serving_stops_the_server(tmp_path: Path) -> None
         os.kill(int(started[1]), signal.SIGKILL)
         assert server.process.wait(timeout=REQUEST_TIMEOUT_S) is not None
         assert "exited with code -9 while serving; stopping this server" in server.log()
+
+
+def test_an_evaluation_runs_through_the_vllm_the_deployment_started(tmp_path: Path) -> None:
+    """`gym eval run` with the base-model profile: the launcher starts the server, the server its vLLM,
+    every task is answered by it through /v1/completions, and the vLLM ends with the deployment."""
+    command = ",".join(f'"{part}"' for part in UPSTREAM_COMMAND)
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "gym"),
+            "eval", "run", "--resources-server", "mcqa", "--dataset", "example",
+            "--model-type", "local_vllm_model/pretrain_text_completion", "--model", fresh_model("local"),
+            f"++policy_model.responses_api_models.local_vllm_model.vllm_serve_command=[{command}]",
+            "++limit=2", "-o", "results/rollouts.jsonl",
+        ],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    rollouts = [
+        orjson.loads(line) for line in (tmp_path / "results" / "rollouts.jsonl").read_bytes().splitlines()
+    ]
+    # vllm_upstream's unscripted turn is "ok": each answer came from the child vLLM.
+    assert [rollout["response"]["output"][-1]["content"][0]["text"] for rollout in rollouts] == ["ok", "ok"]
+    started = STARTED.search(done.stdout + done.stderr)
+    assert started and f"vLLM (pid {started[1]}) ended" in done.stdout + done.stderr
+    assert not process_alive(int(started[1]))
