@@ -220,3 +220,15 @@ def test_an_evaluation_runs_through_the_vllm_the_deployment_started(tmp_path: Pa
     started = STARTED.search(done.stdout + done.stderr)
     assert started and f"vLLM (pid {started[1]}) ended" in done.stdout + done.stderr
     assert not process_alive(int(started[1]))
+
+
+def test_a_vllm_not_ready_by_the_deadline_is_ended_and_one_line(tmp_path: Path) -> None:
+    # No Python process starts within a millisecond, let alone trains its tokenizer and answers.
+    done = run_app_once(tmp_path, local_config(fresh_model("local"), vllm_startup_deadline_s=0.001))
+    assert done.returncode == 1
+    started = STARTED.search(done.stderr)
+    assert started, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "did not answer GET" in errors[0] and "within 0.001 s" in errors[0]
+    assert f"vLLM (pid {started[1]}) ended" in done.stderr
+    assert not process_alive(int(started[1]))
