@@ -125,6 +125,7 @@ class _Recorder:
         self._series: dict[tuple[Any, tuple[str, ...]], Any] = {}
         self._pending: dict[tuple[Any, tuple[str, ...]], float] = {}
         self._flush: asyncio.TimerHandle | None = None
+        self._flush_loop: asyncio.AbstractEventLoop | None = None
         os.register_at_fork(after_in_child=self._forget_pending)
 
     def remove_directory(self) -> None:
@@ -141,15 +142,18 @@ class _Recorder:
         return found
 
     def add(self, metric: Any, labels: tuple[str, ...], amount: float) -> None:
-        """Add `amount` to a counter (or a live-sum gauge) series, written out with the next flush."""
+        """Add `amount` to a counter (or a live-sum gauge) series: written with the next flush on an event
+        loop's thread, at once on any other."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.series(metric, *labels).inc(amount)
+            return
         key = (metric, labels)
         pending = self._pending
         pending[key] = pending.get(key, 0.0) + amount
-        if self._flush is None:
-            try:
-                self._flush = asyncio.get_running_loop().call_later(FLUSH_DELAY_S, self.flush)
-            except RuntimeError:  # no event loop in this thread: write now
-                self.flush()
+        if self._flush is None or self._flush_loop is not loop:
+            self._flush, self._flush_loop = loop.call_later(FLUSH_DELAY_S, self.flush), loop
 
     def flush(self) -> None:
         """Write the counts added since the last flush to this worker's files."""
@@ -205,7 +209,6 @@ def install_metrics(app: FastAPI, instance_name: str, global_config_dict: DictCo
 
     app.add_api_route(METRICS_PATH, metrics_page, methods=["GET"], include_in_schema=False)
     app.user_middleware.append(Middleware(RequestMetricsMiddleware, recorder=recorder, server=server))
-    app.router.on_shutdown.append(recorder.flush)
     app.router.on_shutdown.append(recorder.remove_directory)
 
 
