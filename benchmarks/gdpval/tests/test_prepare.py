@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import docx
+import yaml
 
 from nemo_gym.testing import read_jsonl
 from resources_servers.gdpval.deliverables import Limits, read_deliverable
@@ -24,8 +25,15 @@ JUDGE_IS_POLICY = [
     "++gdpval_resources_server.resources_servers.gdpval.judge_model_server.name=policy_model",
     "++_delete_key=gdpval_judge_model",
 ]
-# The environment's bounds (resources_servers/gdpval/configs/gdpval.yaml), for reading a folder as it does.
-LIMITS = Limits(max_files=20, max_file_bytes=20_000_000, max_unpacked_bytes=100_000_000, max_chars=60_000)
+# The environment's bounds, for reading a folder as it does.
+SERVER_CONFIG = yaml.safe_load((SERVER_FOLDER / "configs" / "gdpval.yaml").read_text())
+BOUNDS = SERVER_CONFIG["gdpval"]["resources_servers"]["gdpval"]
+LIMITS = Limits(
+    max_files=BOUNDS["max_deliverable_files"],
+    max_file_bytes=BOUNDS["max_deliverable_file_bytes"],
+    max_unpacked_bytes=BOUNDS["max_unpacked_bytes"],
+    max_chars=BOUNDS["max_deliverable_chars"],
+)
 
 
 def rubric(*criteria: str) -> str:
