@@ -3,7 +3,9 @@
 A benchmark folder holds `config.yaml` (an environment's config plus one agent instance with a
 `type: benchmark` dataset, in NeMo Gym 0.7's keys), `prepare.py` (writes that dataset from the public
 source), `manifest.yaml` (environment, source, split size, what it measures: the facts `gym list
-benchmarks` shows beside the dataset entry's `license`) and tests. Reading a folder parses only its own YAML: no config is merged, nothing runs.
+benchmarks` shows beside the dataset entry's `license`) and tests; a flavor, `config_<flavor>.yaml` beside
+config.yaml, is a benchmark of its own sharing the folder's manifest. Reading a folder parses only its own
+YAML: no config is merged, nothing runs.
 """
 
 from __future__ import annotations
@@ -34,16 +36,46 @@ from nemo_gym.validation_errors import first_problem
 BENCHMARKS_SUBDIR = "benchmarks"
 MANIFEST_FILENAME = "manifest.yaml"
 CONFIG_FILENAME = "config.yaml"
+FLAVOR_CONFIG_GLOB = "config_*.yaml"
 
 
-class BenchmarkManifest(BaseModel):
-    """The facts about a benchmark's public data that its config does not say."""
+class SourceFacts(BaseModel):
+    """What a benchmark folder and its flavors share: environment, public source, what it measures."""
 
     environment: str = Field(description="the resources server that scores it")
     measures: str = Field(description="what the benchmark measures, in one line")
     source: str = Field(description="where prepare.py fetches it (Hugging Face dataset id or URL)")
     split: str = Field(description="the split of the source that is prepared")
+
+
+class FlavorFacts(BaseModel):
+    """A flavor's own facts in its folder's manifest, where they differ from the folder's."""
+
+    rows: int | None = Field(default=None, ge=1, description="how many tasks it prepares, when known")
+    measures: str | None = Field(default=None, description="what it measures, if not the folder's line")
+
+
+class FlavorManifest(SourceFacts):
+    """A flavor's facts as listed: its folder's, with its own size (None when not known in advance, as for
+    a flavor that drops rows over a token budget)."""
+
+    rows: int | None = None
+
+
+class BenchmarkManifest(SourceFacts):
+    """The facts about a benchmark's public data that its config does not say."""
+
     rows: int = Field(ge=1, description="how many tasks the prepared split has")
+    flavors: dict[str, FlavorFacts] = Field(
+        default_factory=dict,
+        description="facts of the flavor configs beside config.yaml, by file stem (`config_vision`)",
+    )
+
+    def for_flavor(self, flavor: str) -> FlavorManifest:
+        """The facts listed for flavor `flavor` (its config's file stem): the folder's, less what differs."""
+        facts = self.flavors.get(flavor, FlavorFacts())
+        shared = self.model_dump(include=set(SourceFacts.model_fields))
+        return FlavorManifest(**{**shared, "measures": facts.measures or self.measures, "rows": facts.rows})
 
 
 class BenchmarkConfig(BaseModel):
@@ -55,7 +87,16 @@ class BenchmarkConfig(BaseModel):
     num_repeats: int
     dataset: BenchmarkDatasetConfig
     environment_server: str | None = None
-    manifest: BenchmarkManifest | None = None
+    manifest: BenchmarkManifest | FlavorManifest | None = None
+    flavor_of: str | None = Field(default=None, description="the folder whose config_<flavor>.yaml this is")
+
+    def listing(self) -> dict[str, Any]:
+        """The entry `gym list benchmarks --json` prints: a flavor names its folder (`flavor_of`), and a
+        folder's manifest leaves its `flavors` out, each flavor having an entry of its own."""
+        exclude: dict[str, Any] = {"manifest": {"flavors"}}
+        if self.flavor_of is None:
+            exclude["flavor_of"] = True
+        return self.model_dump(mode="json", exclude=exclude)
 
     @classmethod
     def from_config_path(cls, config_path: Path, name: str | None = None) -> BenchmarkConfig:
@@ -145,6 +186,20 @@ def discover_benchmarks(roots: Sequence[Path] | None = None) -> list[BenchmarkCo
             if name not in found:
                 found[name] = BenchmarkConfig.from_config_path(config_path, name)
     return sorted(found.values(), key=lambda benchmark: benchmark.name)
+
+
+def benchmark_flavors(benchmark: BenchmarkConfig) -> list[BenchmarkConfig]:
+    """The flavors of a benchmark folder: NeMo Gym 0.7's `config_<flavor>.yaml` beside its config.yaml,
+    each named as `--benchmark` selects it (`mrcr/config_n3_128k`), with the folder's manifest facts and
+    the size its manifest's `flavors` records. A version folder (`livecodebench/v6_2408_2505`) has none."""
+    if "/" in benchmark.name:
+        return []
+    flavors = []
+    for config_path in sorted(benchmark.path.glob(FLAVOR_CONFIG_GLOB)):
+        flavor = BenchmarkConfig.from_config_path(config_path, f"{benchmark.name}/{config_path.stem}")
+        manifest = benchmark.manifest.for_flavor(config_path.stem) if benchmark.manifest else None
+        flavors.append(flavor.model_copy(update={"manifest": manifest, "flavor_of": benchmark.name}))
+    return flavors
 
 
 def load_folder_module(path: Path) -> ModuleType:

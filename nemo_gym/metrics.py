@@ -8,17 +8,24 @@ own files there; `/metrics` reads them all), and every series carries the `serve
 Work done while a request is handled is labelled with that request's instance; anything else with the
 process's first instance.
 
+Counts are added up in memory and written to the shared files at most `FLUSH_DELAY_S` after the first
+of them (and before this worker answers a scrape): a request then costs a few dictionary updates instead of
+three locked writes to memory-mapped files, and a scrape may miss another worker's last fraction of a
+second. Gauges that are set (not added to) are written at once.
+
 When metrics are off, or outside a server process, prometheus_client is never imported and every
 `record_*` function returns after one check.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
 import tempfile
 import time
+from bisect import bisect_left
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -42,8 +49,15 @@ METRICS_PATH = "/metrics"
 UNMATCHED_ROUTE = "<unmatched>"
 # Up to ten minutes: a whole `/run` (model turns, tools, verification) lands in one bucket.
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+BUCKET_LABELS = (*(repr(float(bound)) for bound in LATENCY_BUCKETS_S), "+Inf")  # `le` as Prometheus writes it
 SERVER_LABELS = ("server", "server_type")
+REQUEST_LABELS = (*SERVER_LABELS, "route", "method", "status")
 LATENCY_METRIC = "gym_http_request_duration_seconds"
+# The latency histogram as written: a counter of requests per bucket (not cumulative) and one of their total
+# time, so that many requests are written at once; `instance_families` shows them as the histogram.
+LATENCY_HITS = "gym_http_request_duration_hits"
+LATENCY_TIME = "gym_http_request_duration_time"
+FLUSH_DELAY_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -56,18 +70,20 @@ class _Recorder:
     """The metric objects of this process, built once, with every server instance of the process."""
 
     def __init__(self, directory: str) -> None:
-        from prometheus_client import Counter, Gauge, Histogram
+        from prometheus_client import Counter, Gauge
 
         self.directory = directory
         self.owner = os.getpid()
         # Two writes a request, not five: the request count is the histogram's count and the in-flight
         # figure is started minus answered, both worked out when the page is made (see `render_instance`).
         self.started = Counter("gym_http_requests_started", "Requests that reached the app", SERVER_LABELS)
-        self.latency = Histogram(
-            LATENCY_METRIC,
-            "Time from a request reaching the app to its last response byte, by route template and status",
-            [*SERVER_LABELS, "route", "method", "status"],
-            buckets=LATENCY_BUCKETS_S,
+        self.latency_hits = Counter(
+            LATENCY_HITS,
+            "Requests answered, by route template, status and latency bucket",
+            [*REQUEST_LABELS, "le"],
+        )
+        self.latency_time = Counter(
+            LATENCY_TIME, "Seconds spent answering, by route template and status", REQUEST_LABELS
         )
         self.retries = Counter(
             "gym_http_client_retries",
@@ -107,6 +123,10 @@ class _Recorder:
         self.servers: list[ServerIdentity] = []
         self.cpu_calls_outstanding = 0
         self._series: dict[tuple[Any, tuple[str, ...]], Any] = {}
+        self._pending: dict[tuple[Any, tuple[str, ...]], float] = {}
+        self._flush: asyncio.TimerHandle | None = None
+        self._flush_loop: asyncio.AbstractEventLoop | None = None
+        os.register_at_fork(after_in_child=self._forget_pending)
 
     def remove_directory(self) -> None:
         """At shutdown, in the process that made the directory (forked workers leave it to that one)."""
@@ -120,6 +140,33 @@ class _Recorder:
         if found is None:
             found = self._series[key] = metric.labels(*labels)
         return found
+
+    def add(self, metric: Any, labels: tuple[str, ...], amount: float) -> None:
+        """Add `amount` to a counter (or a live-sum gauge) series: written with the next flush on an event
+        loop's thread, at once on any other."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.series(metric, *labels).inc(amount)
+            return
+        key = (metric, labels)
+        pending = self._pending
+        pending[key] = pending.get(key, 0.0) + amount
+        if self._flush is None or self._flush_loop is not loop:
+            self._flush, self._flush_loop = loop.call_later(FLUSH_DELAY_S, self.flush), loop
+
+    def flush(self) -> None:
+        """Write the counts added since the last flush to this worker's files."""
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        pending, self._pending = self._pending, {}
+        for (metric, labels), amount in pending.items():
+            self.series(metric, *labels).inc(amount)
+
+    def _forget_pending(self) -> None:
+        """In a forked worker: the parent's unwritten counts are the parent's to write."""
+        self._pending, self._flush = {}, None
 
     def labels(self) -> tuple[str, str]:
         server = _current_server.get() or self.servers[0]
@@ -157,6 +204,7 @@ def install_metrics(app: FastAPI, instance_name: str, global_config_dict: DictCo
     async def metrics_page() -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST
 
+        recorder.flush()
         return Response(render_instance(recorder.directory, server.instance), media_type=CONTENT_TYPE_LATEST)
 
     app.add_api_route(METRICS_PATH, metrics_page, methods=["GET"], include_in_schema=False)
@@ -215,33 +263,48 @@ def render_instance(directory: str, instance: str) -> bytes:
 
 
 def instance_families(directory: str, instance: str) -> Iterator[Any]:
-    """The `gym_` metric families of one instance, with the request count and the in-flight figure
-    derived from the latency histogram and the started counter."""
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    """The `gym_` metric families of one instance, with the latency histogram, the request count and the
+    in-flight figure worked out from the counters written."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
     from prometheus_client.multiprocess import MultiProcessCollector
 
     started: dict[tuple[str, str], float] = {}
-    answered = 0.0
+    hits: dict[tuple[str, ...], list[float]] = {}
+    seconds: dict[tuple[str, ...], float] = {}
     for family in MultiProcessCollector(None, directory).collect():
         family.samples = [sample for sample in family.samples if sample.labels.get("server") == instance]
         if not family.name.startswith("gym_") or not family.samples:
             continue
-        if family.name == "gym_http_requests_started":
-            for sample in family.samples:
-                started[sample.labels["server"], sample.labels["server_type"]] = sample.value
-        if family.name == LATENCY_METRIC:
-            labels = [*SERVER_LABELS, "route", "method", "status"]
-            requests = CounterMetricFamily(
-                "gym_http_requests", "Requests answered, by route template and status", labels=labels
-            )
-            for sample in family.samples:
-                if sample.name == f"{LATENCY_METRIC}_count":
-                    requests.add_metric([sample.labels[label] for label in labels], sample.value)
-                    answered += sample.value
-            yield requests
-        yield family
+        for sample in family.samples:
+            labels = tuple(sample.labels.get(label, "") for label in REQUEST_LABELS)
+            if family.name == LATENCY_HITS:
+                counts = hits.setdefault(labels, [0.0] * len(BUCKET_LABELS))
+                counts[BUCKET_LABELS.index(sample.labels["le"])] += sample.value
+            elif family.name == LATENCY_TIME:
+                seconds[labels] = seconds.get(labels, 0.0) + sample.value
+            elif family.name == "gym_http_requests_started":
+                started[labels[:2]] = sample.value
+        if family.name not in (LATENCY_HITS, LATENCY_TIME):
+            yield family
+    requests = CounterMetricFamily(
+        "gym_http_requests", "Requests answered, by route template and status", labels=REQUEST_LABELS
+    )
+    latency = HistogramMetricFamily(
+        LATENCY_METRIC,
+        "Time from a request reaching the app to its last response byte, by route template and status",
+        labels=REQUEST_LABELS,
+    )
+    for labels, counts in hits.items():
+        cumulative = [sum(counts[: index + 1]) for index in range(len(counts))]
+        requests.add_metric(list(labels), cumulative[-1])
+        latency.add_metric(
+            list(labels), list(zip(BUCKET_LABELS, cumulative, strict=True)), seconds.get(labels, 0.0)
+        )
+    yield requests
+    yield latency
+    answered = sum(sum(counts) for counts in hits.values())
     in_flight = GaugeMetricFamily(
-        "gym_http_requests_in_flight", "Requests being handled (a scrape counts itself)", labels=SERVER_LABELS
+        "gym_http_requests_in_flight", "Requests being handled (scrapes not counted)", labels=SERVER_LABELS
     )
     for labels, count in started.items():
         in_flight.add_metric(list(labels), max(0.0, count - answered))
@@ -254,7 +317,7 @@ class RequestMetricsMiddleware:
 
     def __init__(self, app: ASGIApp, recorder: _Recorder, server: ServerIdentity) -> None:
         self.app, self.recorder, self.server = app, recorder, server
-        self.started = recorder.started.labels(server.instance, server.server_type)
+        self.server_labels = (server.instance, server.server_type)
         self.templates: dict[Any, str] = {}
         self.literal_paths: set[str] | None = None  # filled on the first request, once every route exists
 
@@ -270,18 +333,24 @@ class RequestMetricsMiddleware:
                 status = message["status"]
             await send(message)
 
+        recorder = self.recorder
         token = _current_server.set(self.server)
-        self.started.inc()
+        # A scrape starts when it ends: the page it makes never counts itself in flight.
+        in_flight_counted = scope["path"] != METRICS_PATH
+        if in_flight_counted:
+            recorder.add(recorder.started, self.server_labels, 1)
         started = time.perf_counter()
         try:
             await self.app(scope, receive, send_with_status)
         finally:
             elapsed = time.perf_counter() - started
             _current_server.reset(token)
-            route, method = self._route_of(scope), scope["method"]
-            server = self.server
-            labels = (server.instance, server.server_type, route, method, str(status))
-            self.recorder.series(self.recorder.latency, *labels).observe(elapsed)
+            if not in_flight_counted:
+                recorder.add(recorder.started, self.server_labels, 1)
+            labels = (*self.server_labels, self._route_of(scope), scope["method"], str(status))
+            recorder.add(recorder.latency_time, labels, elapsed)
+            bucket = BUCKET_LABELS[bisect_left(LATENCY_BUCKETS_S, elapsed)]
+            recorder.add(recorder.latency_hits, (*labels, bucket), 1)
 
     def _route_of(self, scope: Scope) -> str:
         """The path template of the route the router matched: a path some route has literally, else the
@@ -302,7 +371,7 @@ def record_retry(error: BaseException | None, status: int | None = None) -> None
     """An outbound call is retried after `error`, or after an answer with `status`."""
     if _recorder is None:
         return
-    _recorder.series(_recorder.retries, *_recorder.labels(), retry_cause(error, status)).inc()
+    _recorder.add(_recorder.retries, (*_recorder.labels(), retry_cause(error, status)), 1)
 
 
 def retry_cause(error: BaseException | None, status: int | None) -> str:
@@ -336,7 +405,7 @@ def record_breaker_state(judge: str, is_open: bool) -> None:
 def record_sandbox_run(outcome: str) -> None:
     """`outcome`: `ok`, `exit_nonzero`, `signal`, the limit that stopped it, or `unavailable`."""
     if _recorder is not None:
-        _recorder.series(_recorder.sandbox_runs, *_recorder.labels(), outcome).inc()
+        _recorder.add(_recorder.sandbox_runs, (*_recorder.labels(), outcome), 1)
 
 
 @contextmanager
@@ -369,6 +438,6 @@ def record_sessions(kind: str, opened: int = 0, closed: int = 0, evicted: int = 
     if _recorder is None:
         return
     labels = _recorder.labels()
-    _recorder.series(_recorder.sessions_open, *labels, kind).inc(opened - closed - evicted)
+    _recorder.add(_recorder.sessions_open, (*labels, kind), opened - closed - evicted)
     if evicted:
-        _recorder.series(_recorder.session_evictions, *labels, kind).inc(evicted)
+        _recorder.add(_recorder.session_evictions, (*labels, kind), evicted)

@@ -45,13 +45,12 @@ def headline_figures(page: str) -> HeadlineFigures:
                 in_flight += sample.value
             elif sample.name == "gym_http_client_retries_total":
                 retries += int(sample.value)
-    # The scrape that read the page was in flight while the page was made.
     return HeadlineFigures(
         requests=requests,
         errors_5xx=errors,
         latency_p50_s=histogram_quantile(0.5, buckets),
         latency_p95_s=histogram_quantile(0.95, buckets),
-        in_flight=max(0, int(in_flight) - 1),
+        in_flight=int(in_flight),
         retries=retries,
     )
 

@@ -75,6 +75,8 @@ def test_folder_is_complete(folder: Path) -> None:
     ]
     assert [argument.arg for argument in function.args.args] == ["output_fpath"]
     assert (folder / "tests" / "test_prepare.py").is_file() and (folder / "README.md").is_file()
+    flavors = {path.stem for path in folder.glob("config_*.yaml")}
+    assert set(benchmark.manifest.flavors) <= flavors, "the manifest's `flavors` name configs it lacks"
     readme_row = f"| {name} | {benchmark.manifest.environment} |"
     assert readme_row in (REPO_ROOT / "README.md").read_text(), "the README's benchmark table lacks it"
 

@@ -238,8 +238,38 @@ def test_list_shows_environments_agents_models_and_benchmarks(tmp_path):
     shipped_benchmarks = sorted(
         [path.parent.name for path in REPO_ROOT.glob("benchmarks/*/config.yaml")] + versions
     )
+    # each flavor (0.7's config_<flavor>.yaml beside config.yaml) right after its folder, named as --benchmark
+    # selects it
+    with_flavors = [
+        listed_name
+        for name in shipped_benchmarks
+        for listed_name in [
+            name,
+            *sorted(
+                f"{name}/{path.stem}" for path in (REPO_ROOT / "benchmarks" / name).glob("config_*.yaml")
+            ),
+        ]
+    ]
     listed = json.loads(run("list", "benchmarks", "--json", cwd=tmp_path).stdout)
-    assert [entry["name"] for entry in listed] == shipped_benchmarks and "aime25" in shipped_benchmarks
+    assert [entry["name"] for entry in listed] == with_flavors and "aime25" in shipped_benchmarks
+    assert {"mrcr/config_n3_128k", "hle/config_vision"} <= set(with_flavors)
+    entries = {entry["name"]: entry for entry in listed}
+    vision = entries["hle/config_vision"]
+    assert (vision["flavor_of"], vision["dataset"]["name"], vision["dataset"]["license"]) == (
+        "hle",
+        "hle_vision",
+        "MIT",
+    )
+    assert (vision["manifest"]["environment"], vision["manifest"]["rows"]) == ("equivalence_llm_judge", 2500)
+    assert entries["mrcr/config_n3_128k"]["manifest"]["rows"] is None  # sized by a token budget when prepared
+    # a folder's entry is as before: no flavor_of, and the manifest without the flavors' facts
+    assert "flavor_of" not in entries["hle"] and set(entries["hle"]["manifest"]) == {
+        "environment",
+        "measures",
+        "source",
+        "split",
+        "rows",
+    }
     benchmark = tmp_path / "elsewhere" / "benchmarks" / "tiny_bench"
     benchmark.mkdir(parents=True)
     (benchmark / "config.yaml").write_text(
@@ -252,6 +282,24 @@ def test_list_shows_environments_agents_models_and_benchmarks(tmp_path):
     )
     listed = run("list", "benchmarks", "tiny_bench", "--search-dir", "elsewhere", cwd=tmp_path)
     assert listed.stdout.splitlines()[1].split() == ["tiny_bench", "mcqa", "7", "3", "CC0", "tiny", "things"]
+    for flavor in ("big", "small"):
+        (benchmark / f"config_{flavor}.yaml").write_text(
+            f"tiny_{flavor}_agent:\n  responses_api_agents:\n    simple_agent:\n      datasets:\n"
+            f"        - {{name: tiny_{flavor}, type: benchmark, jsonl_fpath: {flavor}.jsonl, prepare_script: p.py,\n"
+            "           prompt_config: null, license: CC0}\n"
+        )
+    (benchmark / "manifest.yaml").write_text(
+        "environment: mcqa\nmeasures: tiny things\nsource: me/tiny\nsplit: test\nrows: 7\n"
+        "flavors:\n  config_small: {rows: 2, measures: fewer things}\n"
+    )
+    listed = run("list", "benchmarks", "tiny_bench", "--search-dir", "elsewhere", cwd=tmp_path)
+    assert [line.split() for line in listed.stdout.splitlines()[1:]] == [
+        ["tiny_bench", "mcqa", "7", "3", "CC0", "tiny", "things"],
+        ["tiny_bench/config_big", "mcqa", "?", "1", "CC0", "tiny", "things"],
+        ["tiny_bench/config_small", "mcqa", "2", "1", "CC0", "fewer", "things"],
+    ]
+    one = run("list", "benchmarks", "tiny_bench/config_small", "--search-dir", "elsewhere", cwd=tmp_path)
+    assert [line.split()[0] for line in one.stdout.splitlines()[1:]] == ["tiny_bench/config_small"]
     (benchmark / "manifest.yaml").write_text("environment: mcqa\nrows: none\n")
     broken = run("list", "benchmarks", "--search-dir", "elsewhere", cwd=tmp_path)
     assert "tiny_bench/manifest.yaml: measures: Field required" in one_line_error(broken)

@@ -84,6 +84,16 @@ async def scrape(url: str) -> Series:
     }
 
 
+async def scrape_showing(url: str, name: str, at_least: float, **labels: str) -> Series:
+    """A scrape once it shows at least `at_least` of `name`: a worker writes its counts within
+    `FLUSH_DELAY_S`, and the scrape may reach another worker (the page after the deadline, else)."""
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        series = await scrape(url)
+        if value(series, name, **labels) >= at_least or asyncio.get_running_loop().time() > deadline:
+            return series
+
+
 def value(series: Series, name: str, **labels: str) -> float:
     """The sum of the samples named `name` whose labels include `labels` (0 when there is none)."""
     wanted = set(labels.items())
@@ -117,16 +127,25 @@ async def test_counters_and_histograms_move_with_rollouts_on_every_server(separa
     before = {name: await scrape(running.url(name)) for name in (AGENT, RESOURCES, MODEL)}
     script_rollouts(scripted_upstream, model, ROLLOUTS)
     await run_rollouts(running, ROLLOUTS)
-    after = {name: await scrape(running.url(name)) for name in (AGENT, RESOURCES, MODEL)}
-
-    def moved(name: str, metric: str, **labels: str) -> float:
-        return value(after[name], metric, **labels) - value(before[name], metric, **labels)
-
     expected = {
         AGENT: {"/run": ROLLOUTS},
         RESOURCES: {"/seed_session": ROLLOUTS, "/increment_counter": 2 * ROLLOUTS, "/verify": ROLLOUTS},
         MODEL: {"/v1/responses": MODEL_CALLS_PER_ROLLOUT * ROLLOUTS},
     }
+    answered = "gym_http_requests_total"
+    after = {
+        name: await scrape_showing(
+            running.url(name),
+            answered,
+            value(before[name], answered, method="POST") + sum(routes.values()),
+            method="POST",
+        )  # fmt: skip
+        for name, routes in expected.items()
+    }
+
+    def moved(name: str, metric: str, **labels: str) -> float:
+        return value(after[name], metric, **labels) - value(before[name], metric, **labels)
+
     for name, routes in expected.items():
         server_type = running.instances[name]["server_type"]
         for route, count in routes.items():
@@ -136,8 +155,8 @@ async def test_counters_and_histograms_move_with_rollouts_on_every_server(separa
             assert moved(name, "gym_http_request_duration_seconds_count", **labels) == count, (name, route)
             assert moved(name, "gym_http_request_duration_seconds_bucket", le="+Inf", **labels) == count
             assert moved(name, "gym_http_request_duration_seconds_sum", **labels) > 0
-        # The scrape itself is the one request in flight; nothing else was left counted.
-        assert value(after[name], "gym_http_requests_in_flight", server=name) == 1
+        # Nothing was left counted in flight (a scrape does not count itself).
+        assert value(after[name], "gym_http_requests_in_flight", server=name) == 0
         assert {dict(labels)["server"] for _, labels in after[name]} == {name}
     # Route templates, not raw paths: no series per session or rollout.
     routes = {dict(labels).get("route") for _, labels in after[RESOURCES]} - {None}
@@ -158,6 +177,7 @@ async def test_forked_workers_report_the_whole_server(separate):
                 url + "/v1/responses", json=body, headers={"Connection": "close"}
             ) as response:
                 assert response.status == 200, await response.text()
+    await scrape_showing(url, "gym_http_requests_total", baseline + calls, route="/v1/responses")
     counts = [value(await scrape(url), "gym_http_requests_total", route="/v1/responses") for _ in range(8)]
     assert counts == [baseline + calls] * 8
 
@@ -173,7 +193,8 @@ async def test_an_upstream_503_counts_one_retry_with_its_cause(separate, scripte
         "POST", running.url(MODEL) + "/v1/responses", json={"input": "hello", "model": model}
     )
     assert response.status == 200, await response.read()
-    after = await scrape(running.url(MODEL))
+    retried = value(before, "gym_http_client_retries_total") + 1
+    after = await scrape_showing(running.url(MODEL), "gym_http_client_retries_total", retried)
     retries = {"server": MODEL, "cause": "status_503"}
     assert (
         value(after, "gym_http_client_retries_total", **retries)
@@ -201,7 +222,14 @@ async def test_cohosted_servers_keep_their_figures_apart(cohosted, scripted_upst
     before = {name: await scrape(running.url(name)) for name in (AGENT, RESOURCES, MODEL)}
     script_rollouts(scripted_upstream, model, ROLLOUTS)
     await run_rollouts(running, ROLLOUTS)
-    after = {name: await scrape(running.url(name)) for name in (AGENT, RESOURCES, MODEL)}
+    calls = {AGENT: ROLLOUTS, RESOURCES: 4 * ROLLOUTS, MODEL: MODEL_CALLS_PER_ROLLOUT * ROLLOUTS}
+    answered = "gym_http_requests_total"
+    after = {
+        name: await scrape_showing(
+            running.url(name), answered, value(before[name], answered, method="POST") + count, method="POST"
+        )
+        for name, count in calls.items()
+    }
     for name in (AGENT, RESOURCES, MODEL):
         assert {dict(labels)["server"] for _, labels in after[name]} == {name}
     # The in-process calls between co-hosted servers are counted by the server that took them.

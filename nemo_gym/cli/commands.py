@@ -218,17 +218,23 @@ def lister(what: str) -> Callable[[Invocation], int]:
 
 
 def list_benchmarks(invocation: Invocation) -> int:
-    """`gym list benchmarks [NAME]`: each benchmark with the environment that scores it, the size of its
-    prepared split and the data's license (from its manifest)."""
-    from nemo_gym.benchmarks import discover_benchmarks
+    """`gym list benchmarks [NAME]`: each benchmark, each flavor on a line after its folder's, with the
+    environment that scores it, the size of its prepared split (when known) and the data's license (from
+    its manifest). NAME is a benchmark, a folder with its flavors, or one flavor."""
+    from nemo_gym.benchmarks import benchmark_flavors, discover_benchmarks
     from nemo_gym.cli.selectors import search_roots
     from nemo_gym.text_tables import format_table
 
-    benchmarks = discover_benchmarks(search_roots(invocation.options.get("search_dir") or []))
+    folders = discover_benchmarks(search_roots(invocation.options.get("search_dir") or []))
     name = invocation.options.get("name")
-    benchmarks = [benchmark for benchmark in benchmarks if name in (None, benchmark.name)]
+    benchmarks = [
+        benchmark
+        for folder in folders
+        for benchmark in [folder, *benchmark_flavors(folder)]
+        if name in (None, benchmark.name, benchmark.flavor_of)
+    ]
     if invocation.options.get("json"):
-        print(json.dumps([benchmark.model_dump(mode="json") for benchmark in benchmarks], indent=2))
+        print(json.dumps([benchmark.listing() for benchmark in benchmarks], indent=2))
         return 0
     if not benchmarks:
         print(f"No benchmark named {name}." if name else "No benchmarks found.")
@@ -237,7 +243,7 @@ def list_benchmarks(invocation: Invocation) -> int:
     for benchmark in benchmarks:
         manifest = benchmark.manifest
         environment, size, measures = (
-            (manifest.environment, str(manifest.rows), manifest.measures)
+            (manifest.environment, str(manifest.rows or "?"), manifest.measures)
             if manifest
             else ("?", "?", "(no manifest)")
         )
