@@ -1,11 +1,13 @@
 """What `/metrics` and tracing cost: server CPU per rollout with metrics off, metrics on, and metrics and
 tracing on, in the same run.
 
-    .venv/bin/python bench/observability_overhead.py [--rollouts 1500] [--concurrency 64] [--repeats 3]
+    .venv/bin/python bench/observability_overhead.py [--rollouts 1500] [--concurrency 64] [--repeats 3] [--separate]
 
 The bench workload (the deployment of `make bench`: example_single_tool_call + simple_agent + openai_model
 co-hosted in one process forked into two workers, two upstream calls per rollout, the harness's fake
-upstream) runs once per mode, all deployments side by side. `gym collect` sends the same rows through each
+upstream; with `--separate`, one process per server, so every call between servers is an HTTP request)
+runs once per mode, all deployments side by side. A second copy of the baseline ("metrics off, again")
+shows how far two identical deployments differ in the same run: an overhead within that is noise. `gym collect` sends the same rows through each
 in turn, round after round (the order reversed every other round), so a slower stretch of this shared
 machine hits every mode alike. A mode's figure is the median over its rounds of the CPU time (utime +
 stime, /proc/<pid>/stat) of its serving processes and their workers, divided by the rollouts; the paired
@@ -31,15 +33,18 @@ from pathlib import Path
 from ray_shards import Deployment, fake_upstream, measured_collection, median_figures, rows_file
 
 HERE = Path(__file__).resolve().parent
-PLACEMENT = "colocate: true\ncolocate_num_workers: 2\n"
+COHOSTED = "colocate: true\ncolocate_num_workers: 2\n"
 SINK_ADDRESS = "SINK_ADDRESS"
+METRICS_OFF = "telemetry:\n  metrics_enabled: false\n"
 MODES = {
-    "metrics off": "telemetry:\n  metrics_enabled: false\n",
+    "metrics off": METRICS_OFF,
+    "metrics off, again": METRICS_OFF,  # the noise control: what two identical deployments differ by
     "metrics on": "",  # the default
     "metrics and tracing on": f"telemetry:\n  enabled: true\n  otlp_endpoint: http://{SINK_ADDRESS}\n",
 }
 # mode: (the mode it is compared with, the issue's goal in percent)
 GOALS = {"metrics on": ("metrics off", 5.0), "metrics and tracing on": ("metrics off", 20.0)}
+CONTROLS = {"metrics off, again": "metrics off"}
 
 
 class _DroppingSink(BaseHTTPRequestHandler):
@@ -76,6 +81,7 @@ def main() -> None:
     parser.add_argument("--rollouts", type=int, default=1500, help="rollouts per mode and round")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds of each mode")
+    parser.add_argument("--separate", action="store_true", help="one process per server, not co-hosted")
     args = parser.parse_args()
     rounds: dict[str, list[dict]] = {name: [] for name in MODES}
     with (
@@ -86,11 +92,12 @@ def main() -> None:
         workdir = Path(folder)
         rows = rows_file(workdir, args.rollouts)
         deployments: dict[str, Deployment] = {}
+        placement = "" if args.separate else COHOSTED
         try:
             for index, (name, extra) in enumerate(MODES.items()):
                 (workdir / str(index)).mkdir()
                 deployments[name] = Deployment(
-                    workdir / str(index), upstream, PLACEMENT + extra.replace(SINK_ADDRESS, sink)
+                    workdir / str(index), upstream, placement + extra.replace(SINK_ADDRESS, sink)
                 )
             order = list(enumerate(deployments.items()))
             for number in range(args.repeats):
@@ -120,8 +127,9 @@ def write_report(rounds: dict[str, list[dict]], args: argparse.Namespace) -> Non
     lines = [
         f"# Observability overhead ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
         "",
-        f"{args.rollouts} rollouts per round at {args.concurrency} in flight, fake upstream, co-hosted in 2 "
-        f"workers; medians of {args.repeats} interleaved rounds.",
+        f"{args.rollouts} rollouts per round at {args.concurrency} in flight, fake upstream, "
+        f"{'one process per server' if args.separate else 'co-hosted in 2 workers'}; medians of "
+        f"{args.repeats} interleaved rounds.",
         "",
         "| mode | server CPU ms/rollout | overhead (goal) | paired overhead | rollouts/s | failures | rounds (ms/rollout) |",
         "|---|---|---|---|---|---|---|",
@@ -129,6 +137,11 @@ def write_report(rounds: dict[str, list[dict]], args: argparse.Namespace) -> Non
     for name, f in figures.items():
         per_round = ", ".join(f"{measured['serving_ms']:.3f}" for measured in rounds[name])
         overhead = paired = "-"
+        if name in CONTROLS:
+            baseline = CONTROLS[name]
+            percent = 100 * (f["serving_ms"] / figures[baseline]["serving_ms"] - 1)
+            overhead = f"{percent:+.1f} % over {baseline} (the same config: noise)"
+            paired = f"{paired_overhead(rounds[name], rounds[baseline]):+.1f} %"
         if name in GOALS:
             baseline, goal = GOALS[name]
             percent = 100 * (f["serving_ms"] / figures[baseline]["serving_ms"] - 1)
