@@ -189,11 +189,10 @@ class SimpleResourcesServer(AggregateMetricsMixin, SimpleServer):
         @functools.wraps(verify)
         async def verify_marking_fallbacks(*args: Any, **kwargs: Any) -> Any:
             emitted = _bare_mcp_tool_names(args, kwargs) if self._mcp is not None else {}
-            with fallbacks_noted() as fallbacks, tracing.span("gym.verify") as span:
+            with fallbacks_noted() as fallbacks:
                 answer = await verify(*args, **kwargs)
-                if span is not None and isinstance(answer, BaseVerifyResponse):
-                    span.set_attribute("nemo.gym.reward", answer.reward)
             if isinstance(answer, BaseVerifyResponse):
+                tracing.set_on_current_span(tracing.REWARD_ATTRIBUTE, answer.reward)
                 for index, name in emitted.items():
                     if index < len(answer.response.output):
                         answer.response.output[index].name = name

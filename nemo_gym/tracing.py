@@ -41,6 +41,7 @@ SESSION_ID_ATTRIBUTE = "nemo.gym.session.id"
 TASK_INDEX_ATTRIBUTE = "nemo.gym.task.index"
 ROLLOUT_INDEX_ATTRIBUTE = "nemo.gym.rollout.index"
 AGENT_NAME_ATTRIBUTE = "nemo.gym.agent.name"
+REWARD_ATTRIBUTE = "nemo.gym.reward"
 
 _NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()
 _tracer: Any = None  # a tracing_spans.Tracer while tracing is on in this process
@@ -192,11 +193,18 @@ def flush() -> None:
 
 
 def span(name: str, attributes: Mapping[str, Any] | None = None) -> contextlib.AbstractContextManager[Any]:
-    """An internal span around a step (`gym.verify`, `gym.sandbox.exec`, ...); yields the span, or None
+    """An internal span around a step (`gym.judge`, `gym.sandbox.exec`, ...); yields the span, or None
     when tracing is off."""
     if _spans is None:
         return _NO_SPAN
     return _spans.CurrentSpan(_tracer, name, _spans.SpanKind.INTERNAL, attributes)
+
+
+def set_on_current_span(name: str, value: Any) -> None:
+    """An attribute on the span current here (a request's SERVER span, ...): a fact that needs no span of
+    its own. Nothing when tracing is off."""
+    if _spans is not None:
+        _spans.trace.get_current_span().set_attribute(name, value)
 
 
 def client_span(

@@ -126,7 +126,7 @@ def test_spans_beyond_the_queue_are_dropped_counted_and_reported(caplog):
         extra = 300
         with caplog.at_level(logging.WARNING, logger="nemo_gym.otlp_export"):
             for _ in range(otlp_export.MAX_QUEUE + otlp_export.MAX_BATCH + extra):
-                tracer.start_span("gym.verify").end()
+                tracer.start_span("gym.grading").end()
             assert sink.force_flush(timeout_millis=60_000)
             sink.shutdown()
     assert sink.dropped >= extra

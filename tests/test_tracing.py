@@ -82,7 +82,7 @@ async def test_an_in_process_call_continues_the_callers_trace(memory_spans):
 
     @app.post("/verify")
     async def verify(request: Request) -> dict[str, Any]:
-        with tracing.span("gym.verify"):
+        with tracing.span("gym.grading"):
             return {"reward": 1.0, "traceparent": request.headers.get("traceparent")}
 
     app = finalize_app(app, "TracedServer___traced")
@@ -94,22 +94,22 @@ async def test_an_in_process_call_continues_the_callers_trace(memory_spans):
     assert response.status == 200 and answer["reward"] == 1.0
 
     spans = {span.name: span for span in memory_spans.finished}
-    assert set(spans) == {"gym.rollout", "POST /verify", "gym.verify"}  # no CLIENT span in-process
-    chain = ["gym.verify", "POST /verify", "gym.rollout"]
+    assert set(spans) == {"gym.rollout", "POST /verify", "gym.grading"}  # no CLIENT span in-process
+    chain = ["gym.grading", "POST /verify", "gym.rollout"]
     for child, parent in itertools.pairwise(chain):
         assert spans[child].parent.span_id == spans[parent].context.span_id, f"{child} under {parent}"
     assert spans["gym.rollout"].parent is None
     assert answer["traceparent"] is None  # the callee shares the caller's context; nothing is serialised
     assert spans["POST /verify"].kind is SpanKind.SERVER
     assert len({span.context.trace_id for span in spans.values()}) == 1
-    for name in ("POST /verify", "gym.verify"):
+    for name in ("POST /verify", "gym.grading"):
         assert spans[name].attributes[tracing.SERVER_NAME_ATTRIBUTE] == "traced_resources"
         assert spans[name].attributes[tracing.SERVER_TYPE_ATTRIBUTE] == "resources_servers"
     assert {span.attributes[tracing.ROLLOUT_ID_ATTRIBUTE] for span in spans.values()} == {"7-0"}
 
 
 async def test_a_sandboxed_program_is_a_span_of_its_caller(memory_spans):
-    with tracing.span("gym.verify") as verify:
+    with tracing.span("gym.grading") as verify:
         result = await run_sandboxed(
             "print(6 * 7)", limits=SandboxLimits(isolation=resolve_isolation("auto"))
         )
@@ -270,7 +270,7 @@ def test_one_rollout_is_one_trace_through_every_server(placement, tmp_path, otlp
     requests.post(otlp_receiver.url + "/_reset", timeout=10).raise_for_status()
     model = fresh_model("tracing-e2e")
     telemetry = ["+telemetry.enabled=true", f"+telemetry.otlp_endpoint={otlp_receiver.url}"]
-    eval_run(tmp_path, scripted_upstream, model, *telemetry, *placement)
+    result = eval_run(tmp_path, scripted_upstream, model, *telemetry, *placement)
     spans = received_spans(otlp_receiver)
 
     (rollout,) = [span for span in spans if span["name"] == "gym.rollout"]
@@ -300,10 +300,11 @@ def test_one_rollout_is_one_trace_through_every_server(placement, tmp_path, otlp
     collector_call = by_id[agent_span["parent_span_id"]]
     assert collector_call["kind"] == "client" and collector_call["service"] == rollout["service"]
     # agent -> resources server verify
-    (verify,) = [span for span in trace if span["name"] == "gym.verify"]
-    verify_chain = ancestors(verify, by_id)
-    assert server_span(verify_chain, "resources_servers")["name"] == "POST /verify"
-    assert server_span(verify_chain, "responses_api_agents") == agent_span
+    (verify,) = [span for span in trace if span["name"] == "POST /verify"]
+    # The reward is on the server span: verification has no span of its own.
+    assert verify["attributes"][tracing.REWARD_ATTRIBUTE] == result["reward"]
+    assert server_span(ancestors(verify, by_id), "responses_api_agents") == agent_span
+    assert not [span for span in trace if span["name"] == "gym.verify"]
     # the tool call reached the resources server in the same trace, in the rollout's one session there
     assert any(span["name"] == "POST /get_weather" for span in trace)
     resources = [
@@ -355,7 +356,7 @@ def test_the_standard_exporter_variables_set_the_headers_and_gzip(otlp_receiver,
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
     assert tracing.start("exporter-probe")
     try:
-        with tracing.span("gym.verify", {"nemo.gym.reward": 1.0}):
+        with tracing.span("gym.grading", {"nemo.gym.reward": 1.0}):
             pass
         tracing.flush()
         with tracing.span("gym.judge"):
@@ -363,7 +364,7 @@ def test_the_standard_exporter_variables_set_the_headers_and_gzip(otlp_receiver,
     finally:
         tracing.stop()
     first, second = received_spans(otlp_receiver)
-    assert (first["name"], second["name"]) == ("gym.verify", "gym.judge")
+    assert (first["name"], second["name"]) == ("gym.grading", "gym.judge")
     assert first["service"] == "nemo-gym.exporter-probe" and first["attributes"] == {"nemo.gym.reward": 1.0}
     exports = requests.get(otlp_receiver.url + "/_requests", timeout=10).json()
     assert len(exports) == 2
