@@ -21,10 +21,11 @@ from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequenc
 from types import TracebackType
 from typing import Any
 
-from opentelemetry import baggage, context, propagate, trace
+from opentelemetry import baggage, context, trace
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from nemo_gym import trace_headers
 from nemo_gym.in_process import IN_PROCESS_EXTENSION
 from nemo_gym.redaction import without_url_passwords
 from nemo_gym.sessions import SESSION_ID_KEY
@@ -239,7 +240,7 @@ class ClientSpan(CurrentSpan):
 
     def __enter__(self) -> Any:
         span = super().__enter__()
-        propagate.inject(self._headers)
+        trace_headers.inject(self._headers)
         return span
 
 
@@ -287,7 +288,6 @@ class ServerSpans:
     def __init__(self, app: ASGIApp, tracer: Tracer, server_name: str, server_type: str) -> None:
         self.app, self.tracer = app, tracer
         self.labels = {SERVER_NAME_ATTRIBUTE: server_name, SERVER_TYPE_ATTRIBUTE: server_type}
-        self.fields = {name.lower().encode("latin-1"): name for name in propagate.get_global_textmap().fields}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -296,11 +296,7 @@ class ServerSpans:
         if IN_PROCESS_EXTENSION in scope.get("extensions", ()):
             parent = None  # the caller's own context: an in-process call runs in the caller's task
         else:
-            fields = self.fields
-            carrier = {
-                fields[name]: value.decode("latin-1") for name, value in scope["headers"] if name in fields
-            }
-            parent = propagate.extract(carrier) if carrier else None
+            parent = trace_headers.extract(scope["headers"])
         method = scope["method"]
         attributes = {"http.request.method": method, "url.path": scope["path"], **self.labels}
         rollout_id = baggage.get_baggage(ROLLOUT_ID_ATTRIBUTE, parent)
