@@ -84,6 +84,7 @@ MODEL_CONFIGS = {
     "litellm_policy_model": "responses_api_models/litellm_model/configs/litellm_model.yaml",
     "provider_policy_model": "responses_api_models/inference_provider/configs/inference_provider.yaml",
     "switchyard_policy_model": "responses_api_models/switchyard_model/configs/switchyard_model.yaml",
+    "local_vllm_policy_model": "responses_api_models/local_vllm_model/configs/local_vllm_model.yaml",
 }
 # What the provider model servers need to call the scripted upstream. azure_openai_model takes its base URL,
 # which ends in /v1, as Azure's v1 API (the deployment in the body; the api-version is sent and ignored);
@@ -95,8 +96,12 @@ MODEL_SETTINGS = {
     "switchyard_policy_model": {"switchyard_base_url": "${policy_base_url}"},
 }
 # Models whose training mode needs token ids and log-probs the scripted upstream does not give: they call
-# the fake vLLM of tests/vllm_upstream.py instead (instance name -> implementation).
-VLLM_UPSTREAM_MODELS = {"compaction_policy_model": "vllm_model_with_compaction"}
+# the fake vLLM of tests/vllm_upstream.py instead (instance name -> implementation). local_vllm_model is
+# given that vLLM's address, so it starts none (its folder's tests start one as its child).
+VLLM_UPSTREAM_MODELS = {
+    "compaction_policy_model": "vllm_model_with_compaction",
+    "local_vllm_policy_model": "local_vllm_model",
+}
 # Short enough that a request stuck on a peer or the upstream ends well inside a test's budget.
 HTTP_DEADLINE_S = 10
 # How long a test waits for any answer: above HTTP_DEADLINE_S, so a server waiting on a peer answers first.
