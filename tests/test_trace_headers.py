@@ -49,6 +49,19 @@ def test_a_request_without_trace_headers_has_no_remote_parent():
     assert trace_headers.extract([(b"host", b"127.0.0.1"), (b"content-type", b"application/json")]) is None
 
 
+def written_in(ctx: context.Context) -> tuple[dict[str, str], dict[str, str]]:
+    """The headers Gym and OpenTelemetry write for a call made in `ctx`."""
+    token = context.attach(ctx)
+    try:
+        ours: dict[str, str] = {}
+        theirs: dict[str, str] = {}
+        trace_headers.inject(ours)
+        propagate.inject(theirs)
+    finally:
+        context.detach(token)
+    return ours, theirs
+
+
 @pytest.fixture
 def current() -> Iterator[None]:
     """Runs the test with a span of its own current, as a CLIENT span would be."""
@@ -69,28 +82,14 @@ def test_the_headers_written_are_the_ones_opentelemetry_writes(current, entries:
     ctx = context.get_current()
     for key, value in entries.items():
         ctx = baggage.set_baggage(key, value, ctx)
-    token = context.attach(ctx)
-    try:
-        ours: dict[str, str] = {}
-        theirs: dict[str, str] = {}
-        trace_headers.inject(ours)
-        propagate.inject(theirs)
-    finally:
-        context.detach(token)
+    ours, theirs = written_in(ctx)
     assert ours == theirs and ours["traceparent"] == TRACEPARENT
 
 
 def test_a_trace_state_is_written_as_opentelemetry_writes_it():
     state = TraceState([("vendor", "abc")])
     span = NonRecordingSpan(SpanContext(1, 2, False, TraceFlags(1), state))
-    token = context.attach(trace.set_span_in_context(span))
-    try:
-        ours: dict[str, str] = {}
-        theirs: dict[str, str] = {}
-        trace_headers.inject(ours)
-        propagate.inject(theirs)
-    finally:
-        context.detach(token)
+    ours, theirs = written_in(trace.set_span_in_context(span))
     assert ours == theirs and ours["tracestate"] == "vendor=abc"
 
 

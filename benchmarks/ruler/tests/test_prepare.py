@@ -36,7 +36,9 @@ HOTPOTQA = [{"question": "In which year was the choir that Tomas Reed founded fi
                          ["Tomas Reed", ["Tomas Reed was an organist."]]]}]  # fmt: skip
 
 
-def test_prepares_the_thirteen_tasks_and_scores_them_offline(tmp_path: Path) -> None:
+def prepare_and_replay(benchmark: str, tmp_path: Path, *prepare_args: str, **options) -> list[dict]:
+    """`benchmark` prepared from the sources made here (RULER's essay list naming one essay that is not
+    served) and its rows replayed offline."""
     essay_list = "\n".join([*ESSAY_TEXTS, "http://www.paulgraham.com/notfetched.html"])
     url_files = {
         SOURCES.ESSAY_LIST_URL: essay_list.encode(),
@@ -44,8 +46,8 @@ def test_prepares_the_thirteen_tasks_and_scores_them_offline(tmp_path: Path) -> 
         SOURCES.SQUAD_URL: json.dumps(SQUAD).encode(),
         SOURCES.HOTPOTQA_URL: json.dumps(HOTPOTQA).encode(),
     }
-    rows = check_benchmark(
-        "ruler",
+    return check_benchmark(
+        benchmark,
         {},
         lambda row: " ".join(row["outputs"]),
         "I cannot tell from these documents.",
@@ -56,8 +58,14 @@ def test_prepares_the_thirteen_tasks_and_scores_them_offline(tmp_path: Path) -> 
             f"+prepare_script_args.model={TOKENIZER_REPO}",
             f"+prepare_script_args.length={LENGTH}",
             "+prepare_script_args.samples_per_task=1",
-        ],  # fmt: skip
+            *prepare_args,
+        ],
+        **options,
     )
+
+
+def test_prepares_the_thirteen_tasks_and_scores_them_offline(tmp_path: Path) -> None:
+    rows = prepare_and_replay("ruler", tmp_path)
     assert [row["subset"] for row in rows] == list(PREPARE.TASK_NAMES)
     budget = LENGTH - PREPARE.TEMPLATE_TOKENS
     prompts = {row["subset"]: row["responses_create_params"]["input"][0]["content"] for row in rows}
@@ -102,26 +110,10 @@ def test_a_prepare_argument_the_script_does_not_take_is_one_line(tmp_path: Path)
 def test_the_pretrain_flavor_ends_each_prompt_with_the_answer_prefix_and_scores_offline(
     tmp_path: Path,
 ) -> None:
-    url_files = {
-        SOURCES.ESSAY_LIST_URL: "\n".join(ESSAY_TEXTS).encode(),
-        **{url: text.encode() for url, text in ESSAY_TEXTS.items()},
-        SOURCES.SQUAD_URL: json.dumps(SQUAD).encode(),
-        SOURCES.HOTPOTQA_URL: json.dumps(HOTPOTQA).encode(),
-    }
-    rows = check_benchmark(
+    rows = prepare_and_replay(
         "ruler/config_pretrain",
-        {},
-        lambda row: " ".join(row["outputs"]),
-        "I cannot tell from these documents.",
         tmp_path,
-        other_repos=[(TOKENIZER_REPO, "main", {"tokenizer.json": word_tokenizer_json()})],
-        url_files=url_files,
-        prepare_args=[
-            f"+prepare_script_args.model={TOKENIZER_REPO}",
-            f"+prepare_script_args.length={LENGTH}",
-            "+prepare_script_args.samples_per_task=1",
-            "+prepare_script_args.tasks=[niah_single_1,vt,qa_1]",
-        ],
+        "+prepare_script_args.tasks=[niah_single_1,vt,qa_1]",
         # replay_model plays the turns in place of the vLLM the flavor would start
         run_overrides=["++policy_model.responses_api_models._delete_key=[local_vllm_model]"],
     )
