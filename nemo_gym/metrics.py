@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -74,8 +75,8 @@ class _Recorder:
 
         self.directory = directory
         self.owner = os.getpid()
-        # Two writes a request, not five: the request count is the histogram's count and the in-flight
-        # figure is started minus answered, both worked out when the page is made (see `render_instance`).
+        # Three counts a request, added up in memory (`add`): the histogram, the request count and the in-flight
+        # figure (started minus answered) are worked out from them when the page is made (`instance_families`).
         self.started = Counter("gym_http_requests_started", "Requests that reached the app", SERVER_LABELS)
         self.latency_hits = Counter(
             LATENCY_HITS,
@@ -295,7 +296,7 @@ def instance_families(directory: str, instance: str) -> Iterator[Any]:
         labels=REQUEST_LABELS,
     )
     for labels, counts in hits.items():
-        cumulative = [sum(counts[: index + 1]) for index in range(len(counts))]
+        cumulative = list(accumulate(counts))
         requests.add_metric(list(labels), cumulative[-1])
         latency.add_metric(
             list(labels), list(zip(BUCKET_LABELS, cumulative, strict=True)), seconds.get(labels, 0.0)

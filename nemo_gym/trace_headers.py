@@ -19,12 +19,10 @@ from opentelemetry import baggage, context, propagate, trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 W3C_FIELDS = frozenset({"traceparent", "tracestate", "baggage"})
+_HEADER_NAMES = {name.encode(): name for name in W3C_FIELDS}  # as ASGI spells them, lower case
 _TRACEPARENT = re.compile(rb"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 # One baggage entry that percent-encoding leaves as it is: no properties, nothing to decode.
 _PLAIN_ENTRY = re.compile(r"[A-Za-z0-9._-]+=[A-Za-z0-9._~:-]*")
-_HEADER_NAMES = {b"traceparent": "traceparent", b"tracestate": "tracestate", b"baggage": "baggage"}
-
-
 MAX_PLAIN_BAGGAGE = 4096  # OpenTelemetry's bound on one entry; a longer header is left to it
 _checked: tuple[object, bool] | None = None  # the global propagator last looked at, and the answer
 
