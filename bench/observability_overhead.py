@@ -2,6 +2,7 @@
 tracing on, in the same run.
 
     .venv/bin/python bench/observability_overhead.py [--rollouts 1500] [--concurrency 64] [--repeats 3] [--separate]
+        [--profile]
 
 The bench workload (the deployment of `make bench`: example_single_tool_call + simple_agent + openai_model
 co-hosted in one process forked into two workers, two upstream calls per rollout, the harness's fake
@@ -14,8 +15,10 @@ stime, /proc/<pid>/stat) of its serving processes and their workers, divided by 
 overhead is the median of the rounds' own ratios to the baseline (steadier when the load drifts). Each mode is
 the YAML appended to the deployment's config (one more entry in MODES adds a mode). With tracing on, every
 server exports its spans over OTLP/HTTP to a sink in this process that reads and drops them, so the figure
-holds the servers' whole cost of tracing (spans, batching, encoding, sending) and none of a collector's. The report is printed and written to
-bench/results/<UTC time>/observability_overhead.md.
+holds the servers' whole cost of tracing (spans, batching, encoding, sending) and none of a collector's.
+With `--profile`, one more collection runs on the traced deployment under py-spy, and the report adds
+tracing's share of its serving processes' samples (`tracing_share.py`), a figure the machine's load does not
+move. The report is printed and written to bench/results/<UTC time>/observability_overhead.md.
 """
 
 from __future__ import annotations
@@ -30,7 +33,15 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from ray_shards import Deployment, fake_upstream, measured_collection, median_figures, rows_file
+import tracing_share
+from ray_shards import (
+    Deployment,
+    fake_upstream,
+    measured_collection,
+    median_figures,
+    rows_file,
+    with_descendants,
+)
 
 HERE = Path(__file__).resolve().parent
 COHOSTED = "colocate: true\ncolocate_num_workers: 2\n"
@@ -43,7 +54,8 @@ MODES = {
     "metrics and tracing on": f"telemetry:\n  enabled: true\n  otlp_endpoint: http://{SINK_ADDRESS}\n",
 }
 # mode: (the mode it is compared with, the issue's goal in percent)
-GOALS = {"metrics on": ("metrics off", 5.0), "metrics and tracing on": ("metrics off", 20.0)}
+TRACED = "metrics and tracing on"
+GOALS = {"metrics on": ("metrics off", 5.0), TRACED: ("metrics off", 20.0)}
 CONTROLS = {"metrics off, again": "metrics off"}
 
 
@@ -82,8 +94,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds of each mode")
     parser.add_argument("--separate", action="store_true", help="one process per server, not co-hosted")
+    parser.add_argument("--profile", action="store_true", help="also tracing's share of py-spy's samples")
     args = parser.parse_args()
     rounds: dict[str, list[dict]] = {name: [] for name in MODES}
+    profile: dict[str, float] | None = None
     with (
         tempfile.TemporaryDirectory(prefix="gym-bench-observability-") as folder,
         fake_upstream() as upstream,
@@ -107,10 +121,24 @@ def main() -> None:
                     )
                     rounds[name].append(measured)
                     print(f"round {number + 1}: {name}: {measured['serving_ms']:.3f} ms/rollout", flush=True)
+            if args.profile:
+                profile = profiled_collection(deployments[TRACED], rows, workdir, args)
         finally:
             for deployment in deployments.values():
                 deployment.stop()
-    write_report(rounds, args)
+    write_report(rounds, args, profile)
+
+
+def profiled_collection(deployment: Deployment, rows: Path, workdir: Path, args: argparse.Namespace) -> dict:
+    """Tracing's share of the traced deployment's samples over one more collection."""
+    folder = workdir / "profile"
+    folder.mkdir()
+    recorders = tracing_share.record(with_descendants(deployment.server_pids()), folder)
+    try:
+        measured_collection(deployment, rows, args.rollouts, folder, args.concurrency)
+    finally:
+        profiles = tracing_share.stop(recorders)
+    return tracing_share.shares(profiles)
 
 
 def paired_overhead(mode: list[dict], baseline: list[dict]) -> float:
@@ -122,7 +150,7 @@ def paired_overhead(mode: list[dict], baseline: list[dict]) -> float:
     return 100 * (statistics.median(ratios) - 1)
 
 
-def write_report(rounds: dict[str, list[dict]], args: argparse.Namespace) -> None:
+def write_report(rounds: dict[str, list[dict]], args: argparse.Namespace, profile: dict | None) -> None:
     figures = {name: median_figures(measured) for name, measured in rounds.items()}
     lines = [
         f"# Observability overhead ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
@@ -152,6 +180,14 @@ def write_report(rounds: dict[str, list[dict]], args: argparse.Namespace) -> Non
             f"| {name} | {f['serving_ms']:.3f} | {overhead} | {paired} | {f['rate']:.0f} | "
             f"{sum(measured['failures'] for measured in rounds[name])} | {per_round} |"
         )
+    if profile is not None:
+        lines += [
+            "",
+            f"Profile of `{TRACED}` ({profile['samples']:.0f} py-spy samples of its serving processes): spans "
+            f"{profile['spans']:.1f} %, span export thread {profile['export']:.1f} %, the rest "
+            f"{profile['other']:.1f} %; tracing's cost in serving CPU is at least "
+            f"{100 * (profile['spans'] + profile['export']) / max(profile['other'], 1e-9):.1f} % of the rest.",
+        ]
     report = "\n".join(lines) + "\n"
     print(report)
     out = HERE / "results" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

@@ -36,12 +36,14 @@ def default_propagation() -> bool:
     return _checked[1]
 
 
-def inject(headers: MutableMapping[str, str]) -> None:
-    """Write the current span's `traceparent` (and the current baggage) into `headers`."""
+def inject(headers: MutableMapping[str, str], span_context: SpanContext | None = None) -> None:
+    """Write the current span's `traceparent` (and the current baggage) into `headers`; `span_context`,
+    when the caller has it, is the current span's."""
     if not default_propagation():
         propagate.inject(headers)
         return
-    span_context = trace.get_current_span().get_span_context()
+    if span_context is None:
+        span_context = trace.get_current_span().get_span_context()
     entries = baggage.get_all()
     plain = all(_PLAIN_ENTRY.fullmatch(f"{key}={value}") for key, value in entries.items())
     if span_context.trace_state or not plain or not span_context.is_valid:

@@ -39,18 +39,19 @@ from nemo_gym.tracing import (
 LOG = logging.getLogger(__name__)
 # Copied from the span a span runs under in this process (across processes the rollout id is W3C baggage).
 INHERITED = (SERVER_NAME_ATTRIBUTE, SERVER_TYPE_ATTRIBUTE, ROLLOUT_ID_ATTRIBUTE)
+UNSET_STATUS = (StatusCode.UNSET.value, "")
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
 
 
-def inherited_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
-    """`attributes` without None values, plus the inherited ones of the current span."""
+def inherited_attributes(attributes: Mapping[str, Any] | None, parent: trace.Span) -> dict[str, Any]:
+    """`attributes` without None values, plus the inherited ones of `parent` (the span it runs under)."""
     found = {key: value for key, value in (attributes or {}).items() if value is not None}
-    parent = getattr(trace.get_current_span(), "attributes", None)
-    if parent:
+    inherited = getattr(parent, "attributes", None)
+    if inherited:
         for name in INHERITED:
-            if name in parent and name not in found:
-                found[name] = parent[name]
+            if name in inherited and name not in found:
+                found[name] = inherited[name]
     return found
 
 
@@ -71,7 +72,7 @@ class RecordedSpan(trace.Span):
         self.name, self.kind, self.context, self.parent = name, kind, span_context, parent
         self.attributes, self.links, self._sink = attributes, links, sink
         self.events: list[tuple[str, int, dict[str, Any]]] = []
-        self.status: tuple[int, str] = (StatusCode.UNSET.value, "")
+        self.status: tuple[int, str] = UNSET_STATUS
         self.start_time = time.time_ns()
         self.end_time: int | None = None
 
@@ -173,7 +174,18 @@ class Tracer:
         attributes: Mapping[str, Any] | None = None,
         links: Sequence[Link] | None = None,
     ) -> trace.Span:
-        parent = trace.get_current_span(context).get_span_context()
+        return self.start_under(trace.get_current_span(context), name, kind, attributes, links)
+
+    def start_under(
+        self,
+        parent_span: trace.Span,
+        name: str,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: Mapping[str, Any] | None = None,
+        links: Sequence[Link] | None = None,
+    ) -> trace.Span:
+        """`start_span` for a caller that has the parent span at hand already."""
+        parent = parent_span.get_span_context()
         trace_id = parent.trace_id if parent.is_valid else self._random.getrandbits(128) or 1
         span_id = self._random.getrandbits(64) or 1
         if not self._sampler.keeps(trace_id, parent):
@@ -212,7 +224,8 @@ class CurrentSpan:
     def __init__(
         self, tracer: Tracer, name: str, kind: SpanKind, attributes: Mapping[str, Any] | None
     ) -> None:
-        self.span = tracer.start_span(name, kind=kind, attributes=inherited_attributes(attributes))
+        parent = trace.get_current_span()
+        self.span = tracer.start_under(parent, name, kind, inherited_attributes(attributes, parent))
         self._token: object = None
 
     def __enter__(self) -> Any:
@@ -240,7 +253,7 @@ class ClientSpan(CurrentSpan):
 
     def __enter__(self) -> Any:
         span = super().__enter__()
-        trace_headers.inject(self._headers)
+        trace_headers.inject(self._headers, span.get_span_context())
         return span
 
 
