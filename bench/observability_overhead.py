@@ -7,15 +7,17 @@ tracing on, in the same run.
 The bench workload (the deployment of `make bench`: example_single_tool_call + simple_agent + openai_model
 co-hosted in one process forked into two workers, two upstream calls per rollout, the harness's fake
 upstream; with `--separate`, one process per server, so every call between servers is an HTTP request)
-runs once per mode, all deployments side by side. A second copy of the baseline ("metrics off, again")
-shows how far two identical deployments differ in the same run: an overhead within that is noise. `gym collect` sends the same rows through each
-in turn, round after round (the order reversed every other round), so a slower stretch of this shared
-machine hits every mode alike. A mode's figure is the median over its rounds of the CPU time (utime +
+runs in rounds: in each, every mode gets a deployment of its own, started for the round, warmed up,
+measured over one `gym collect` of the same rows, and stopped (the order reversed every other round), so a
+slower stretch of this shared machine, or a deployment's own luck, hits every mode alike. A second copy of
+the baseline ("metrics off, again") shows how far two identical configs differ in the same run: an
+overhead within that is noise. A mode's figure is the median over its rounds of the CPU time (utime +
 stime, /proc/<pid>/stat) of its serving processes and their workers, divided by the rollouts; the paired
-overhead is the median of the rounds' own ratios to the baseline (steadier when the load drifts). Each mode is
-the YAML appended to the deployment's config (one more entry in MODES adds a mode). With tracing on, every
-server exports its spans over OTLP/HTTP to a sink in this process that reads and drops them, so the figure
-holds the servers' whole cost of tracing (spans, batching, encoding, sending) and none of a collector's.
+overhead is the median of the rounds' own ratios to the baseline (steadier when the load drifts). Each
+mode is the YAML appended to the deployment's config (one more entry in MODES adds a mode). With tracing
+on, every server exports its spans over OTLP/HTTP to a sink in this process that reads and drops them, so
+the figure holds the servers' whole cost of tracing (spans, batching, encoding, sending) and none of a
+collector's.
 With `--profile`, one more collection runs on the traced deployment under py-spy, and the report adds
 tracing's share of its serving processes' samples (`tracing_share.py`), a figure the machine's load does not
 move. The report is printed and written to bench/results/<UTC time>/observability_overhead.md.
@@ -57,6 +59,7 @@ MODES = {
 TRACED = "metrics and tracing on"
 GOALS = {"metrics on": ("metrics off", 5.0), TRACED: ("metrics off", 20.0)}
 CONTROLS = {"metrics off, again": "metrics off"}
+WARM_UP_ROLLOUTS = 64
 
 
 class _DroppingSink(BaseHTTPRequestHandler):
@@ -104,38 +107,42 @@ def main() -> None:
         span_sink() as sink,
     ):
         workdir = Path(folder)
-        rows = rows_file(workdir, args.rollouts)
-        deployments: dict[str, Deployment] = {}
+        rows, warm_up = rows_file(workdir, args.rollouts), rows_file(workdir, WARM_UP_ROLLOUTS)
         placement = "" if args.separate else COHOSTED
-        try:
-            for index, (name, extra) in enumerate(MODES.items()):
-                (workdir / str(index)).mkdir()
-                deployments[name] = Deployment(
-                    workdir / str(index), upstream, placement + extra.replace(SINK_ADDRESS, sink)
-                )
-            order = list(enumerate(deployments.items()))
-            for number in range(args.repeats):
-                for index, (name, deployment) in order if number % 2 == 0 else reversed(order):
-                    measured = measured_collection(
-                        deployment, rows, args.rollouts, workdir / str(index), args.concurrency
-                    )
-                    rounds[name].append(measured)
-                    print(f"round {number + 1}: {name}: {measured['serving_ms']:.3f} ms/rollout", flush=True)
-            if args.profile:
-                profile = profiled_collection(deployments[TRACED], rows, workdir, args)
-        finally:
-            for deployment in deployments.values():
-                deployment.stop()
+        configs = {name: placement + extra.replace(SINK_ADDRESS, sink) for name, extra in MODES.items()}
+        order = list(enumerate(configs.items()))
+        for number in range(args.repeats):
+            for index, (name, config) in order if number % 2 == 0 else reversed(order):
+                run_dir = workdir / f"{number}-{index}"
+                with fresh_deployment(run_dir, upstream, config, warm_up) as deployment:
+                    measured = measured_collection(deployment, rows, args.rollouts, run_dir, args.concurrency)
+                rounds[name].append(measured)
+                print(f"round {number + 1}: {name}: {measured['serving_ms']:.3f} ms/rollout", flush=True)
+        if args.profile:
+            with fresh_deployment(workdir / "profile", upstream, configs[TRACED], warm_up) as deployment:
+                profile = profiled_collection(deployment, rows, workdir / "profile", args)
     write_report(rounds, args, profile)
 
 
-def profiled_collection(deployment: Deployment, rows: Path, workdir: Path, args: argparse.Namespace) -> dict:
-    """Tracing's share of the traced deployment's samples over one more collection."""
-    folder = workdir / "profile"
-    folder.mkdir()
-    recorders = tracing_share.record(with_descendants(deployment.server_pids()), folder)
+@contextlib.contextmanager
+def fresh_deployment(run_dir: Path, upstream: str, config: str, warm_up: Path) -> Iterator[Deployment]:
+    """A deployment started for one round and warmed up (connections opened, lazy set-up done), stopped
+    after it: a deployment's own luck (which cores its processes share, its memory layout) then varies
+    from round to round instead of weighing on every round of its mode, and the median sees it as noise."""
+    run_dir.mkdir(parents=True)
+    deployment = Deployment(run_dir, upstream, config)
     try:
-        measured_collection(deployment, rows, args.rollouts, folder, args.concurrency)
+        measured_collection(deployment, warm_up, WARM_UP_ROLLOUTS, run_dir, WARM_UP_ROLLOUTS)
+        yield deployment
+    finally:
+        deployment.stop()
+
+
+def profiled_collection(deployment: Deployment, rows: Path, run_dir: Path, args: argparse.Namespace) -> dict:
+    """Tracing's share of the traced deployment's samples over one more collection."""
+    recorders = tracing_share.record(with_descendants(deployment.server_pids()), run_dir)
+    try:
+        measured_collection(deployment, rows, args.rollouts, run_dir, args.concurrency)
     finally:
         profiles = tracing_share.stop(recorders)
     return tracing_share.shares(profiles)
