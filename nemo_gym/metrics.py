@@ -195,10 +195,9 @@ def install_metrics(app: FastAPI, instance_name: str, global_config_dict: DictCo
     from starlette.middleware import Middleware
     from starlette.responses import Response
 
-    from nemo_gym.config.server_refs import SERVER_TYPES
+    from nemo_gym.config.server_kinds import server_type_of
 
-    block = global_config_dict.get(instance_name) or {}
-    server = ServerIdentity(instance_name, next((key for key in SERVER_TYPES if key in block), "unknown"))
+    server = ServerIdentity(instance_name, server_type_of(global_config_dict.get(instance_name) or {}))
     recorder = _process_recorder()
     recorder.servers.append(server)
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from nemo_gym.config.server_refs import SERVER_TYPES
+from nemo_gym.config import server_kinds
 from nemo_gym.config_types import ConfigError
 
 if TYPE_CHECKING:
@@ -235,8 +235,7 @@ def rollout_span(attributes: Mapping[str, Any]) -> Iterator[Any]:
 
 def server_type_of(cfg: Mapping[str, Any], instance_name: str) -> str:
     """`resources_servers`, `responses_api_agents`, ...: the type level of an instance's config block."""
-    block = cfg.get(instance_name) or {}
-    return next((key for key in SERVER_TYPES if key in block), "unknown")
+    return server_kinds.server_type_of(cfg.get(instance_name) or {})
 
 
 def instrument_app(app: FastAPI, server_name: str, server_type: str) -> None:

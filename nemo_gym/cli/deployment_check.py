@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 from nemo_gym.cli.status import deployment_instances, health_of
 from nemo_gym.collection.records import FAILURE_MESSAGE_KEY, error_message
 from nemo_gym.collection.runner import RolloutRunner
+from nemo_gym.config import server_kinds
 from nemo_gym.config_types import AGENT_REF_KEY, ConfigError
 from nemo_gym.dataset_collation import agent_datasets
 from nemo_gym.deadlines import budget
@@ -32,8 +33,8 @@ from nemo_gym.server_utils import ServerClient
 
 DEFAULT_CHECK_TIMEOUT_S = 60.0
 TIMEOUT_KEY = "health_check_timeout_s"
-MODEL_SERVER_TYPE = "responses_api_models"
-AGENT_SERVER_TYPE = "responses_api_agents"
+MODEL_SERVER_TYPE = server_kinds.MODEL.key
+AGENT_SERVER_TYPE = server_kinds.AGENT.key
 PROBE = {"input": [{"role": "user", "content": "Reply with the word OK."}], "max_output_tokens": 16}
 # replay_model's answer to a request it has no recording of: it is up, and plays only what it recorded.
 RECORDING_MISS = "unknown_task"

@@ -21,14 +21,12 @@ from omegaconf import OmegaConf
 from nemo_gym.cli.flags import Invocation, UsageError, value
 from nemo_gym.cli.selectors import Asset, default_roots, discover, readme_description, search_roots
 from nemo_gym.config.errors import ConfigError, first_line
+from nemo_gym.config.server_kinds import AGENT, ENVIRONMENT, MODEL, RESOURCES
 from nemo_gym.config.sources import install_root, load_yaml_file
 
 # --kind -> (folder of that kind, what `gym list` calls it)
 KINDS: dict[str, tuple[str, str]] = {
-    "resources-server": ("resources_servers", "resources-servers"),
-    "agent": ("responses_api_agents", "agents"),
-    "model": ("responses_api_models", "models"),
-    "environment-server": ("environment_servers", "environment-servers"),
+    kind.publish_kind: (kind.key, kind.listing) for kind in (RESOURCES, AGENT, MODEL, ENVIRONMENT)
 }
 PUBLISH_FLAGS = (
     value(

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from nemo_gym.config import server_kinds
 from nemo_gym.config.errors import ConfigError
 
 PLAIN_VALUE = re.compile(r"[\w./:@+-]*")
@@ -124,11 +125,11 @@ DEPLOYMENT_FLAGS = (
 )  # fmt: skip
 # The selectors: each value names a folder of that kind whose config joins config_paths.
 SELECTOR_KINDS = {
-    RESOURCES_SERVER: "resources_servers",
+    RESOURCES_SERVER: server_kinds.RESOURCES.key,
     ENVIRONMENT: "environments",
     BENCHMARK: "benchmarks",
-    MODEL_TYPE: "responses_api_models",
-    AGENT_TYPE: "responses_api_agents",
+    MODEL_TYPE: server_kinds.MODEL.key,
+    AGENT_TYPE: server_kinds.AGENT.key,
 }
 
 

@@ -14,23 +14,20 @@ from pathlib import Path
 
 from nemo_gym import PARENT_DIR, extra_roots
 from nemo_gym.config.errors import ConfigError
+from nemo_gym.config.server_kinds import AGENT, ENVIRONMENT, MODEL, RESOURCES, SERVER_KINDS
 
 # Where a kind's configs live inside its folder, and which file a name without flavor means.
 CONFIGS_BELOW = {
-    "resources_servers": "configs",
-    "responses_api_models": "configs",
-    "responses_api_agents": "configs",
-    "environment_servers": "configs",
+    **{kind.key: "configs" for kind in SERVER_KINDS},
     "environments": ".",
     "benchmarks": ".",
 }
 LISTED_KINDS = {
-    "environments": ("resources_servers", "environments"),
-    "agents": ("responses_api_agents",),
-    "models": ("responses_api_models",),
+    "environments": (RESOURCES.key, "environments"),
+    AGENT.listing: (AGENT.key,),
+    MODEL.listing: (MODEL.key,),
     "benchmarks": ("benchmarks",),
-    "resources-servers": ("resources_servers",),
-    "environment-servers": ("environment_servers",),
+    **{kind.listing: (kind.key,) for kind in (RESOURCES, ENVIRONMENT)},
 }
 
 

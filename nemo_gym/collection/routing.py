@@ -14,13 +14,14 @@ from omegaconf import DictConfig
 
 from nemo_gym.collection.materialize import seeded_metadata
 from nemo_gym.collection.records import agent_name_of, mapped_agent
+from nemo_gym.config import server_kinds
 from nemo_gym.config.server_instances import ServerInstanceConfig
 from nemo_gym.config_types import AGENT_REF_KEY, ConfigError
 from nemo_gym.global_config import TASK_SOURCE_KEY_NAME, find_server_instances
 from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 from nemo_gym.wire.episodes import is_materialized_task_row
 
-AGENT_TYPE = "responses_api_agents"
+AGENT_TYPE = server_kinds.AGENT.key
 MAX_ROWS_NAMED = 10
 
 
@@ -38,7 +39,7 @@ def _resources_servers_of(instance: ServerInstanceConfig) -> list[str]:
     return [
         value["name"]
         for value in inner.values()
-        if isinstance(value, Mapping) and value.get("type") == "resources_servers" and "name" in value
+        if isinstance(value, Mapping) and value.get("type") == server_kinds.RESOURCES.key and "name" in value
     ]
 
 

@@ -28,7 +28,8 @@ from nemo_gym.config.server_instances import (
     looks_like_server,
     validate_server_instance_config,
 )
-from nemo_gym.config.server_refs import SERVER_TYPES, ServerRef, is_server_ref
+from nemo_gym.config.server_kinds import SERVER_TYPES, is_instance_block, server_type_of
+from nemo_gym.config.server_refs import ServerRef, is_server_ref
 from nemo_gym.config.sources import CONFIG_PATHS_KEY
 
 logger = logging.getLogger("nemo_gym.global_config")  # the name config warnings have always been logged under
@@ -89,7 +90,7 @@ def _classified_top_level_blocks(cfg: DictConfig) -> tuple[list[ServerInstanceCo
     almost_servers: dict[str, str] = {}
     raw = OmegaConf.to_container(cfg, resolve=False)
     for name, raw_block in raw.items():
-        if not isinstance(raw_block, dict) or not (raw_block.keys() & set(SERVER_TYPES)):
+        if not is_instance_block(raw_block):
             continue
         if name in RESERVED_TOP_LEVEL_KEYS:
             if looks_like_server(raw_block):
@@ -181,7 +182,7 @@ def get_first_server_config_dict(cfg: DictConfig, instance_name: str) -> DictCon
     block = cfg.get(instance_name) if instance_name in cfg else None
     if not isinstance(block, DictConfig) or not block:
         raise ServerRefNotFoundError(_unknown_instance_message(cfg, instance_name))
-    server_type = next((key for key in SERVER_TYPES if key in block), next(iter(block)))
+    server_type = server_type_of(block, default=next(iter(block)))
     implementations = block[server_type]
     if not isinstance(implementations, DictConfig) or not implementations:
         raise ConfigError(
@@ -194,9 +195,7 @@ def _unknown_instance_message(cfg: DictConfig, instance_name: str) -> str:
     candidates = [
         str(name)
         for name, value in OmegaConf.to_container(cfg, resolve=False).items()
-        if name not in RESERVED_TOP_LEVEL_KEYS
-        and isinstance(value, dict)
-        and value.keys() & set(SERVER_TYPES)
+        if name not in RESERVED_TOP_LEVEL_KEYS and is_instance_block(value)
     ]
     close = difflib.get_close_matches(instance_name, candidates, n=3, cutoff=0.6)
     hint = (

@@ -6,6 +6,7 @@ one that Gym already spells elsewhere is that same value, not a second copy of t
 
 from __future__ import annotations
 
+from nemo_gym.config import server_kinds
 from nemo_gym.config.directives import COPY_KEY, DELETE_KEY_KEY, INHERIT_FROM_KEY
 from nemo_gym.config.server_refs import AGENT_REF_KEY
 from nemo_gym.config.sources import CONFIG_PATHS_KEY
@@ -67,10 +68,10 @@ POLICY_MODEL_NAME_KEY_NAME = "policy_model_name"
 POLICY_MODEL_KEY_NAME = "policy_model"
 
 # Server types and the keys that refer to them.
-AGENT_SERVER_TYPE_KEY_NAME = "responses_api_agents"
-MODEL_SERVER_TYPE_KEY_NAME = "responses_api_models"
-RESOURCES_SERVER_TYPE_KEY_NAME = "resources_servers"
-ENVIRONMENT_SERVER_TYPE_KEY_NAME = "environment_servers"
+AGENT_SERVER_TYPE_KEY_NAME = server_kinds.AGENT.key
+MODEL_SERVER_TYPE_KEY_NAME = server_kinds.MODEL.key
+RESOURCES_SERVER_TYPE_KEY_NAME = server_kinds.RESOURCES.key
+ENVIRONMENT_SERVER_TYPE_KEY_NAME = server_kinds.ENVIRONMENT.key
 AGENT_SERVER_REF_KEY_NAME = "agent_server"
 ALLOWED_AGENTS_KEY_NAME = "allowed_agents"
 ALLOWED_MODEL_TYPES_KEY_NAME = "allowed_model_types"

@@ -10,7 +10,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from nemo_gym.config.server_refs import SERVER_TYPES
+from nemo_gym.config.server_kinds import SERVER_TYPES, is_instance_block
 from nemo_gym.redaction import MASKED_VALUE, without_url_passwords
 
 _SECRET_NAME_WORDS = frozenset(
@@ -75,7 +75,7 @@ def _masked(value: Any, under_secret_key: bool, names_level: int = 0, key: Any =
 def _names_a_setting(names_level: int, child: Any) -> bool:
     """False for a key that names a server instance or implementation rather than a setting."""
     if names_level == 3:
-        return not (isinstance(child, Mapping) and child.keys() & set(SERVER_TYPES))
+        return not is_instance_block(child)
     return names_level != 1
 
 

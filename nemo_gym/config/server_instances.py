@@ -21,8 +21,10 @@ from pydantic import (
     model_validator,
 )
 
+from nemo_gym.config import server_kinds
 from nemo_gym.config.datasets import AnyDatasetConfig, BenchmarkDatasetConfig, DatasetConfig, Domain
-from nemo_gym.config.server_refs import SERVER_TYPES, ServerRef, ServerRefTypeAdapter
+from nemo_gym.config.server_kinds import SERVER_TYPES
+from nemo_gym.config.server_refs import ServerRef, ServerRefTypeAdapter
 from nemo_gym.validation_errors import Location, describe_validation_error
 
 
@@ -84,25 +86,25 @@ class BaseServerTypeConfig(BaseModel):
 
 
 class ResponsesAPIModelServerTypeConfig(BaseServerTypeConfig):
-    SERVER_TYPE: ClassVar[str] = "responses_api_models"
+    SERVER_TYPE: ClassVar[str] = server_kinds.MODEL.key
 
     responses_api_models: dict[str, BaseRunServerTypeConfig]
 
 
 class ResourcesServerTypeConfig(BaseServerTypeConfig):
-    SERVER_TYPE: ClassVar[str] = "resources_servers"
+    SERVER_TYPE: ClassVar[str] = server_kinds.RESOURCES.key
 
     resources_servers: dict[str, BaseRunServerTypeConfig]
 
 
 class ResponsesAPIAgentServerTypeConfig(BaseServerTypeConfig):
-    SERVER_TYPE: ClassVar[str] = "responses_api_agents"
+    SERVER_TYPE: ClassVar[str] = server_kinds.AGENT.key
 
     responses_api_agents: dict[str, BaseRunServerTypeConfig]
 
 
 class EnvironmentServerTypeConfig(BaseServerTypeConfig):
-    SERVER_TYPE: ClassVar[str] = "environment_servers"
+    SERVER_TYPE: ClassVar[str] = server_kinds.ENVIRONMENT.key
 
     environment_servers: dict[str, BaseRunServerTypeConfig]
 
@@ -124,10 +126,10 @@ _SERVER_TYPE_DISCRIMINATOR = Discriminator(
 )
 
 ServerTypeConfig = Annotated[
-    Annotated[ResponsesAPIModelServerTypeConfig, Tag("responses_api_models")]
-    | Annotated[ResourcesServerTypeConfig, Tag("resources_servers")]
-    | Annotated[ResponsesAPIAgentServerTypeConfig, Tag("responses_api_agents")]
-    | Annotated[EnvironmentServerTypeConfig, Tag("environment_servers")],
+    Annotated[ResponsesAPIModelServerTypeConfig, Tag(server_kinds.MODEL.key)]
+    | Annotated[ResourcesServerTypeConfig, Tag(server_kinds.RESOURCES.key)]
+    | Annotated[ResponsesAPIAgentServerTypeConfig, Tag(server_kinds.AGENT.key)]
+    | Annotated[EnvironmentServerTypeConfig, Tag(server_kinds.ENVIRONMENT.key)],
     _SERVER_TYPE_DISCRIMINATOR,
 ]
 
@@ -186,10 +188,10 @@ class EnvironmentServerInstanceConfig(EnvironmentServerTypeConfig, BaseServerIns
 
 
 ServerInstanceConfig = Annotated[
-    Annotated[ResponsesAPIModelServerInstanceConfig, Tag("responses_api_models")]
-    | Annotated[ResourcesServerInstanceConfig, Tag("resources_servers")]
-    | Annotated[ResponsesAPIAgentServerInstanceConfig, Tag("responses_api_agents")]
-    | Annotated[EnvironmentServerInstanceConfig, Tag("environment_servers")],
+    Annotated[ResponsesAPIModelServerInstanceConfig, Tag(server_kinds.MODEL.key)]
+    | Annotated[ResourcesServerInstanceConfig, Tag(server_kinds.RESOURCES.key)]
+    | Annotated[ResponsesAPIAgentServerInstanceConfig, Tag(server_kinds.AGENT.key)]
+    | Annotated[EnvironmentServerInstanceConfig, Tag(server_kinds.ENVIRONMENT.key)],
     _SERVER_TYPE_DISCRIMINATOR,
 ]
 ServerInstanceConfigTypeAdapter: TypeAdapter[ServerInstanceConfig] = TypeAdapter(ServerInstanceConfig)

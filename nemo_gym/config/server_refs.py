@@ -7,16 +7,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
+from nemo_gym.config.server_kinds import SERVER_TYPES as SERVER_TYPES
+
+# Literal types need the spelled-out names; tests/test_server_kinds.py checks they match the registry.
 ModelServerType = Literal["responses_api_models"]
 ResourcesServerType = Literal["resources_servers"]
 AgentServerType = Literal["responses_api_agents"]
 EnvironmentServerType = Literal["environment_servers"]
-SERVER_TYPES: tuple[str, ...] = (
-    "responses_api_models",
-    "resources_servers",
-    "responses_api_agents",
-    "environment_servers",
-)
 AGENT_REF_KEY = "agent_ref"
 # NeMo Gym 0.7 carries a rollout's identity in the URL: `/ng-rollout/<id>[/training-token-capture]/...`.
 ROLLOUT_PATH_PREFIX = "ng-rollout"

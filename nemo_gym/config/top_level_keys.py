@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from nemo_gym.config.server_refs import SERVER_TYPES
+from nemo_gym.config.server_kinds import is_instance_block
 
 logger = logging.getLogger("nemo_gym.global_config")
 
@@ -75,7 +75,7 @@ def misspelt_keys(tree: Mapping[str, Any]) -> list[str]:
     for key, value in tree.items():
         if not isinstance(key, str) or key in KNOWN_KEYS or key in referenced:
             continue
-        if isinstance(value, Mapping) and value.keys() & set(SERVER_TYPES):
+        if is_instance_block(value):
             continue  # a server instance
         close = difflib.get_close_matches(key, known, n=1, cutoff=SIMILARITY)
         if close:
