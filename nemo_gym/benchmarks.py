@@ -28,6 +28,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from nemo_gym import PARENT_DIR, extra_roots
+from nemo_gym.config import server_kinds
 from nemo_gym.config.datasets import BenchmarkDatasetConfig
 from nemo_gym.config.errors import ConfigError
 from nemo_gym.jsonl import write_atomically
@@ -155,7 +156,7 @@ def read_manifest(folder: Path) -> BenchmarkManifest | None:
 def _benchmark_datasets(tree: dict[str, Any]):
     """(agent instance, dataset entry, environment server instance or None) for each benchmark dataset."""
     for instance, body in tree.items():
-        agents = body.get("responses_api_agents") if isinstance(body, dict) else None
+        agents = body.get(server_kinds.AGENT.key) if isinstance(body, dict) else None
         if not isinstance(agents, dict):
             continue
         for agent in agents.values():

@@ -18,6 +18,7 @@ import orjson
 from omegaconf import DictConfig
 from pydantic import BaseModel, Field
 
+from nemo_gym.config import server_kinds
 from nemo_gym.config_types import (
     AGENT_REF_KEY,
     BaseNeMoGymCLIConfig,
@@ -200,7 +201,7 @@ def _stamped_lines(
         metrics = DatasetMetrics()
         stamp: dict[str, Any] = {TASK_SOURCE_KEY_NAME: entry.task_source}
         if entry.agent_name is not None:
-            stamp[AGENT_REF_KEY] = {"type": "responses_api_agents", "name": entry.agent_name}
+            stamp[AGENT_REF_KEY] = {"type": server_kinds.AGENT.key, "name": entry.agent_name}
         rows = _row_check(entry, path, settings) if check_metrics else None
         for line in iter_jsonl(path):
             row = prompted_row(line.row, templates, f"{path}:{line.number}") if templates else line.row

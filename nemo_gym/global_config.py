@@ -53,6 +53,7 @@ from typing import Any, ClassVar
 from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel, ConfigDict
 
+from nemo_gym.config import server_kinds
 from nemo_gym.config.agent_composition import compose_unbound_agent
 from nemo_gym.config.deployment import deployment_settings
 from nemo_gym.config.deployment import http_client_settings as http_client_settings
@@ -202,7 +203,7 @@ class GlobalConfigDictParserConfig(BaseModel):
             POLICY_BASE_URL_KEY_NAME: "",
             POLICY_API_KEY_KEY_NAME: "",
             POLICY_MODEL_NAME_KEY_NAME: "",
-            POLICY_MODEL_KEY_NAME: {"responses_api_models": {"dummy_model": {"entrypoint": "app.py"}}},
+            POLICY_MODEL_KEY_NAME: {server_kinds.MODEL.key: {"dummy_model": {"entrypoint": "app.py"}}},
         }
     )
 

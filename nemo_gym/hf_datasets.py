@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
+from nemo_gym.config import server_kinds
 from nemo_gym.config_types import (
     ConfigError,
     DownloadJsonlDatasetHuggingFaceConfig,
@@ -220,12 +221,12 @@ def _split_files(listed: list[str], repo_id: str, split: str) -> list[str]:
 
 def _resources_server_folder(resource_config_path: str) -> str:
     parts = Path(resource_config_path).parts
-    if "resources_servers" not in parts[:-1]:
+    if server_kinds.RESOURCES.key not in parts[:-1]:
         raise ConfigError(
             f"resource_config_path '{resource_config_path}' is not under resources_servers/<name>/; "
             "name the dataset with --name"
         )
-    return parts[parts.index("resources_servers") + 1]
+    return parts[parts.index(server_kinds.RESOURCES.key) + 1]
 
 
 def _domain_of(resource_config_path: str) -> str | None:

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import orjson
 import yaml
 
+from nemo_gym.config import server_kinds
 from nemo_gym.config_types import validate_server_instance_config
 from nemo_gym.global_config import install_root
 from nemo_gym.http_client import get_response_json, request
@@ -147,7 +148,7 @@ class ScriptedModels(Protocol):
     def clear(self, model: str) -> None: ...
 
 
-JUDGE_MODEL_REF = {"type": "responses_api_models", "name": "judge_model"}
+JUDGE_MODEL_REF = {"type": server_kinds.MODEL.key, "name": "judge_model"}
 
 
 @dataclass
@@ -181,7 +182,7 @@ def run_scripted_judge(upstream: ScriptedModels, workdir: Path) -> Iterator[Scri
     model = f"judge-{uuid.uuid4().hex}"
     config = {
         "judge_model": instance_config(
-            "responses_api_models",
+            server_kinds.MODEL.key,
             "openai_model",
             openai_base_url=upstream.base_url,
             openai_api_key="sk-judge-test",
@@ -190,7 +191,7 @@ def run_scripted_judge(upstream: ScriptedModels, workdir: Path) -> Iterator[Scri
         )
     }
     with run_instance(config, "judge_model", workdir) as started:
-        config["judge_model"]["responses_api_models"]["openai_model"]["port"] = started.port
+        config["judge_model"][server_kinds.MODEL.key]["openai_model"]["port"] = started.port
         yield ScriptedJudge(upstream, model, config)
 
 
@@ -214,7 +215,7 @@ def run_judged_server(
     (started first, on `upstream`); stop both afterwards."""
     with run_scripted_judge(upstream, workdir) as judge:
         inner = {**settings, "judge_model_server": JUDGE_MODEL_REF}
-        config = {**judge.config, name: instance_config("resources_servers", name, **inner)}
+        config = {**judge.config, name: instance_config(server_kinds.RESOURCES.key, name, **inner)}
         with run_instance(config, name, workdir) as server:
             yield JudgedServer(server, judge)
 
@@ -247,7 +248,7 @@ def shipped_settings(folder: Path, instance: str | None = None) -> dict[str, Any
     and its implementation both named `instance`, by default the folder's name)."""
     name = instance or folder.name
     shipped = yaml.safe_load((folder / "configs" / f"{name}.yaml").read_text())
-    return shipped[name]["resources_servers"][folder.name]
+    return shipped[name][server_kinds.RESOURCES.key][folder.name]
 
 
 def shipped_instance(config_path: Path, instance: str, **settings: Any) -> dict[str, Any]:
@@ -292,7 +293,7 @@ def run_resources_server(
     `implementation` defaults to the instance name, the usual case; `inner` is its config (`domain=...`).
     """
     implementation = implementation or instance_name
-    config = {instance_name: instance_config("resources_servers", implementation, **inner)}
+    config = {instance_name: instance_config(server_kinds.RESOURCES.key, implementation, **inner)}
     with run_instance(config, instance_name, workdir, env) as server:
         yield server
 
@@ -389,9 +390,9 @@ def check_environment_config(
     instances = {name: validate_server_instance_config(name, block) for name, block in config.items()}
     resources = instances[resources_instance].get_inner_run_server_config()
     assert resources.entrypoint == "app.py" and resources.domain == domain
-    agent = config[agent_instance]["responses_api_agents"][agent_implementation]
-    assert agent["resources_server"] == {"type": "resources_servers", "name": resources_instance}
-    assert agent["model_server"] == {"type": "responses_api_models", "name": "policy_model"}
+    agent = config[agent_instance][server_kinds.AGENT.key][agent_implementation]
+    assert agent["resources_server"] == {"type": server_kinds.RESOURCES.key, "name": resources_instance}
+    assert agent["model_server"] == {"type": server_kinds.MODEL.key, "name": "policy_model"}
     example = next(d for d in instances[agent_instance].datasets if d.type == "example")
     assert (install_root() / example.jsonl_fpath).read_bytes() == (
         folder / "data" / "example.jsonl"

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from nemo_gym.config import server_kinds
 from nemo_gym.config_types import AGENT_REF_KEY
 from nemo_gym.global_config import install_root, parse_global_config_dict
 from nemo_gym.http_client import (
@@ -48,7 +49,7 @@ def chosen_config(overrides: Sequence[str]) -> str:
 
 def example_rows(deployment: Deployment) -> list[dict[str, Any]]:
     """The agent's `example` dataset, as listed in its config."""
-    agent = deployment.global_config_dict[AGENT_NAME]["responses_api_agents"]["simple_agent"]
+    agent = deployment.global_config_dict[AGENT_NAME][server_kinds.AGENT.key]["simple_agent"]
     dataset = next(entry for entry in agent["datasets"] if entry["type"] == "example")
     path = Path(dataset["jsonl_fpath"])
     if not path.is_absolute():

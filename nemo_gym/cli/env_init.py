@@ -13,6 +13,7 @@ import re
 import textwrap
 from pathlib import Path
 
+from nemo_gym.config import server_kinds
 from nemo_gym.config_types import ConfigError, DatasetConfig
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
@@ -31,7 +32,7 @@ def init_resources_server(given: list[str], overrides: list[str]) -> int:
     `+resources_server=<name>` or, as NeMo Gym's ng_init_resources_server, `+entrypoint=resources_servers/<name>`.
     Every spelling used must name the same folder."""
     name = _name_from(given, overrides)
-    folder = Path.cwd() / "resources_servers" / name
+    folder = Path.cwd() / server_kinds.RESOURCES.key / name
     if folder.exists():
         raise ConfigError(f"{folder} already exists; pick another name or remove it")
     class_name = "".join(part.capitalize() for part in name.split("_"))

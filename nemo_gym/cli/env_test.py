@@ -22,6 +22,7 @@ import orjson
 from pydantic import Field
 
 from nemo_gym.cli.flags import switch, value
+from nemo_gym.config import server_kinds
 from nemo_gym.config_types import SERVER_TYPES, BaseNeMoGymCLIConfig, ConfigError
 from nemo_gym.global_config import command_settings, install_root, parse_global_config_dict
 from nemo_gym.testing import implementation_folder
@@ -146,7 +147,7 @@ def _row_count(path: Path) -> int:
 
 
 def _test_folder(folder: Path, settings: EnvTestSettings) -> FolderResult:
-    check_data = folder.parent.name == "resources_servers" and not settings.skip_data_checks
+    check_data = folder.parent.name == server_kinds.RESOURCES.key and not settings.skip_data_checks
     problems = example_data_problems(folder) if check_data else []
     project_root = folder.parent.parent
     env = dict(os.environ)

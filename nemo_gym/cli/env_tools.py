@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from nemo_gym.cli.flags import Invocation
 from nemo_gym.cli.selectors import selected_config
+from nemo_gym.config import server_kinds
 from nemo_gym.config.errors import ConfigError
 from nemo_gym.config.sources import install_root
 from nemo_gym.task_data import folder_module, task_data_model
@@ -28,7 +29,7 @@ def print_schema(invocation: Invocation) -> int:
     if not name:
         raise ConfigError("gym env schema: name the server with --resources-server NAME")
     folder = selected_config(
-        "resources_servers", name, invocation.options.get("search_dir") or []
+        server_kinds.RESOURCES.key, name, invocation.options.get("search_dir") or []
     ).parent.parent
     model = task_data_model(folder) or _verify_row_model(folder)
     schema = model.model_json_schema()

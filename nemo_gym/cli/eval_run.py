@@ -23,6 +23,7 @@ from nemo_gym.cli.deployment_check import check_deployment, check_timeout_s, rep
 from nemo_gym.cli.flags import Invocation, UsageError, override_value, with_config_paths
 from nemo_gym.cli.selectors import selected_config
 from nemo_gym.collection.row_checks import check_recordings, check_rows
+from nemo_gym.config import server_kinds
 from nemo_gym.config_types import ConfigError, ServerRefNotFoundError
 from nemo_gym.dataset_collation import agent_datasets, collate_split
 from nemo_gym.global_config import locate_data_file, parse_global_config_dict
@@ -73,7 +74,7 @@ async def run_eval(invocation: Invocation) -> int:
         deployment = Deployment(overrides)
     except ServerRefNotFoundError as error:
         raise ConfigError(
-            f"{error} {MODEL_HINT}" if "responses_api_models" in str(error) else str(error)
+            f"{error} {MODEL_HINT}" if server_kinds.MODEL.key in str(error) else str(error)
         ) from None
     except DeploymentError as error:
         print(f"Error: {error}", file=sys.stderr, flush=True)
@@ -145,7 +146,7 @@ def deployment_overrides(invocation: Invocation) -> list[str]:
     if replay or model_type == REPLAY_MODEL:
         if not model_type:
             overrides = with_config_paths(
-                overrides, [str(selected_config("responses_api_models", REPLAY_MODEL))]
+                overrides, [str(selected_config(server_kinds.MODEL.key, REPLAY_MODEL))]
             )
         elif model_type != REPLAY_MODEL:
             raise ConfigError(
@@ -165,7 +166,7 @@ def _recorded_rollouts(servers: list[str], search_dirs: list[str]) -> list[str]:
     """The recorded example rollouts of the selected environments: what replay_model plays by default."""
     paths = []
     for spec in servers:
-        folder = selected_config("resources_servers", spec, search_dirs).parent.parent
+        folder = selected_config(server_kinds.RESOURCES.key, spec, search_dirs).parent.parent
         paths.extend(str(path) for path in sorted(folder.glob(RECORDED_ROLLOUTS)))
     return paths
 

@@ -16,6 +16,7 @@ from nemo_gym.collection.config import RolloutCollectionConfig
 from nemo_gym.collection.ledger import CollectionLedger
 from nemo_gym.collection.paths import CollectionPaths
 from nemo_gym.collection.records import agent_name_of, mapped_agent
+from nemo_gym.config import server_kinds
 from nemo_gym.config.key_names import TASK_SOURCE_KEY_NAME
 from nemo_gym.config_types import AGENT_REF_KEY, ConfigError
 from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, iter_jsonl, write_atomically
@@ -83,7 +84,7 @@ def materialize(
                 row[AGENT_REF_KEY] = {**(row.get(AGENT_REF_KEY) or {}), "name": mapped}
             source = row.get(TASK_SOURCE_KEY_NAME)
             if AGENT_REF_KEY not in row and isinstance(source, str) and (resolved := agent_of_source(source)):
-                row[AGENT_REF_KEY] = {"type": "responses_api_agents", "name": resolved}
+                row[AGENT_REF_KEY] = {"type": server_kinds.AGENT.key, "name": resolved}
             if not agent_name_of(row):
                 yield where, raw, row, 0
                 continue
