@@ -315,6 +315,7 @@ async def request(
     *,
     retry_policy: RetryPolicy | None = None,
     idempotent: bool | None = None,
+    to_gym_server: bool = True,
     _internal: bool = False,
     **aiohttp_kwargs: Any,
 ) -> aiohttp.ClientResponse:
@@ -326,7 +327,8 @@ async def request(
     body intact. Raises `ConnectionFailedError`, `DeadlineExceededError` or `BadResponseError` (all name
     the URL) when no whole, well-formed response could be had. `idempotent` defaults to the method's
     semantics (GET, HEAD, OPTIONS, PUT, DELETE); pass True for a POST that is safe to repeat after a
-    dropped connection.
+    dropped connection. Pass `to_gym_server=False` for a third-party peer (an OpenAI or vLLM upstream):
+    only Gym's own servers are told the deadline, others never see Gym's header.
     `_internal` is accepted for compatibility with callers written for the reference client.
     """
     policy = retry_policy or _state.default_policy
@@ -341,7 +343,9 @@ async def request(
     if cookies:
         headers["Cookie"] = cookie_header(cookies)
     aiohttp_kwargs["headers"] = headers
-    announces_deadline = not any(name.lower() == DEADLINE_HEADER.lower() for name in headers)
+    announces_deadline = to_gym_server and not any(
+        name.lower() == DEADLINE_HEADER.lower() for name in headers
+    )
     with tracing.client_span(method, url, headers) as span:
         response = await _send(method, url, policy, idempotent, announces_deadline, headers, aiohttp_kwargs)
         if span is not None:

@@ -23,6 +23,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from starlette.types import ASGIApp, Message
 from yarl import URL
 
+from nemo_gym.deadlines import bounded
 from nemo_gym.errors import error_body
 from nemo_gym.http_client import DeadlineExceededError, RetryPolicy, cookie_header, default_retry_policy
 
@@ -151,7 +152,8 @@ async def call_app(
         "extensions": {IN_PROCESS_EXTENSION: {}},
     }
     exchange = _Exchange(body)
-    deadline_s = (retry_policy or default_retry_policy()).deadline_s
+    # The callee runs in the caller's task: it gets what is left of the caller's budget, not a fresh one.
+    deadline_s = bounded((retry_policy or default_retry_policy()).deadline_s)
     loop = asyncio.get_running_loop()
     started = loop.time()
     deadline = asyncio.timeout(deadline_s)

@@ -187,7 +187,7 @@ def run_scripted_judge(upstream: ScriptedModels, workdir: Path) -> Iterator[Scri
             openai_base_url=upstream.base_url,
             openai_api_key="sk-judge-test",
             openai_model=model,
-            max_retries=1,
+            max_attempts=1,
         )
     }
     with run_instance(config, "judge_model", workdir) as started:

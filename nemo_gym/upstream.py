@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
 import orjson
-from pydantic import BaseModel, Field, PrivateAttr, SecretStr, ValidationError
+from pydantic import BaseModel, Field, PrivateAttr, SecretStr, ValidationError, model_validator
 from yarl import URL
 
 from nemo_gym.errors import GymError
@@ -128,6 +128,7 @@ class NeMoGymAsyncOpenAI(BaseModel):
             json=body,
             headers=self._headers(),
             retry_policy=self._retry_policy(),
+            to_gym_server=False,
             _internal=self.internal,
         )
         answer = await response.read()
@@ -163,14 +164,27 @@ class UpstreamCallConfig(BaseModel):
     max_concurrent_requests: int | None = Field(
         default=None, ge=1, description="upstream calls in flight per server process; null = no cap"
     )
-    max_retries: int = Field(
-        default=DEFAULT_MAX_RETRIES, ge=1, description="attempts per call in all, first one included"
+    max_attempts: int = Field(
+        default=DEFAULT_MAX_RETRIES,
+        ge=1,
+        description="attempts per call in all, first one included (old name, still accepted: max_retries)",
     )
     timeout_s: float | None = Field(
         default=None,
         gt=0,
         description="deadline of one call, retries included; null = global_http_deadline_s",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_old_attempts_name(cls, data: Any) -> Any:
+        """Retry settings say "attempts" everywhere; configs written with `max_retries` keep working."""
+        if isinstance(data, dict) and "max_retries" in data:
+            if "max_attempts" in data:
+                raise ValueError("give max_attempts or its old name max_retries, not both")
+            data = {**data, "max_attempts": data["max_retries"]}
+            del data["max_retries"]
+        return data
 
 
 class Upstream:
@@ -199,7 +213,7 @@ class Upstream:
             base_url=base_url,
             api_key=self._api_key.get_secret_value(),
             default_headers=self._default_headers,
-            max_retries=min(self._bounds.max_retries, max_retries or self._bounds.max_retries),
+            max_retries=min(self._bounds.max_attempts, max_retries or self._bounds.max_attempts),
             timeout=self._bounds.timeout_s or default_retry_policy().deadline_s,
             **fields,
         )

@@ -1,8 +1,9 @@
-"""A call's remaining deadline travels down: collector or trainer -> agent -> model server -> upstream.
+"""A call's remaining deadline travels down: collector or trainer -> agent -> model server, never to upstreams.
 
 Real processes: the session-counter environment, openai_model in front of the scripted upstream, and
-simple_agent with a generous rollout deadline of its own. The tests read the `X-Gym-Deadline-S` header the
-upstream received and time what a caller with less time left gets back.
+simple_agent with a generous rollout deadline of its own. The tests check that the `X-Gym-Deadline-S` header
+stays among Gym's servers (the third-party upstream never receives it) and what a caller with less time
+left gets back.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ class Stack:
     model: str
     upstream: ScriptedUpstream
 
-    def deadline_headers_seen(self) -> list[float]:
-        return [float(entry["headers"][DEADLINE_HEADER]) for entry in self.upstream.requests(self.model)]
+    def upstream_header_names(self) -> list[set[str]]:
+        """The header names of every request the upstream received, lower-cased."""
+        return [{name.lower() for name in entry["headers"]} for entry in self.upstream.requests(self.model)]
 
 
 @pytest.fixture(scope="module")
@@ -56,19 +58,19 @@ async def run(stack: Stack, headers: dict[str, str] | None = None) -> tuple[int,
     return answer.status, await get_response_json(answer)
 
 
-async def test_the_agents_own_deadline_reaches_the_upstream(stack):
+async def test_the_third_party_upstream_never_receives_the_deadline_header(stack):
     stack.upstream.clear(stack.model)
     stack.upstream.script(stack.model, [{"output": [assistant_message("done")]}])
-    status, body = await run(stack)
+    status, body = await run(stack, {DEADLINE_HEADER: "30"})
     assert status == 200, body
-    [seen] = stack.deadline_headers_seen()[-1:]
-    assert CALLER_BUDGET_S < seen <= AGENT_DEADLINE_S
+    [names] = stack.upstream_header_names()[-1:]
+    assert "authorization" in names  # the recorded headers are the ones sent
+    assert DEADLINE_HEADER.lower() not in names
 
 
 async def test_a_caller_with_less_time_left_cuts_the_whole_rollout_short(stack):
     stack.upstream.clear(stack.model)
     stack.upstream.script(stack.model, [{"hang": True}])
-    seen_before = len(stack.deadline_headers_seen())
     started = time.monotonic()
     status, body = await run(stack, {DEADLINE_HEADER: str(CALLER_BUDGET_S)})
     waited = time.monotonic() - started
@@ -77,8 +79,6 @@ async def test_a_caller_with_less_time_left_cuts_the_whole_rollout_short(stack):
     assert "deadline" in body["error"]["message"], body
     # Without the caller's budget the agent would have waited its own 60 s for the hanging upstream.
     assert waited < AGENT_DEADLINE_S / 4
-    [seen] = stack.deadline_headers_seen()[seen_before:]
-    assert 0 < seen <= CALLER_BUDGET_S
 
 
 async def test_a_meaningless_deadline_header_is_ignored(stack):
@@ -86,7 +86,6 @@ async def test_a_meaningless_deadline_header_is_ignored(stack):
     stack.upstream.script(stack.model, [{"output": [assistant_message("done")]}])
     status, body = await run(stack, {DEADLINE_HEADER: "soon"})
     assert status == 200, body
-    assert stack.deadline_headers_seen()[-1] > CALLER_BUDGET_S
 
 
 async def test_a_budget_never_extends_an_outer_one():

@@ -5,6 +5,7 @@ import asyncio
 import pytest
 from fastapi import FastAPI, Request, Response
 
+from nemo_gym.deadlines import budget
 from nemo_gym.http_client import DeadlineExceededError, RetryPolicy, response_cookies
 from nemo_gym.in_process import call_in_process, host_in_process
 from nemo_gym.server_utils import finalize_app, new_app
@@ -84,4 +85,13 @@ async def test_the_call_has_its_deadline():
     with pytest.raises(DeadlineExceededError):
         await call_in_process(
             "hosted_test", "POST", "/slow", json={}, retry_policy=RetryPolicy(deadline_s=0.2)
+        )
+
+
+async def test_a_callee_gets_what_is_left_of_the_callers_budget_not_a_fresh_deadline():
+    """Co-hosted, the callee runs in the caller's task: the caller's nearly spent budget, not the call's
+    own (long) deadline, ends the call."""
+    with budget(0.2), pytest.raises(DeadlineExceededError):
+        await call_in_process(
+            "hosted_test", "POST", "/slow", json={}, retry_policy=RetryPolicy(deadline_s=60)
         )

@@ -4,7 +4,7 @@ masked in upstream errors, an invalid 2xx answer as a 502 naming its problems)."
 from __future__ import annotations
 
 import pytest
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 
 from nemo_gym.errors import GymError
 from nemo_gym.http_client import HTTPStatusError, default_retry_policy
@@ -34,7 +34,7 @@ def upstream(api_key: str = API_KEY, **bounds: object) -> Upstream:
 
 
 def test_clients_carry_the_key_headers_and_bounds() -> None:
-    client = upstream(max_retries=2, timeout_s=7.5).client(NeMoGymAsyncOpenAI, UPSTREAM_URL)
+    client = upstream(max_attempts=2, timeout_s=7.5).client(NeMoGymAsyncOpenAI, UPSTREAM_URL)
     assert (client.base_url, client.api_key, client.default_headers) == (
         UPSTREAM_URL,
         API_KEY,
@@ -50,16 +50,26 @@ class QueryClient(NeMoGymAsyncOpenAI):
 
 
 def test_a_client_class_gets_its_own_fields_beside_the_bounds() -> None:
-    client = upstream(max_retries=3).client(QueryClient, UPSTREAM_URL, query={"api-version": "2024-10-21"})
+    client = upstream(max_attempts=3).client(QueryClient, UPSTREAM_URL, query={"api-version": "2024-10-21"})
     assert isinstance(client, QueryClient)
     assert (client.query, client.api_key, client.max_retries) == ({"api-version": "2024-10-21"}, API_KEY, 3)
 
 
 def test_without_timeout_s_a_client_has_the_deployment_deadline() -> None:
     config = UpstreamCallConfig()
-    assert (config.max_retries, config.timeout_s, config.max_concurrent_requests) == (5, None, None)
+    assert (config.max_attempts, config.timeout_s, config.max_concurrent_requests) == (5, None, None)
     client = upstream().client(NeMoGymAsyncOpenAI, UPSTREAM_URL)
     assert client.timeout == default_retry_policy().deadline_s
+
+
+def test_the_old_name_max_retries_still_sets_max_attempts() -> None:
+    assert UpstreamCallConfig.model_validate({"max_retries": 2}).max_attempts == 2
+    assert upstream(max_retries=4).client(NeMoGymAsyncOpenAI, UPSTREAM_URL).max_retries == 4
+
+
+def test_both_names_for_the_attempts_setting_is_an_error_naming_both() -> None:
+    with pytest.raises(ValidationError, match="max_attempts or its old name max_retries"):
+        UpstreamCallConfig.model_validate({"max_attempts": 2, "max_retries": 3})
 
 
 def test_a_valid_answer_becomes_the_model() -> None:

@@ -3,7 +3,7 @@ OpenAI-compatible upstream (OpenAI itself, or any server speaking the same API).
 
 Compatible with NeMo Gym's openai_model (same config keys, same upstream body: the caller's set fields
 over `extra_body`, `model` forced to the served name). Different on purpose: calls are bounded (a deadline
-and at most `max_retries` attempts, backoff honouring `Retry-After`) instead of retrying rate limits
+and at most `max_attempts` attempts, backoff honouring `Retry-After`) instead of retrying rate limits
 forever; an upstream error reaches the caller with its own status and body instead of a flattened 500;
 an answer that is not a valid response object is a 502 naming the problem; the key is kept out of reprs
 and error bodies.

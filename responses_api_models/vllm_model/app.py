@@ -5,7 +5,7 @@
 goes upstream with the same server defaults (served model, extra_body, chat_template_kwargs).
 
 Compatible with NeMo Gym's vllm_model (same config keys and conversion rules). Different on purpose:
-calls are bounded (deadline, `max_retries`), upstream errors keep their status, and requests the
+calls are bounded (deadline, `max_attempts`), upstream errors keep their status, and requests the
 conversion cannot express are a 400 naming the item instead of being dropped.
 
 Training mode (`return_token_id_information: true`, training.py) puts the prompt ids, generated ids and
@@ -61,7 +61,7 @@ REASONING_FIELD_ENV_VAR = "NEMO_GYM_REASONING_FIELD"
 
 class VLLMModelConfig(BaseResponsesAPIModelConfig, UpstreamCallConfig):
     """Settings of one vllm_model instance; README.md explains each key. The bounds of each upstream call
-    (`max_retries`, `timeout_s`, `max_concurrent_requests`) are every model server's."""
+    (`max_attempts`, `timeout_s`, `max_concurrent_requests`) are every model server's."""
 
     # Where and what to call. A trainer that moves its backend names the current URL in `endpoint_file`
     # (read at most every `endpoint_check_interval_s`; a missing or empty file keeps the last URL for

@@ -304,7 +304,7 @@ def test_api_key_stays_out_of_reprs() -> None:
     server.setup_webserver()
 
     assert config.extra_body == {}
-    assert config.timeout_s is None and config.max_retries == 5
+    assert config.timeout_s is None and config.max_attempts == 5
     for text in (repr(config), str(config), repr(server), repr(server.client)):
         assert API_KEY not in text
     assert config.model_dump(mode="json")["openai_api_key"] == "**********"
