@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
 import orjson
-from pydantic import BaseModel, Field, PrivateAttr, SecretStr, ValidationError, model_validator
+from pydantic import AliasChoices, BaseModel, Field, PrivateAttr, SecretStr, ValidationError, model_validator
 from yarl import URL
 
 from nemo_gym.errors import GymError
@@ -167,6 +167,7 @@ class UpstreamCallConfig(BaseModel):
     max_attempts: int = Field(
         default=DEFAULT_MAX_RETRIES,
         ge=1,
+        validation_alias=AliasChoices("max_attempts", "max_retries"),
         description="attempts per call in all, first one included (old name, still accepted: max_retries)",
     )
     timeout_s: float | None = Field(
@@ -177,13 +178,11 @@ class UpstreamCallConfig(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _accept_old_attempts_name(cls, data: Any) -> Any:
-        """Retry settings say "attempts" everywhere; configs written with `max_retries` keep working."""
-        if isinstance(data, dict) and "max_retries" in data:
-            if "max_attempts" in data:
-                raise ValueError("give max_attempts or its old name max_retries, not both")
-            data = {**data, "max_attempts": data["max_retries"]}
-            del data["max_retries"]
+    def _one_name_for_attempts(cls, data: Any) -> Any:
+        """Retry settings say "attempts" everywhere; configs written with `max_retries` keep working, but
+        not both names at once (which one would win is a trap)."""
+        if isinstance(data, dict) and "max_retries" in data and "max_attempts" in data:
+            raise ValueError("give max_attempts or its old name max_retries, not both")
         return data
 
 
