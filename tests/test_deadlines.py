@@ -1,8 +1,9 @@
 """A call's remaining deadline travels down: collector or trainer -> agent -> model server -> upstream.
 
 Real processes: the session-counter environment, openai_model in front of the scripted upstream, and
-simple_agent with a generous rollout deadline of its own. The tests read the `X-Gym-Deadline-S` header the
-upstream received and time what a caller with less time left gets back.
+simple_agent with a generous rollout deadline of its own. The `X-Gym-Deadline-S` header goes only to Gym's
+own servers: the tests check the upstream never receives it, and time what a caller with less time left
+gets back.
 """
 
 from __future__ import annotations
@@ -29,8 +30,15 @@ class Stack:
     model: str
     upstream: ScriptedUpstream
 
-    def deadline_headers_seen(self) -> list[float]:
-        return [float(entry["headers"][DEADLINE_HEADER]) for entry in self.upstream.requests(self.model)]
+    def deadline_headers_seen(self) -> list[str | None]:
+        return [announced_to(entry) for entry in self.upstream.requests(self.model)]
+
+
+def announced_to(entry: dict) -> str | None:
+    """The deadline header a request the upstream recorded carried (header names in any case)."""
+    return next(
+        (value for name, value in entry["headers"].items() if name.lower() == DEADLINE_HEADER.lower()), None
+    )
 
 
 @pytest.fixture(scope="module")
@@ -56,13 +64,31 @@ async def run(stack: Stack, headers: dict[str, str] | None = None) -> tuple[int,
     return answer.status, await get_response_json(answer)
 
 
-async def test_the_agents_own_deadline_reaches_the_upstream(stack):
+async def test_the_upstream_never_receives_the_deadline_header(stack):
+    """A third-party upstream (OpenAI, vLLM) is not a Gym server: the model server does not tell it."""
     stack.upstream.clear(stack.model)
     stack.upstream.script(stack.model, [{"output": [assistant_message("done")]}])
     status, body = await run(stack)
     assert status == 200, body
-    [seen] = stack.deadline_headers_seen()[-1:]
-    assert CALLER_BUDGET_S < seen <= AGENT_DEADLINE_S
+    assert stack.deadline_headers_seen() == [None]
+
+
+async def test_only_a_call_to_a_gym_server_announces_its_deadline(scripted_upstream: ScriptedUpstream):
+    """`_internal` (set where the URL came from a server instance name) is what makes a call announce."""
+    model = fresh_model("announce")
+    scripted_upstream.script(
+        model, [{"output": [assistant_message("a")]}, {"output": [assistant_message("b")]}]
+    )
+    body = {"model": model, "input": "hi"}
+    with budget(CALLER_BUDGET_S):
+        for internal in (True, False):
+            answer = await request(
+                "POST", scripted_upstream.base_url + "/responses", json=body, _internal=internal
+            )
+            assert answer.status == 200, await answer.read()
+    to_gym_server, to_upstream = [announced_to(entry) for entry in scripted_upstream.requests(model)]
+    assert to_gym_server is not None and 0 < float(to_gym_server) <= CALLER_BUDGET_S
+    assert to_upstream is None
 
 
 async def test_a_caller_with_less_time_left_cuts_the_whole_rollout_short(stack):
@@ -77,8 +103,7 @@ async def test_a_caller_with_less_time_left_cuts_the_whole_rollout_short(stack):
     assert "deadline" in body["error"]["message"], body
     # Without the caller's budget the agent would have waited its own 60 s for the hanging upstream.
     assert waited < AGENT_DEADLINE_S / 4
-    [seen] = stack.deadline_headers_seen()[seen_before:]
-    assert 0 < seen <= CALLER_BUDGET_S
+    assert stack.deadline_headers_seen()[seen_before:] == [None]
 
 
 async def test_a_meaningless_deadline_header_is_ignored(stack):
@@ -86,7 +111,6 @@ async def test_a_meaningless_deadline_header_is_ignored(stack):
     stack.upstream.script(stack.model, [{"output": [assistant_message("done")]}])
     status, body = await run(stack, {DEADLINE_HEADER: "soon"})
     assert status == 200, body
-    assert stack.deadline_headers_seen()[-1] > CALLER_BUDGET_S
 
 
 async def test_a_budget_never_extends_an_outer_one():
