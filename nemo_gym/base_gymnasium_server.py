@@ -271,7 +271,7 @@ class EnvSession:
 
     async def post(self, path: str, body: Any) -> tuple[int, Any]:
         """(status, parsed body) of any answer, errors included."""
-        answer = await request("POST", self.base_url + path, json=body, cookies=self.cookies)
+        answer = await request("POST", self.base_url + path, json=body, cookies=self.cookies, _internal=True)
         self.cookies.update(response_cookies(answer))
         return answer.status, await get_response_json(answer)
 

@@ -401,7 +401,10 @@ class CliAgent(RolloutAgent):
             home.mkdir()
             workspace = Path(self.config.cwd).expanduser() if self.config.cwd else Path(scratch) / "workspace"
             workspace.mkdir(parents=True, exist_ok=True)
-            async with self._relay.relayed(self.model_target(), timeout_s) as (model_url, relayed):
+            target = self.model_target()
+            # The target is Gym's own model server when it is the address resolved from its instance name.
+            to_gym_server = target.startswith(self.model_base_url(""))
+            async with self._relay.relayed(target, timeout_s, to_gym_server) as (model_url, relayed):
                 ends_at = time.monotonic() + timeout_s
                 argv, extra_env = self.prepare(system, model_url, workspace, home)
                 env = cli_environment(home, extra_env)

@@ -48,6 +48,8 @@ class RelayedRun:
 
     target: str
     ends_at: float
+    # Whether `target` is Gym's own model server, which alone is told the run's deadline in its header.
+    to_gym_server: bool = False
     # Per model call, in order: its token fields, or None when its answer carried none.
     calls: list[dict[str, Any] | None] = field(default_factory=list)
 
@@ -62,13 +64,15 @@ class ModelCallRelay:
         self._starting = asyncio.Lock()
 
     @asynccontextmanager
-    async def relayed(self, target: str, timeout_s: float) -> AsyncIterator[tuple[str, RelayedRun]]:
+    async def relayed(
+        self, target: str, timeout_s: float, to_gym_server: bool = False
+    ) -> AsyncIterator[tuple[str, RelayedRun]]:
         """For the duration of a run: the base URL its CLI uses in place of `target`, and its record."""
         async with self._starting:
             if self._runner is None:
                 await self._start()
         ticket = secrets.token_urlsafe(16)
-        run = RelayedRun(target=target.rstrip("/"), ends_at=time.monotonic() + timeout_s)
+        run = RelayedRun(target.rstrip("/"), time.monotonic() + timeout_s, to_gym_server)
         self._runs[ticket] = run
         try:
             yield f"http://127.0.0.1:{self._port}/{ticket}", run
@@ -96,7 +100,13 @@ class ModelCallRelay:
         headers = {name: value for name, value in incoming.headers.items() if name.lower() not in HOP_HEADERS}
         try:
             with budget(max(0.0, run.ends_at - time.monotonic())):
-                answer = await request(incoming.method, url, data=await incoming.read(), headers=headers)
+                answer = await request(
+                    incoming.method,
+                    url,
+                    data=await incoming.read(),
+                    headers=headers,
+                    _internal=run.to_gym_server,
+                )
                 body = await answer.read()
         except RequestFailedError as error:
             run.calls.append(None)

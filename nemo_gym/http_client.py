@@ -315,21 +315,20 @@ async def request(
     *,
     retry_policy: RetryPolicy | None = None,
     idempotent: bool | None = None,
-    to_gym_server: bool = True,
     _internal: bool = False,
     **aiohttp_kwargs: Any,
 ) -> aiohttp.ClientResponse:
     """Send one HTTP request with a deadline and bounded retries; return the response, its body read.
 
-    The deadline covers the body too, and never outlasts the caller's budget (`nemo_gym.deadlines`), whose
-    remainder the peer is told in a header. The status is not checked here (see `raise_for_status`)
+    The deadline covers the body too, and never outlasts the caller's budget (`nemo_gym.deadlines`). The status is not checked here (see `raise_for_status`)
     except for statuses the policy retries; when those persist, the last response is returned with its
     body intact. Raises `ConnectionFailedError`, `DeadlineExceededError` or `BadResponseError` (all name
     the URL) when no whole, well-formed response could be had. `idempotent` defaults to the method's
     semantics (GET, HEAD, OPTIONS, PUT, DELETE); pass True for a POST that is safe to repeat after a
-    dropped connection. Pass `to_gym_server=False` for a third-party peer (an OpenAI or vLLM upstream):
-    only Gym's own servers are told the deadline, others never see Gym's header.
-    `_internal` is accepted for compatibility with callers written for the reference client.
+    dropped connection.
+    `_internal` marks a call to one of Gym's own servers (a URL resolved from a server instance name or
+    the head server's registry): only such a call tells its peer the budget's remainder in the deadline
+    header, so third-party upstreams (OpenAI, vLLM, a judge's endpoint) never receive it.
     """
     policy = retry_policy or _state.default_policy
     if idempotent is None:
@@ -343,9 +342,7 @@ async def request(
     if cookies:
         headers["Cookie"] = cookie_header(cookies)
     aiohttp_kwargs["headers"] = headers
-    announces_deadline = to_gym_server and not any(
-        name.lower() == DEADLINE_HEADER.lower() for name in headers
-    )
+    announces_deadline = _internal and not any(name.lower() == DEADLINE_HEADER.lower() for name in headers)
     with tracing.client_span(method, url, headers) as span:
         response = await _send(method, url, policy, idempotent, announces_deadline, headers, aiohttp_kwargs)
         if span is not None:

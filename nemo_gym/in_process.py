@@ -23,7 +23,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from starlette.types import ASGIApp, Message
 from yarl import URL
 
-from nemo_gym.deadlines import bounded
+from nemo_gym.deadlines import budget
 from nemo_gym.errors import error_body
 from nemo_gym.http_client import DeadlineExceededError, RetryPolicy, cookie_header, default_retry_policy
 
@@ -152,22 +152,23 @@ async def call_app(
         "extensions": {IN_PROCESS_EXTENSION: {}},
     }
     exchange = _Exchange(body)
-    # The callee runs in the caller's task: it gets what is left of the caller's budget, not a fresh one.
-    deadline_s = bounded((retry_policy or default_retry_policy()).deadline_s)
     loop = asyncio.get_running_loop()
     started = loop.time()
-    deadline = asyncio.timeout(deadline_s)
-    try:
-        async with deadline:
-            await app(scope, exchange.receive, exchange.send)
-    except TimeoutError as error:
-        if deadline.expired():
-            raise DeadlineExceededError(method, str(url), 1, loop.time() - started, error) from error
-        exchange.escaped(label, error)
-    except Exception as error:
-        exchange.escaped(label, error)
-    finally:
-        exchange.finished.set()
+    # As over HTTP: the call ends at the caller's deadline, and the callee works within what is left of
+    # it (an HTTP callee learns it from the deadline header; this one runs in the caller's task).
+    with budget((retry_policy or default_retry_policy()).deadline_s) as deadline_s:
+        deadline = asyncio.timeout(deadline_s)
+        try:
+            async with deadline:
+                await app(scope, exchange.receive, exchange.send)
+        except TimeoutError as error:
+            if deadline.expired():
+                raise DeadlineExceededError(method, str(url), 1, loop.time() - started, error) from error
+            exchange.escaped(label, error)
+        except Exception as error:
+            exchange.escaped(label, error)
+        finally:
+            exchange.finished.set()
     return LocalResponse(method.upper(), url, exchange.status, exchange.headers, b"".join(exchange.body))
 
 

@@ -238,7 +238,9 @@ class Rescorer:
     ) -> tuple[bytes, dict[str, str]]:
         """The answer's body and the cookies to send next; with `check` off (a replayed tool call) an error
         answer is part of the replay, as the agent fed it to the model."""
-        response = await request("POST", url + path, json=body, cookies=cookies, retry_policy=self.policy)
+        response = await request(
+            "POST", url + path, json=body, cookies=cookies, retry_policy=self.policy, _internal=True
+        )
         content = await response.read()
         if check and not 200 <= response.status < 300:
             raise RescoreFailed(
@@ -320,7 +322,7 @@ async def check_reverify_modes(client: ServerClient, servers: set[str], force: b
     (ConfigError naming them) unless `force`."""
     modes = {}
     for server in sorted(servers):
-        response = await request("GET", client.server_base_url(server) + "/reverify_mode")
+        response = await request("GET", client.server_base_url(server) + "/reverify_mode", _internal=True)
         modes[server] = orjson.loads(await response.read()) if response.status == 200 else "unknown"
     unsafe = {server: mode for server, mode in modes.items() if mode != "stateless"}
     if unsafe and not force:

@@ -128,7 +128,6 @@ class NeMoGymAsyncOpenAI(BaseModel):
             json=body,
             headers=self._headers(),
             retry_policy=self._retry_policy(),
-            to_gym_server=False,
             _internal=self.internal,
         )
         answer = await response.read()

@@ -1,9 +1,9 @@
-"""A call's remaining deadline travels down: collector or trainer -> agent -> model server, never to upstreams.
+"""A call's remaining deadline travels down: collector or trainer -> agent -> model server -> upstream.
 
 Real processes: the session-counter environment, openai_model in front of the scripted upstream, and
-simple_agent with a generous rollout deadline of its own. The tests check that the `X-Gym-Deadline-S` header
-stays among Gym's servers (the third-party upstream never receives it) and what a caller with less time
-left gets back.
+simple_agent with a generous rollout deadline of its own. The `X-Gym-Deadline-S` header goes only to Gym's
+own servers: the tests check the upstream never receives it, and time what a caller with less time left
+gets back.
 """
 
 from __future__ import annotations
@@ -30,9 +30,15 @@ class Stack:
     model: str
     upstream: ScriptedUpstream
 
-    def upstream_header_names(self) -> list[set[str]]:
-        """The header names of every request the upstream received, lower-cased."""
-        return [{name.lower() for name in entry["headers"]} for entry in self.upstream.requests(self.model)]
+    def deadline_headers_seen(self) -> list[str | None]:
+        return [announced_to(entry) for entry in self.upstream.requests(self.model)]
+
+
+def announced_to(entry: dict) -> str | None:
+    """The deadline header a request the upstream recorded carried (header names in any case)."""
+    return next(
+        (value for name, value in entry["headers"].items() if name.lower() == DEADLINE_HEADER.lower()), None
+    )
 
 
 @pytest.fixture(scope="module")
@@ -58,19 +64,37 @@ async def run(stack: Stack, headers: dict[str, str] | None = None) -> tuple[int,
     return answer.status, await get_response_json(answer)
 
 
-async def test_the_third_party_upstream_never_receives_the_deadline_header(stack):
+async def test_the_upstream_never_receives_the_deadline_header(stack):
+    """A third-party upstream (OpenAI, vLLM) is not a Gym server: the model server does not tell it."""
     stack.upstream.clear(stack.model)
     stack.upstream.script(stack.model, [{"output": [assistant_message("done")]}])
-    status, body = await run(stack, {DEADLINE_HEADER: "30"})
+    status, body = await run(stack)
     assert status == 200, body
-    [names] = stack.upstream_header_names()[-1:]
-    assert "authorization" in names  # the recorded headers are the ones sent
-    assert DEADLINE_HEADER.lower() not in names
+    assert stack.deadline_headers_seen() == [None]
+
+
+async def test_only_a_call_to_a_gym_server_announces_its_deadline(scripted_upstream: ScriptedUpstream):
+    """`_internal` (set where the URL came from a server instance name) is what makes a call announce."""
+    model = fresh_model("announce")
+    scripted_upstream.script(
+        model, [{"output": [assistant_message("a")]}, {"output": [assistant_message("b")]}]
+    )
+    body = {"model": model, "input": "hi"}
+    with budget(CALLER_BUDGET_S):
+        for internal in (True, False):
+            answer = await request(
+                "POST", scripted_upstream.base_url + "/responses", json=body, _internal=internal
+            )
+            assert answer.status == 200, await answer.read()
+    to_gym_server, to_upstream = [announced_to(entry) for entry in scripted_upstream.requests(model)]
+    assert to_gym_server is not None and 0 < float(to_gym_server) <= CALLER_BUDGET_S
+    assert to_upstream is None
 
 
 async def test_a_caller_with_less_time_left_cuts_the_whole_rollout_short(stack):
     stack.upstream.clear(stack.model)
     stack.upstream.script(stack.model, [{"hang": True}])
+    seen_before = len(stack.deadline_headers_seen())
     started = time.monotonic()
     status, body = await run(stack, {DEADLINE_HEADER: str(CALLER_BUDGET_S)})
     waited = time.monotonic() - started
@@ -79,6 +103,7 @@ async def test_a_caller_with_less_time_left_cuts_the_whole_rollout_short(stack):
     assert "deadline" in body["error"]["message"], body
     # Without the caller's budget the agent would have waited its own 60 s for the hanging upstream.
     assert waited < AGENT_DEADLINE_S / 4
+    assert stack.deadline_headers_seen()[seen_before:] == [None]
 
 
 async def test_a_meaningless_deadline_header_is_ignored(stack):

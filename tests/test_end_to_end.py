@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
+from nemo_gym.deadlines import DEADLINE_HEADER
 from nemo_gym.http_client import get_response_json, request
 from tests.helpers import (
     REPO_ROOT,
@@ -146,3 +147,20 @@ async def test_every_colocated_server_still_answers_on_its_own_port(deployment):
     for name in (AGENT, RESOURCES, "policy_model"):
         alive = await request("GET", running.url(name) + "/")
         assert alive.status == 200 and await get_response_json(alive) == {"status": "ok"}
+
+
+async def test_a_caller_with_little_time_left_is_cut_at_its_deadline(deployment, scripted_upstream):
+    """The caller's remaining time travels every hop, in-process ones included, and stops at Gym's edge:
+    the run fails at the caller's deadline and the upstream is never told a deadline."""
+    running, model = deployment
+    script(scripted_upstream, model, {"hang": True})
+    answer = await request(
+        "POST", running.url(AGENT) + "/run", json=ROW_1, headers={DEADLINE_HEADER: str(DEADLINE_S / 3)}
+    )
+    result = await get_response_json(answer)
+    assert answer.status == 504, result
+    assert "deadline" in orjson.dumps(result).decode()
+    received = scripted_upstream.requests(model)
+    assert received and all(
+        DEADLINE_HEADER.lower() not in map(str.lower, entry["headers"]) for entry in received
+    )

@@ -5,7 +5,7 @@ import asyncio
 import pytest
 from fastapi import FastAPI, Request, Response
 
-from nemo_gym.deadlines import budget
+from nemo_gym.deadlines import budget, remaining_s
 from nemo_gym.http_client import DeadlineExceededError, RetryPolicy, response_cookies
 from nemo_gym.in_process import call_in_process, host_in_process
 from nemo_gym.server_utils import finalize_app, new_app
@@ -41,6 +41,10 @@ def hosted_app() -> FastAPI:
     async def slow() -> dict:
         await asyncio.sleep(5)
         return {}
+
+    @app.get("/budget_left")
+    async def budget_left() -> dict:
+        return {"left_s": remaining_s()}
 
     @app.post("/own_timeout")
     async def own_timeout() -> dict:
@@ -88,10 +92,18 @@ async def test_the_call_has_its_deadline():
         )
 
 
-async def test_a_callee_gets_what_is_left_of_the_callers_budget_not_a_fresh_deadline():
-    """Co-hosted, the callee runs in the caller's task: the caller's nearly spent budget, not the call's
-    own (long) deadline, ends the call."""
+async def test_the_callee_works_within_the_calls_deadline_as_over_http():
+    """Over HTTP the callee learns the call's deadline from the header; in-process it gets the same budget."""
+    answer = await call_in_process(
+        "hosted_test", "GET", "/budget_left", retry_policy=RetryPolicy(deadline_s=30)
+    )
+    left_s = (await answer.json())["left_s"]
+    assert left_s is not None and 0 < left_s <= 30
+
+
+async def test_the_call_ends_at_the_callers_deadline_not_its_own():
     with budget(0.2), pytest.raises(DeadlineExceededError):
         await call_in_process(
             "hosted_test", "POST", "/slow", json={}, retry_policy=RetryPolicy(deadline_s=60)
         )
+    assert remaining_s() is None

@@ -97,7 +97,7 @@ async def model_check(instance: dict[str, Any], deadline_s: float) -> Check:
     try:
         with budget(deadline_s):
             response = await request(
-                "POST", instance["url"] + "/v1/responses", json=PROBE, retry_policy=policy
+                "POST", instance["url"] + "/v1/responses", json=PROBE, retry_policy=policy, _internal=True
             )
             body = await response.read()
     except RequestFailedError as error:

@@ -137,7 +137,12 @@ class RolloutRunner:
         async def post(base_url: str) -> tuple[int, bytes]:
             async with asyncio.timeout(self.rollout_timeout_s):
                 response = await request(
-                    "POST", base_url + "/run", json=body, retry_policy=policy, idempotent=False
+                    "POST",
+                    base_url + "/run",
+                    json=body,
+                    retry_policy=policy,
+                    idempotent=False,
+                    _internal=True,
                 )
                 return response.status, await response.read()
 

@@ -197,7 +197,12 @@ async def _run_one(
         url = base_url + "/run"
         try:
             response = await request(
-                "POST", url, json=router.request_body(row, target), retry_policy=policy, idempotent=False
+                "POST",
+                url,
+                json=router.request_body(row, target),
+                retry_policy=policy,
+                idempotent=False,
+                _internal=True,
             )
             return response, await response.read()
         except DeadlineExceededError as error:
