@@ -223,6 +223,7 @@ def unknown_setting(config_class: type[BaseModel], inner: Mapping[str, Any]) -> 
     known = set(SHARED_SERVER_KEYS)
     for name, field in config_class.model_fields.items():
         known |= {name, *_read_names(field.alias), *_read_names(field.validation_alias)}
+    known |= set(getattr(config_class, "OLD_KEY_NAMES", {}))  # old names a config maps onto current ones
     unknown = [key for key in inner if isinstance(key, str) and key not in known]
     if not unknown:
         return None

@@ -39,7 +39,7 @@ GROUP_FIELDS = ("source", "bct_field", "bct_subfield")
 
 
 class BunsenChemConfig(BaseResourcesServerConfig):
-    grading_timeout_seconds: float = Field(
+    grading_timeout_s: float = Field(
         default=5.0, gt=0, description="deadline of reading one answer; past it the sample is masked"
     )
 
@@ -155,7 +155,7 @@ class BunsenChemResourcesServer(SimpleResourcesServer):
             body.response.output_text,
             options,
             gold,
-            timeout_s=self.config.grading_timeout_seconds,
+            timeout_s=self.config.grading_timeout_s,
             on_timeout=(None, "format_violation"),
         )
         refused, truncated = response_flags(body.response)

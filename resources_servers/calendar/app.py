@@ -40,7 +40,7 @@ REASONS = (
 
 class CalendarConfig(BaseResourcesServerConfig):
     REVERIFY_MODE: ClassVar[ReverifyMode] = ReverifyMode.STATELESS
-    grading_timeout_seconds: float = Field(
+    grading_timeout_s: float = Field(
         default=5.0, gt=0, description="deadline of one grading; past it the rollout is masked"
     )
 
@@ -64,7 +64,7 @@ class CalendarServer(SimpleResourcesServer):
             grade,
             body.response.output_text,
             body.exp_cal_state,
-            timeout_s=self.config.grading_timeout_seconds,
+            timeout_s=self.config.grading_timeout_s,
             on_timeout=Grade(0.0, "grading_timeout", "the reply could not be graded within the deadline"),
         )
         return CalendarVerifyResponse(

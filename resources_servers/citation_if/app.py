@@ -36,7 +36,7 @@ TIMED_OUT = (0.0, {"gate_failed": "scoring_timeout"})
 
 class CitationIfConfig(BaseResourcesServerConfig):
     REVERIFY_MODE: ClassVar[ReverifyMode] = ReverifyMode.STATELESS
-    grading_timeout_seconds: float = Field(
+    grading_timeout_s: float = Field(
         default=5.0, gt=0, description="deadline of scoring one reply; a slower one is masked"
     )
 
@@ -80,7 +80,7 @@ class CitationIfResourcesServer(SimpleResourcesServer):
         text, calls = reply_shape(body)
         settings = Verifier.model_validate(body.verifier).settings()
         reward, details = await run_cpu_bound(
-            score, text, calls, settings, timeout_s=self.config.grading_timeout_seconds, on_timeout=TIMED_OUT
+            score, text, calls, settings, timeout_s=self.config.grading_timeout_s, on_timeout=TIMED_OUT
         )
         return CitationIfVerifyResponse(**body.model_dump(), reward=reward, match_details=details)
 

@@ -8,7 +8,7 @@ deadline; a grading that runs out of time earns 0.0.
 
 from typing import Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict
 
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
@@ -24,7 +24,6 @@ GradingRule = Literal["exact", "seq_match", "weighted_seq_match"]
 
 class EquivalenceRuleConfig(BaseResourcesServerConfig):
     grading_rule: GradingRule = "exact"
-    grading_timeout_s: float = Field(default=10.0, gt=0)
 
 
 class EquivalenceVerifyRequest(BaseVerifyRequest):

@@ -24,7 +24,7 @@ from resources_servers.gpqa_diamond.grading import extract_letter
 
 
 class GPQADiamondConfig(BaseResourcesServerConfig):
-    grading_timeout_seconds: float = Field(
+    grading_timeout_s: float = Field(
         default=5.0, gt=0, description="deadline of one answer extraction; a slower one scores 0.0"
     )
 
@@ -78,7 +78,7 @@ class GPQADiamondResourcesServer(SimpleResourcesServer):
             body.response.output_text,
             option_pairs(body.options),
             template_patterns(body.template_metadata),
-            timeout_s=self.config.grading_timeout_seconds,
+            timeout_s=self.config.grading_timeout_s,
             on_timeout=None,
         )
         return GPQADiamondVerifyResponse(

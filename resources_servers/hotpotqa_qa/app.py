@@ -30,7 +30,7 @@ class HotpotQAConfig(BaseResourcesServerConfig):
     reward_metric: Literal["f1", "exact_match"] = Field(
         default="f1", description="which score becomes the reward"
     )
-    grading_timeout_seconds: float = Field(
+    grading_timeout_s: float = Field(
         default=5.0, gt=0, description="deadline of one grading; a slower one scores 0.0"
     )
 
@@ -67,7 +67,7 @@ class HotpotQAResourcesServer(SimpleResourcesServer):
             grade,
             body.response.output_text,
             golds,
-            timeout_s=self.config.grading_timeout_seconds,
+            timeout_s=self.config.grading_timeout_s,
             on_timeout=Grade(None, 0.0, 0.0),
         )
         row = body.model_dump(exclude={"reward", "extracted_answer", *SCORES})

@@ -10,7 +10,7 @@ score above all) pair and group rows, so they come from `/aggregate_metrics` (me
 
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, model_validator
 
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
@@ -37,7 +37,6 @@ GENERATION_CHARS = 500
 
 class IHEvalConfig(BaseResourcesServerConfig):
     accuracy_mode: Literal["hierarchy", "hierarchy_sysprompt"] = "hierarchy"
-    grading_timeout_s: float = Field(default=10.0, gt=0)
 
 
 class IHEvalVerifyRequest(BaseVerifyRequest):

@@ -46,7 +46,7 @@ from resources_servers.litmus_agent.grading import (
 class LitmusAgentConfig(BaseResourcesServerConfig):
     float_rel_tol: float = Field(default=1e-6, ge=0, description="isclose's relative tolerance by default")
     float_abs_tol: float = Field(default=1e-6, ge=0, description="isclose's absolute tolerance by default")
-    grading_timeout_seconds: float = Field(
+    grading_timeout_s: float = Field(
         default=5.0, gt=0, description="deadline of one answer extraction (row regexes come from data)"
     )
 
@@ -186,7 +186,7 @@ class LitmusAgentResourcesServer(SimpleResourcesServer):
             policy.parse_as,
             body.output_regex,
             body.answer_format_name(),
-            timeout_s=self.config.grading_timeout_seconds,
+            timeout_s=self.config.grading_timeout_s,
             on_timeout=None,
         )
         reward = score(

@@ -33,7 +33,6 @@ class MathWithCodeConfig(BaseResourcesServerConfig):
         description="isolation and limits of one execute_python call",
     )
     max_concurrent_executions: int = Field(default=8, ge=1)
-    grading_timeout_seconds: float = Field(default=10.0, gt=0)
 
 
 class ExecutePythonRequest(BaseModel):
@@ -93,7 +92,7 @@ class MathWithCodeResourcesServer(SimpleResourcesServer):
             grade,
             body.expected_answer,
             final_text(body.response),
-            timeout_s=self.config.grading_timeout_seconds,
+            timeout_s=self.config.grading_timeout_s,
             on_timeout=Grade(0.0, None),
         )
         calls = sum(isinstance(item, NeMoGymResponseFunctionToolCall) for item in body.response.output)

@@ -26,7 +26,7 @@ class MCQAConfig(BaseResourcesServerConfig):
     grading_mode: ConfigGradingMode | None = Field(
         default=None, description="when set, used for every row instead of the row's own grading_mode"
     )
-    grading_timeout_seconds: float = Field(
+    grading_timeout_s: float = Field(
         default=5.0, gt=0, description="deadline of one answer extraction; a slower one scores 0.0"
     )
 
@@ -64,7 +64,7 @@ class MCQAResourcesServer(SimpleResourcesServer):
             option_pairs(body.options),
             self.config.grading_mode or body.grading_mode,
             regex_list(body.template_metadata),
-            timeout_s=self.config.grading_timeout_seconds,
+            timeout_s=self.config.grading_timeout_s,
             on_timeout=None,
         )
         return MCQAVerifyResponse(

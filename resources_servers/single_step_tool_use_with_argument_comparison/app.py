@@ -34,7 +34,6 @@ CATEGORY_NAMES = {category.value: category.name for category in StepRewardCatego
 
 class SingleStepConfig(BaseResourcesServerConfig):
     tool_call_comparator_config: ToolCallComparatorConfig = Field(default_factory=ToolCallComparatorConfig)
-    grading_timeout_s: float = Field(default=10.0, gt=0)
 
 
 class SingleStepVerifyRequest(BaseVerifyRequest):

@@ -36,7 +36,6 @@ RESULT_FIELDS = {
 
 class StructEvalConfig(BaseResourcesServerConfig):
     max_output_chars: int = Field(default=200_000, gt=0)
-    grading_timeout_s: float = Field(default=10.0, gt=0)
 
 
 class StructEvalVerifyRequest(BaseVerifyRequest):

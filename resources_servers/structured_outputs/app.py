@@ -28,7 +28,6 @@ class StructuredOutputsConfig(BaseResourcesServerConfig):
     extract_from_code_fence: bool = True
     max_answer_chars: int = Field(default=200_000, gt=0)
     max_json_depth: int = Field(default=64, gt=0)
-    grading_timeout_s: float = Field(default=10.0, gt=0)
 
 
 class StructuredOutputsVerifyRequest(BaseVerifyRequest):
