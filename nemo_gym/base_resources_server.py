@@ -18,9 +18,10 @@ from typing import Any, ClassVar
 
 from fastapi import Body, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 
 from nemo_gym import tracing
+from nemo_gym.config.old_keys import AcceptsOldKeyNames
 from nemo_gym.config_types import AggregateMetrics as AggregateMetrics
 from nemo_gym.config_types import AggregateMetricsRequest as AggregateMetricsRequest
 from nemo_gym.config_types import BaseRunServerInstanceConfig
@@ -71,7 +72,7 @@ class ReverifyMode(StrEnum):
     UNKNOWN = "unknown"
 
 
-class BaseResourcesServerConfig(BaseRunServerInstanceConfig):
+class BaseResourcesServerConfig(AcceptsOldKeyNames, BaseRunServerInstanceConfig):
     REVERIFY_MODE: ClassVar[ReverifyMode] = ReverifyMode.UNKNOWN
     max_sessions: int = Field(
         default=DEFAULT_MAX_SESSIONS, ge=1, description="per-rollout states kept at once; the least recent go"
@@ -79,37 +80,14 @@ class BaseResourcesServerConfig(BaseRunServerInstanceConfig):
     expose_tools_over_mcp: bool = Field(
         default=False, description="serve the tool routes as MCP tools at /mcp (NeMo Gym 0.7)"
     )
-    # Keys older folders used for a base setting (old -> current); their YAML keeps working. A folder with
-    # another old key extends this; a folder whose old default differs overrides the field's default.
+    # Old keys of base settings (old -> current; `config.old_keys`). A folder whose old default differs
+    # overrides the field's default.
     OLD_KEY_NAMES: ClassVar[dict[str, str]] = {"grading_timeout_seconds": "grading_timeout_s"}
     grading_timeout_s: float = Field(
         default=10.0,
         gt=0,
         description="deadline of one grading (verify); past it the rollout is masked or scored 0",
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _accept_old_key_names(cls, data: Any) -> Any:
-        """Map old keys onto their current names; two names for one setting is an error, not a silent pick."""
-        if not isinstance(data, dict):
-            return data
-        data = dict(data)
-        for old, current in cls.OLD_KEY_NAMES.items():
-            if old not in data:
-                continue
-            if current in data:
-                raise ValueError(f"'{old}' and '{current}' name the same setting; keep only '{current}'")
-            data[current] = data.pop(old)
-        return data
-        given = [name for name in ("grading_timeout_s", *cls.GRADING_TIMEOUT_OLD_NAMES) if name in data]
-        if len(given) > 1:
-            raise ValueError(
-                f"{' and '.join(given)} name the same setting (grading_timeout_s); keep only grading_timeout_s"
-            )
-        if given and given[0] != "grading_timeout_s":
-            data = {k: v for k, v in data.items() if k != given[0]} | {"grading_timeout_s": data[given[0]]}
-        return data
 
 
 class SimpleResourcesServer(AggregateMetricsMixin, SimpleServer):

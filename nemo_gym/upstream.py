@@ -10,12 +10,13 @@ import copy
 import functools
 import logging
 from collections.abc import AsyncIterator
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import orjson
-from pydantic import AliasChoices, BaseModel, Field, PrivateAttr, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, SecretStr, ValidationError
 from yarl import URL
 
+from nemo_gym.config.old_keys import AcceptsOldKeyNames
 from nemo_gym.errors import GymError
 from nemo_gym.http_client import (
     DEFAULT_DEADLINE_S,
@@ -157,8 +158,10 @@ class NeMoGymAsyncOpenAI(BaseModel):
         return await self._call("GET", f"{self.base_url.rstrip('/')}/models")
 
 
-class UpstreamCallConfig(BaseModel):
+class UpstreamCallConfig(AcceptsOldKeyNames):
     """The config keys bounding a model server's upstream calls, the same in every model server."""
+
+    OLD_KEY_NAMES: ClassVar[dict[str, str]] = {"max_retries": "max_attempts"}
 
     max_concurrent_requests: int | None = Field(
         default=None, ge=1, description="upstream calls in flight per server process; null = no cap"
@@ -166,7 +169,6 @@ class UpstreamCallConfig(BaseModel):
     max_attempts: int = Field(
         default=DEFAULT_MAX_RETRIES,
         ge=1,
-        validation_alias=AliasChoices("max_attempts", "max_retries"),
         description="attempts per call in all, first one included (old name, still accepted: max_retries)",
     )
     timeout_s: float | None = Field(
@@ -174,15 +176,6 @@ class UpstreamCallConfig(BaseModel):
         gt=0,
         description="deadline of one call, retries included; null = global_http_deadline_s",
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _one_name_for_attempts(cls, data: Any) -> Any:
-        """Retry settings say "attempts" everywhere; configs written with `max_retries` keep working, but
-        not both names at once (which one would win is a trap)."""
-        if isinstance(data, dict) and "max_retries" in data and "max_attempts" in data:
-            raise ValueError("give max_attempts or its old name max_retries, not both")
-        return data
 
 
 class Upstream:

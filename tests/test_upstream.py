@@ -68,7 +68,7 @@ def test_the_old_name_max_retries_still_sets_max_attempts() -> None:
 
 
 def test_both_names_for_the_attempts_setting_is_an_error_naming_both() -> None:
-    with pytest.raises(ValidationError, match="max_attempts or its old name max_retries"):
+    with pytest.raises(ValidationError, match="'max_retries' and 'max_attempts' name the same setting"):
         UpstreamCallConfig.model_validate({"max_attempts": 2, "max_retries": 3})
 
 

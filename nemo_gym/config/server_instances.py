@@ -23,6 +23,7 @@ from pydantic import (
 
 from nemo_gym.config import server_kinds
 from nemo_gym.config.datasets import AnyDatasetConfig, BenchmarkDatasetConfig, DatasetConfig, Domain
+from nemo_gym.config.old_keys import old_key_names
 from nemo_gym.config.server_kinds import SERVER_TYPES
 from nemo_gym.config.server_refs import ServerRef, ServerRefTypeAdapter
 from nemo_gym.validation_errors import Location, describe_validation_error
@@ -223,7 +224,7 @@ def unknown_setting(config_class: type[BaseModel], inner: Mapping[str, Any]) -> 
     known = set(SHARED_SERVER_KEYS)
     for name, field in config_class.model_fields.items():
         known |= {name, *_read_names(field.alias), *_read_names(field.validation_alias)}
-    known |= set(getattr(config_class, "OLD_KEY_NAMES", {}))  # old names a config maps onto current ones
+    known |= old_key_names(config_class)
     unknown = [key for key in inner if isinstance(key, str) and key not in known]
     if not unknown:
         return None
