@@ -251,7 +251,11 @@ def write_config(workdir: Path, config: dict) -> str:
     return "+config_paths=[deployment.yaml]"
 
 
-def wait_until_gone(pids: list[int], timeout_s: float) -> list[int]:
+# A bound on waiting for processes to exit, not a speed: `wait_until_gone` returns as soon as they have.
+EXIT_WAIT_S = 60.0
+
+
+def wait_until_gone(pids: list[int], timeout_s: float = EXIT_WAIT_S) -> list[int]:
     """The pids still alive after `timeout_s` (checked until then; returns early when all are gone)."""
     deadline = time.monotonic() + timeout_s
     alive = list(pids)

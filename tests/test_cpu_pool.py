@@ -110,4 +110,4 @@ def test_where_linux_cannot_kill_a_worker_with_its_server_a_watchdog_thread_does
     )
     child, watching = parent.stdout.split()
     assert watching == "watching", parent.stderr
-    assert wait_until_gone([int(child)], 10) == []
+    assert wait_until_gone([int(child)]) == []

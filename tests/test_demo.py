@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import REPO_ROOT, OutputReader, gym_command, process_alive
+from tests.helpers import EXIT_WAIT_S, REPO_ROOT, OutputReader, gym_command, process_alive
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
 
 MCQA_DATA = REPO_ROOT / "resources_servers/mcqa/data"
@@ -171,7 +171,7 @@ def test_ctrl_c_during_the_demo_stops_it_cleanly(tmp_path, scripted_upstream: Sc
             output.wait_for("\0never printed\0", 10)
         assert not [line for line in output.lines if "Traceback" in line], output.lines
         assert output.lines[-1].startswith("Interrupted"), output.lines[-5:]
-        assert wait_until(lambda: not [pid for pid in child_pids if process_alive(pid)], 5)
+        assert wait_until(lambda: not [pid for pid in child_pids if process_alive(pid)], EXIT_WAIT_S)
         assert sorted(private_tmp.glob("gym-run-*")) == []
     finally:
         if process.poll() is None:

@@ -253,7 +253,7 @@ async def test_the_rate_limit_spaces_the_calls(stack):
 async def close_the_circuit(env: Env) -> None:
     """Judge until a judgment succeeds (the breaker may be open from an earlier failure), within a bound."""
     env.script({"output": [assistant_message(EQUAL)], "repeat": 1000})
-    deadline = time.monotonic() + COOLDOWN_S + 3
+    deadline = time.monotonic() + COOLDOWN_S + WAIT_LIMIT_S
     while (await verify(env))["judge_failure"] is not None:
         assert time.monotonic() < deadline, "the circuit never closed"
         await asyncio.sleep(0.05)

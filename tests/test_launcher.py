@@ -146,7 +146,7 @@ def test_a_dying_child_is_named_and_stops_the_deployment(workdir):
         line = deployment.wait_for_output("exited with code")
         assert "'victim'" in line and "-9" in line
         assert deployment.process.wait(15) != 0
-        assert wait_until_gone(pids, 5) == []
+        assert wait_until_gone(pids) == []
 
 
 def test_ctrl_c_stops_every_child(workdir):
@@ -165,7 +165,7 @@ def test_killing_the_launcher_leaves_no_orphan_and_no_config_on_disk(workdir, pr
         pids = deployment.pids()
         deployment.process.kill()
         deployment.process.wait(10)
-        assert wait_until_gone(pids, 10) == []
+        assert wait_until_gone(pids) == []
     assert run_dirs(private_tmp) == []
     on_disk = [path for path in private_tmp.rglob("*") if path.is_file()]
     assert not [path for path in on_disk if b"sk-kept-off-disk" in path.read_bytes()]
@@ -244,7 +244,7 @@ def test_an_overlong_output_line_stops_neither_the_output_nor_the_supervision(wo
         else:
             deployment.process.send_signal(signal.SIGINT)
             assert deployment.process.wait(15) == 0
-        assert wait_until_gone(pids, 5) == []
+        assert wait_until_gone(pids) == []
         assert not [line for line in all_output(deployment.output) if "Traceback" in line]
 
 
@@ -257,7 +257,7 @@ def test_stopping_finishes_while_a_server_helper_holds_its_output_open(workdir, 
             pids = deployment.pids()
             deployment.process.send_signal(signal.SIGINT)
             assert deployment.process.wait(15) == 0
-            assert wait_until_gone(pids, 5) == []
+            assert wait_until_gone(pids) == []
             assert not [line for line in all_output(deployment.output) if "Traceback" in line]
             assert run_dirs(private_tmp) == []
         finally:

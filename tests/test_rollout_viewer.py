@@ -699,7 +699,7 @@ def test_the_server_binds_localhost_and_stops_on_a_signal(
         family = [pid, *worker_pids(pid)]
         viewer.process.send_signal(stop_signal)
         code = viewer.process.wait(15)
-        assert wait_until_gone(family, 5) == []
+        assert wait_until_gone(family) == []
         stderr = viewer.stderr_path.read_text()
         assert "Traceback" not in stderr, stderr
         if stop_signal == signal.SIGINT:  # Ctrl-C, as for every gym command: one line, exit code 130

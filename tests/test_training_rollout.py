@@ -90,4 +90,4 @@ async def test_nemo_gyms_training_config_runs_a_five_turn_rollout_each_prompt_ex
     assert "token_continuity" not in result["response"]
     eos = vllm_upstream.tokenizer_info()["eos_token_id"]
     assert all(item.generation_token_ids[-1] == eos for item in trained)
-    assert f"end-of-turn token id {eos}," in running.wait_for_output("end-of-turn token id", timeout_s=10)
+    assert f"end-of-turn token id {eos}," in running.wait_for_output("end-of-turn token id")
