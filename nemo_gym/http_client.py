@@ -320,9 +320,9 @@ async def request(
 ) -> aiohttp.ClientResponse:
     """Send one HTTP request with a deadline and bounded retries; return the response, its body read.
 
-    The deadline covers the body too, and never outlasts the caller's budget (`nemo_gym.deadlines`). The status is not checked here (see `raise_for_status`)
-    except for statuses the policy retries; when those persist, the last response is returned with its
-    body intact. Raises `ConnectionFailedError`, `DeadlineExceededError` or `BadResponseError` (all name
+    The deadline covers the body too, and never outlasts the caller's budget (`nemo_gym.deadlines`). The
+    status is not checked here (see `raise_for_status`) except for statuses the policy retries; when those
+    persist, the last response is returned with its body intact. Raises `ConnectionFailedError`, `DeadlineExceededError` or `BadResponseError` (all name
     the URL) when no whole, well-formed response could be had. `idempotent` defaults to the method's
     semantics (GET, HEAD, OPTIONS, PUT, DELETE); pass True for a POST that is safe to repeat after a
     dropped connection.

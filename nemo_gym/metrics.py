@@ -189,15 +189,12 @@ def metrics_enabled(global_config_dict: DictConfig | dict[str, Any]) -> bool:
     return enabled
 
 
-def install_metrics(app: FastAPI, instance_name: str, global_config_dict: DictConfig) -> None:
+def install_metrics(app: FastAPI, server: ServerIdentity) -> None:
     """Count the app's requests and add `GET /metrics` (when `metrics_enabled`). Call after the app's last
     middleware: this one is then the innermost, and sees the route a request matched."""
     from starlette.middleware import Middleware
     from starlette.responses import Response
 
-    from nemo_gym.config.server_kinds import server_type_of
-
-    server = ServerIdentity(instance_name, server_type_of(global_config_dict.get(instance_name) or {}))
     recorder = _process_recorder()
     recorder.servers.append(server)
 

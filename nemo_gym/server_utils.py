@@ -30,6 +30,7 @@ from starlette.middleware import Middleware
 from nemo_gym import tracing
 from nemo_gym.config.deployment import deployment_settings
 from nemo_gym.config.server_instances import unknown_setting
+from nemo_gym.config.server_kinds import server_type_of
 from nemo_gym.config_types import BaseRunServerInstanceConfig as BaseRunServerInstanceConfig
 from nemo_gym.config_types import BaseServerConfig as BaseServerConfig
 from nemo_gym.config_types import ConfigError
@@ -58,7 +59,7 @@ from nemo_gym.http_client import (
 )
 from nemo_gym.http_protocol import RequestLimits, gym_protocol
 from nemo_gym.in_process import LocalResponse, call_in_process, is_hosted_here
-from nemo_gym.metrics import install_metrics, metrics_enabled
+from nemo_gym.metrics import ServerIdentity, install_metrics, metrics_enabled
 from nemo_gym.ray_cluster import initialize_ray, server_uses_ray, shutdown_ray
 from nemo_gym.request_bodies import OrjsonBodyRoute, validation_error_response
 from nemo_gym.rollout_paths import RolloutPrefixMiddleware
@@ -364,9 +365,8 @@ class SimpleServer(BaseServer):
             # A server checks its own settings (files it loads, values it parses) while setting up.
             app = finalize_app(server.complete_app(server.setup_webserver()), server.server_label)
             tracing.start(instance_name)  # once per process; co-hosted servers share the first one's
-            tracing.instrument_app(
-                app, instance_name, tracing.server_type_of(global_config_dict, instance_name)
-            )
+            server_type = server_type_of(global_config_dict.get(instance_name) or {})
+            tracing.instrument_app(app, instance_name, server_type)
             if server_uses_ray(cls):
                 app.router.on_shutdown.append(shutdown_ray)
             with_metrics = metrics_enabled(global_config_dict)
@@ -378,7 +378,7 @@ class SimpleServer(BaseServer):
         if os.environ.get(CHECK_CONFIG_ONLY_ENV_VAR_NAME) == "1":
             sys.exit(0)
         if with_metrics:
-            install_metrics(app, instance_name, global_config_dict)
+            install_metrics(app, ServerIdentity(instance_name, server_type))
         raise_open_file_limit()
         bound = BoundApp(instance_name, app, listening_socket(instance_name, config))
         serve_instance(bound, server.server_label, limits, config.num_workers or 1)

@@ -21,7 +21,6 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from nemo_gym.config import server_kinds
 from nemo_gym.config_types import ConfigError
 
 if TYPE_CHECKING:
@@ -231,11 +230,6 @@ def rollout_span(attributes: Mapping[str, Any]) -> Iterator[Any]:
         return
     with _spans.rollout_span(_tracer, attributes) as current:
         yield current
-
-
-def server_type_of(cfg: Mapping[str, Any], instance_name: str) -> str:
-    """`resources_servers`, `responses_api_agents`, ...: the type level of an instance's config block."""
-    return server_kinds.server_type_of(cfg.get(instance_name) or {})
 
 
 def instrument_app(app: FastAPI, server_name: str, server_type: str) -> None:

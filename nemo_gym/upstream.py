@@ -34,7 +34,7 @@ logger = logging.getLogger("nemo_gym.upstream")
 RATE_LIMIT_ERROR_CODES = [429, 502, 503, 504, 520]
 RETRY_ERROR_CODES = RATE_LIMIT_ERROR_CODES + [500]
 
-DEFAULT_MAX_RETRIES = 5
+DEFAULT_MAX_ATTEMPTS = 5
 # Keys shorter than this are placeholders ("EMPTY", "dummy"); masking them would only garble error text.
 MIN_MASKED_KEY_CHARS = 8
 MAX_REPORTED_PROBLEMS = 3
@@ -167,7 +167,7 @@ class UpstreamCallConfig(AcceptsOldKeyNames):
         default=None, ge=1, description="upstream calls in flight per server process; null = no cap"
     )
     max_attempts: int = Field(
-        default=DEFAULT_MAX_RETRIES,
+        default=DEFAULT_MAX_ATTEMPTS,
         ge=1,
         description="attempts per call in all, first one included (old name, still accepted: max_retries)",
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_gym.upstream import DEFAULT_MAX_RETRIES
+from nemo_gym.upstream import DEFAULT_MAX_ATTEMPTS
 from tests.helpers import REPO_ROOT, one_line_error, running_deployment
 from tests.shared_fixtures import closed_port
 
@@ -97,7 +97,7 @@ def test_a_dead_model_fails_at_once_naming_the_model_server_and_its_upstream(wor
     assert failed[0].startswith("FAILED model policy_model: answered HTTP 502")
     assert f"http://127.0.0.1:{port}/v1/responses: cannot connect" in failed[0]
     # One probe: at most the model server's own attempts for one call, no rollout retried on top of it.
-    assert 1 <= int(ATTEMPTS.search(failed[0])[1]) <= DEFAULT_MAX_RETRIES
+    assert 1 <= int(ATTEMPTS.search(failed[0])[1]) <= DEFAULT_MAX_ATTEMPTS
     assert "environment checks not run" in result.stdout
     assert "sk-health-secret" not in result.stdout + result.stderr
 

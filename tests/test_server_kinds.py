@@ -1,7 +1,8 @@
 """The server kinds are declared once (nemo_gym/config/server_kinds.py) and every consumer agrees with it.
 
 The registry is closed (a new kind also needs its config classes), so instead of registering a plugin kind
-this checks, kind by kind, what config discovery, `gym list`, the reference types and tracing make of it.
+this checks, kind by kind, what config discovery, `gym list` and the reference types make of it. Servers take
+their metrics and tracing label from `server_kinds.server_type_of`.
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from nemo_gym import tracing
-from nemo_gym.config import server_refs
+from nemo_gym.config import server_kinds, server_refs
 from nemo_gym.config.server_kinds import SERVER_KINDS, SERVER_TYPES, ServerKind
 from nemo_gym.config_types import SERVER_TYPES as COMPAT_SERVER_TYPES
 from nemo_gym.global_config import find_server_instances
@@ -73,7 +73,7 @@ def test_reference_types_match_the_registry() -> None:
     assert tuple(typing.get_args(literal)[0] for literal in literal_types) == SERVER_TYPES
 
 
-def test_discovery_and_tracing_give_each_instance_its_kind() -> None:
+def test_discovery_and_the_registry_give_each_instance_its_kind() -> None:
     names = [f"{kind.key}_instance" for kind in SERVER_KINDS]
     # `domain` is required of resources servers only; the other kinds accept and ignore it
     blocks = [{kind.key: {"impl": {"entrypoint": "app.py", "domain": "other"}}} for kind in SERVER_KINDS]
@@ -82,7 +82,7 @@ def test_discovery_and_tracing_give_each_instance_its_kind() -> None:
     assert [(instance.name, instance.SERVER_TYPE) for instance in instances] == list(
         zip(names, SERVER_TYPES, strict=True)
     )
-    assert [tracing.server_type_of(cfg, name) for name in names] == list(SERVER_TYPES)
+    assert [server_kinds.server_type_of(cfg[name]) for name in names] == list(SERVER_TYPES)
 
 
 @pytest.mark.parametrize("kind", SERVER_KINDS, ids=lambda kind: kind.key)
