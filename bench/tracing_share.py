@@ -20,10 +20,10 @@ from pathlib import Path
 
 # Frames of these files are tracing's work.
 TRACING_FILES = (
-    "nemo_gym/tracing.py",
-    "nemo_gym/tracing_spans.py",
-    "nemo_gym/trace_headers.py",
-    "nemo_gym/otlp_export.py",
+    "nemo_gym/telemetry/tracing.py",
+    "nemo_gym/telemetry/spans.py",
+    "nemo_gym/telemetry/trace_headers.py",
+    "nemo_gym/telemetry/otlp_export.py",
     "opentelemetry/",
 )
 EXPORT_THREAD = "_drain_forever"

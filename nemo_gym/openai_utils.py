@@ -1,6 +1,6 @@
 """The historical import path of the OpenAI-compatible types and the upstream client.
 
-The types live in `nemo_gym.wire` (no HTTP layer); the client lives in `nemo_gym.upstream` and is only
+The types live in `nemo_gym.wire` (no HTTP layer); the client lives in `nemo_gym.http.upstream` and is only
 imported when asked for, so importing this module never loads aiohttp or FastAPI.
 """
 
@@ -76,7 +76,7 @@ from nemo_gym.wire.responses import (
 )
 
 if TYPE_CHECKING:
-    from nemo_gym.upstream import (
+    from nemo_gym.http.upstream import (
         RATE_LIMIT_ERROR_CODES,
         RETRY_ERROR_CODES,
         NeMoGymAsyncOpenAI,
@@ -157,7 +157,7 @@ _UPSTREAM_NAMES = frozenset({"RATE_LIMIT_ERROR_CODES", "RETRY_ERROR_CODES", "NeM
 
 def __getattr__(name: str) -> Any:
     if name in _UPSTREAM_NAMES:
-        from nemo_gym import upstream
+        from nemo_gym.http import upstream
 
         return getattr(upstream, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -39,7 +39,7 @@ from nemo_gym.collection.trainer import (
     RolloutCollectionHelper,
     RolloutTimeoutError,
 )
-from nemo_gym.jsonl import FAILURE_CLASS_KEY
+from nemo_gym.config.jsonl import FAILURE_CLASS_KEY
 
 NG_FAILURE_CLASS_KEY = FAILURE_CLASS_KEY
 NG_NO_PERSIST_KEY = NO_PERSIST_KEY

@@ -1,4 +1,7 @@
-"""NeMo Gym's import path for turning a flat task row into an episode's task; see `nemo_gym.wire.episodes`."""
+"""NeMo Gym's import path for `nemo_gym.wire.task_materialization`: the same module under its NeMo Gym name."""
 
-from nemo_gym.wire.episodes import is_materialized_task_row as is_materialized_task_row
-from nemo_gym.wire.episodes import materialize_task as materialize_task
+import sys
+
+from nemo_gym.wire import task_materialization
+
+sys.modules[__name__] = task_materialization

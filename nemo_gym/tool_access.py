@@ -1,6 +1,7 @@
-"""NeMo Gym's import path for tool grants; they live in `nemo_gym.wire.sessions`."""
+"""NeMo Gym's import path for `nemo_gym.wire.tool_access`: the same module under its NeMo Gym name."""
 
-from nemo_gym.wire.sessions import DirectHTTPToolAccess as DirectHTTPToolAccess
-from nemo_gym.wire.sessions import MCPStreamableHTTPConnection as MCPStreamableHTTPConnection
-from nemo_gym.wire.sessions import MCPToolAccess as MCPToolAccess
-from nemo_gym.wire.sessions import ToolAccess as ToolAccess
+import sys
+
+from nemo_gym.wire import tool_access
+
+sys.modules[__name__] = tool_access

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from tests.helpers import REPO_ROOT, instance_config, missing_program, run_instance
 from tests.upstream_script import assistant_message, chat_tool_call, function_call
 

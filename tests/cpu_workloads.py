@@ -1,4 +1,4 @@
-"""Module-level functions for tests of nemo_gym.cpu_pool (worker processes import them by name)."""
+"""Module-level functions for tests of nemo_gym.serving.cpu_pool (worker processes import them by name)."""
 
 import os
 

@@ -22,9 +22,9 @@ import orjson
 import requests
 import yaml
 
-from nemo_gym.http_client import get_response_json, request
-from nemo_gym.parent_death import die_with_parent
-from nemo_gym.preflight import DEFAULT_READINESS_DEADLINE_S
+from nemo_gym.http.client import get_response_json, request
+from nemo_gym.launch.preflight import DEFAULT_READINESS_DEADLINE_S
+from nemo_gym.serving.parent_death import die_with_parent
 from nemo_gym.testing import (  # noqa: F401  (re-exported: the tests import them from here)
     STARTUP_DEADLINE_S,
     StartedServer,

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nemo_gym.http_client import close_global_aiohttp_client
+from nemo_gym.http.client import close_global_aiohttp_client
 from tests.helpers import StartedServer, run_server
 from tests.upstream_script import ScriptedUpstream
 from tests.vllm_script import VllmUpstream

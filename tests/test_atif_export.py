@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from nemo_gym.atif_mapping import response_of, trajectory_of
-from nemo_gym.atif_v1_7 import ATIF_SCHEMA_VERSION, AtifTrajectory
+from nemo_gym.collection.atif_mapping import response_of, trajectory_of
+from nemo_gym.wire.atif_v1_7 import ATIF_SCHEMA_VERSION, AtifTrajectory
 from tests.helpers import REPO_ROOT, one_line_error, running_deployment
 
 BIN = Path(sys.executable).parent

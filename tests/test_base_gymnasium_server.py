@@ -8,8 +8,14 @@ from typing import Any
 import orjson
 import pytest
 
-from nemo_gym.base_gymnasium_server import EnvSession, EpisodeStore, extract_text, model_turns, replay_episode
-from nemo_gym.errors import GymError
+from nemo_gym.envkit.gymnasium_server import (
+    EnvSession,
+    EpisodeStore,
+    extract_text,
+    model_turns,
+    replay_episode,
+)
+from nemo_gym.http.errors import GymError
 from nemo_gym.openai_utils import NeMoGymResponse
 from nemo_gym.testing import function_call_item, message_item, post_json, response_with, session_id_in_cookie
 from tests.helpers import StartedServer, instance_config, run_server
@@ -249,7 +255,7 @@ async def test_replaying_a_recorded_rollout_steps_once_per_model_reply(env):
 
 
 def test_the_compatibility_package_exports_the_core_names():
-    import nemo_gym.base_gymnasium_server as core
+    import nemo_gym.envkit.gymnasium_server as core
     import resources_servers.gymnasium as shim
 
     assert all(getattr(shim, name) is getattr(core, name) for name in shim.__all__)

@@ -1,4 +1,4 @@
-"""nemo_gym.cli_agents and nemo_gym.cli_model_relay: how a CLI agent runs its CLI (a process group killed at
+"""nemo_gym.agents.cli_agents and nemo_gym.agents.cli_model_relay: how a CLI agent runs its CLI (a process group killed at
 the deadline, capped output, a built environment) and relays the CLI's model calls, keeping their token ids
 (against the scripted upstream, a real server process)."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import orjson
 
-from nemo_gym.cli_agents import cli_environment, run_cli
-from nemo_gym.cli_model_relay import ModelCallRelay, token_fields_of
-from nemo_gym.cli_trajectories import attach_token_ids
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.agents.cli_agents import cli_environment, run_cli
+from nemo_gym.agents.cli_model_relay import ModelCallRelay, token_fields_of
+from nemo_gym.agents.cli_trajectories import attach_token_ids
+from nemo_gym.http.client import get_response_json, request
 from tests.helpers import wait_until_gone
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
 

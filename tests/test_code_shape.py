@@ -51,3 +51,49 @@ def test_the_first_environments_stay_small():
         if (lines := folder_code_lines(ROOT / "resources_servers" / name)) > most
     }
     assert too_big == {}
+
+
+def core_packages(root: Path) -> dict[str, set[str]]:
+    """Each package of nemo_gym/ and the names of its modules and subpackages."""
+    return {
+        package.name: {path.stem for path in package.glob("*.py") if path.stem != "__init__"}
+        | {path.name for path in package.iterdir() if (path / "__init__.py").is_file()}
+        for package in sorted((root / "nemo_gym").iterdir())
+        if (package / "__init__.py").is_file()
+    }
+
+
+def misplaced_tests(root: Path) -> list[str]:
+    """Tests mirror the package layout: tests/<package>/test_<module>[_<aspect>].py for a module of
+    nemo_gym/<package>/, and no test at the top of tests/ named after a module that lives in a package."""
+    packages = core_packages(root)
+    problems = []
+    for package, modules in packages.items():
+        for test in sorted((root / "tests" / package).glob("test_*.py")):
+            name = test.stem.removeprefix("test_")
+            if not any(name == module or name.startswith(f"{module}_") for module in modules):
+                problems.append(f"tests/{package}/{test.name}: nemo_gym/{package}/ has no module `{name}`")
+    for test in sorted((root / "tests").glob("test_*.py")):
+        name = test.stem.removeprefix("test_")
+        homes = [package for package, modules in packages.items() if name in modules]
+        if homes:
+            problems.append(f"tests/{test.name}: belongs in tests/{homes[0]}/ beside the module it tests")
+    return problems
+
+
+def test_tests_mirror_the_package_layout():
+    assert misplaced_tests(ROOT) == []
+
+
+def test_the_layout_check_names_a_stray_test(tmp_path: Path):
+    for folder in ("nemo_gym/http", "tests/http"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "nemo_gym" / "http" / "__init__.py").write_text("")
+    (tmp_path / "nemo_gym" / "http" / "client.py").write_text("")
+    for test in ("tests/http/test_client.py", "tests/http/test_client_pool.py", "tests/http/test_cli.py"):
+        (tmp_path / test).write_text("")
+    (tmp_path / "tests" / "test_client.py").write_text("")
+    assert misplaced_tests(tmp_path) == [
+        "tests/http/test_cli.py: nemo_gym/http/ has no module `cli`",
+        "tests/test_client.py: belongs in tests/http/ beside the module it tests",
+    ]

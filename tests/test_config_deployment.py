@@ -10,10 +10,11 @@ import pytest
 from omegaconf import OmegaConf
 from pydantic import ValidationError
 
-from nemo_gym import defaults, http_client
+from nemo_gym.config import defaults
 from nemo_gym.config.deployment import DeploymentSettings, deployment_settings
 from nemo_gym.config_types import ConfigError
 from nemo_gym.global_config import http_client_settings, parse_global_config_dict
+from nemo_gym.http import client as http_client
 
 
 def test_an_empty_config_gets_the_defaults() -> None:
@@ -109,7 +110,7 @@ def test_the_config_models_load_without_the_http_layer() -> None:
     probe = (
         "import sys, nemo_gym.config_types, nemo_gym.global_config\n"
         "print([m for m in sys.modules if m.split('.')[0] in ('aiohttp', 'fastapi', 'uvicorn', 'starlette')"
-        " or m == 'nemo_gym.http_client'])"
+        " or m == 'nemo_gym.http.client'])"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"

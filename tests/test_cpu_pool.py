@@ -1,4 +1,4 @@
-"""nemo_gym.cpu_pool: work runs in other processes, errors come back, a runaway call is stopped, and no
+"""nemo_gym.serving.cpu_pool: work runs in other processes, errors come back, a runaway call is stopped, and no
 worker outlives the pool or its parent."""
 
 import asyncio
@@ -10,7 +10,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 
-from nemo_gym import cpu_pool
+from nemo_gym.serving import cpu_pool
 from tests.cpu_workloads import fail, spin_forever, spin_inside_a_catch_all, square
 from tests.helpers import REPO_ROOT, cpu_seconds, process_alive, wait_until_gone
 
@@ -84,7 +84,7 @@ async def test_shutting_the_pool_down_kills_a_busy_worker_at_once(monkeypatch):
 
 WATCHED_CHILD = (
     "import sys, time\n"
-    "from nemo_gym.cpu_pool import _watch_parent\n"
+    "from nemo_gym.serving.cpu_pool import _watch_parent\n"
     "print('watching', flush=True)\n"
     "_watch_parent(int(sys.argv[1]))\n"
     "time.sleep(60)\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nemo_gym.dataset_metrics import rounded_statistic
+from nemo_gym.datasets.metrics import rounded_statistic
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parent.parent

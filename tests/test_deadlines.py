@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from nemo_gym.deadlines import DEADLINE_HEADER, announced, budget, parse_header, remaining_s
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
+from nemo_gym.http.deadlines import DEADLINE_HEADER, announced, budget, parse_header, remaining_s
 from tests.helpers import counter_agent_stack
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_gym.upstream import DEFAULT_MAX_ATTEMPTS
+from nemo_gym.http.upstream import DEFAULT_MAX_ATTEMPTS
 from tests.helpers import REPO_ROOT, one_line_error, running_deployment
 from tests.shared_fixtures import closed_port
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from nemo_gym.deadlines import DEADLINE_HEADER
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
+from nemo_gym.http.deadlines import DEADLINE_HEADER
 from tests.helpers import (
     REPO_ROOT,
     RunningDeployment,

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from nemo_gym import eval_profile
+from nemo_gym.collection import eval_profile
+from nemo_gym.collection.eval_profile import run_profile
 from nemo_gym.config_types import ConfigError, ConfigPathNotFoundError
-from nemo_gym.eval_profile import run_profile
 from nemo_gym.global_config import install_root
 
 

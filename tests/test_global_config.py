@@ -894,9 +894,9 @@ def test_every_settings_field_is_a_known_top_level_key() -> None:
     from nemo_gym.config.top_level_keys import KNOWN_KEYS
     from nemo_gym.config_types import BaseNeMoGymCLIConfig
 
-    for module in ("nemo_gym.collection.config", "nemo_gym.collection.shards", "nemo_gym.reverification",
-                   "nemo_gym.eval_profile", "nemo_gym.dataset_collation", "nemo_gym.prompt", "nemo_gym.cli.env_test",
-                   "nemo_gym.cli.view", "nemo_gym.gitlab_datasets", "nemo_gym.hf_datasets"):  # fmt: skip
+    for module in ("nemo_gym.collection.config", "nemo_gym.collection.shards", "nemo_gym.collection.reverification",
+                   "nemo_gym.collection.eval_profile", "nemo_gym.datasets.collation", "nemo_gym.prompt", "nemo_gym.cli.env_test",
+                   "nemo_gym.cli.view", "nemo_gym.datasets.gitlab", "nemo_gym.datasets.huggingface"):  # fmt: skip
         importlib.import_module(module)
 
     def every_subclass(cls: type) -> list[type]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from nemo_gym.http_client import (
+from nemo_gym.http.client import (
     BadResponseError,
     ConnectionFailedError,
     DeadlineExceededError,

@@ -68,15 +68,10 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 LAYER_ROW = re.compile(r"^\s*\|\s*(\w+)\s*\|\s*([\w ]+?)\s*\|\s*$")
 # Compatibility re-exports made lazily inside a function (module `__getattr__`), so that importing the
 # lower module still loads nothing of the higher one: (importing module, imported module).
-LAZY_REEXPORTS = {("nemo_gym.openai_utils", "nemo_gym.upstream")}
-TYPE_MODULES = (
-    "nemo_gym.wire",
-    "nemo_gym.openai_utils",
-    "nemo_gym.config_types",
-    "nemo_gym.defaults",
-    "nemo_gym.validation_errors",
-)
-HTTP_LAYER = ("aiohttp", "fastapi", "starlette", "uvicorn", "nemo_gym.http_client")
+LAZY_REEXPORTS = {("nemo_gym.openai_utils", "nemo_gym.http.upstream")}
+TYPE_PACKAGES = ("nemo_gym.wire", "nemo_gym.config")
+TYPE_MODULES = (*TYPE_PACKAGES, "nemo_gym.openai_utils", "nemo_gym.config_types")
+HTTP_LAYER = ("aiohttp", "fastapi", "starlette", "uvicorn", "nemo_gym.http")
 
 
 def python_files(folder: Path) -> Iterator[Path]:
@@ -172,7 +167,7 @@ def test_the_checks_catch_each_kind_of_violation(tmp_path):
     (env / "grading.py").write_text("")
     (env / "app.py").write_text(
         "import re\n"
-        "import nemo_gym.errors\n"
+        "import nemo_gym.http.errors\n"
         "from resources_servers.demo.grading import g\n"
         "from resources_servers.gymnasium import GymnasiumServer\n"
         "from grading import g\n"
@@ -247,13 +242,13 @@ def test_every_core_module_sits_in_a_layer_and_imports_only_downwards():
 def test_the_layer_check_catches_an_upward_import_and_an_unplaced_module(tmp_path):
     (tmp_path / "nemo_gym" / "wire").mkdir(parents=True)
     (tmp_path / "nemo_gym" / "wire" / "responses.py").write_text(
-        "import json\nfrom nemo_gym.defaults import X\nfrom nemo_gym.http_client import request\n"
+        "import json\nfrom nemo_gym.text.tables import X\nfrom nemo_gym.http.client import request\n"
     )
     (tmp_path / "nemo_gym" / "stray.py").write_text("")
-    layers = [("foundation", ["defaults"]), ("types", ["wire"]), ("transport", ["http_client"])]
+    layers = [("foundation", ["text"]), ("types", ["wire"]), ("transport", ["http"])]
     assert layering_violations(tmp_path, layers) == [
         "nemo_gym/stray.py: in no layer of docs/architecture.md; add it there",
-        "nemo_gym/wire/responses.py:3: a types module imports `nemo_gym.http_client` (transport)",
+        "nemo_gym/wire/responses.py:3: a types module imports `nemo_gym.http.client` (transport)",
     ]
 
 
@@ -266,15 +261,77 @@ def test_the_layer_table_is_read_from_the_page():
         "servers",
         "orchestration",
         "cli",
+        "compatibility",
     ]
     assert "wire" in dict(layers)["types"]
+
+
+def is_reexport_statement(node: ast.stmt) -> bool:
+    """An import, the docstring, `__all__`, an alias (`NG_KEY = KEY`), a literal, an `if TYPE_CHECKING:`
+    block of imports, or the module `__getattr__` that hands out a name lazily."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return True
+    if isinstance(node, ast.Expr):
+        return isinstance(node.value, ast.Constant)
+    if isinstance(node, ast.If):
+        return ast.unparse(node.test) == "TYPE_CHECKING" and all(map(is_reexport_statement, node.body))
+    if isinstance(node, ast.FunctionDef):
+        return node.name == "__getattr__"
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        value = node.value
+        if isinstance(value, ast.Call) and ast.unparse(value.func) == "frozenset":
+            value = value.args[0] if value.args else None
+        try:
+            return isinstance(value, ast.Name) or ast.literal_eval(value) is not None
+        except ValueError:
+            return False
+    return False
+
+
+def compatibility_violations(root: Path, modules: list[str]) -> list[str]:
+    """A compatibility module is NeMo Gym's path to names that live in a layer package: imports and
+    re-export assignments only (a module `__getattr__` may hand out a name lazily), nothing of its own."""
+    problems = []
+    for name in modules:
+        path = root / "nemo_gym" / f"{name}.py"
+        for node in ast.parse(path.read_bytes()).body:
+            if not is_reexport_statement(node):
+                problems.append(f"{path.relative_to(root)}:{node.lineno}: more than a re-export")
+    return problems
+
+
+def test_nemo_gyms_module_names_are_thin_reexports_nothing_in_the_core_imports():
+    """The compatibility row is last, so a core module importing one of them is an upward import; and
+    each holds no code of its own, so every concept has one home."""
+    layers = architecture_layers(ARCHITECTURE)
+    name, modules = layers[-1]
+    assert name == "compatibility" and "server_utils" in modules
+    assert compatibility_violations(ROOT, modules) == []
+
+
+def test_the_compatibility_check_catches_code_in_a_reexport_and_a_core_import_of_one(tmp_path):
+    (tmp_path / "nemo_gym" / "serving").mkdir(parents=True)
+    (tmp_path / "nemo_gym" / "serving" / "servers.py").write_text("from nemo_gym.server_utils import X\n")
+    (tmp_path / "nemo_gym" / "server_utils.py").write_text(
+        '"""Doc."""\nfrom nemo_gym.serving.servers import *\nKEY = X\ndef helper():\n    pass\n'
+    )
+    layers = [("servers", ["serving"]), ("compatibility", ["server_utils"])]
+    assert compatibility_violations(tmp_path, ["server_utils"]) == [
+        "nemo_gym/server_utils.py:4: more than a re-export"
+    ]
+    assert layering_violations(tmp_path, layers) == [
+        "nemo_gym/serving/servers.py:1: a servers module imports `nemo_gym.server_utils` (compatibility)"
+    ]
 
 
 def test_the_type_modules_load_no_http_layer():
     """In a fresh interpreter, since an import made anywhere else in this process would hide one."""
     probe = (
-        "import importlib, sys\n"
+        "import importlib, pkgutil, sys\n"
         f"for name in {TYPE_MODULES!r}: importlib.import_module(name)\n"
+        f"for package in {TYPE_PACKAGES!r}:\n"
+        "    for found in pkgutil.walk_packages(sys.modules[package].__path__, package + '.'):\n"
+        "        importlib.import_module(found.name)\n"
         f"print(sorted(m for m in sys.modules if m.startswith({HTTP_LAYER!r})))"
     )
     loaded = subprocess.run(

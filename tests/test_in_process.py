@@ -5,9 +5,9 @@ import asyncio
 import pytest
 from fastapi import FastAPI, Request, Response
 
-from nemo_gym.deadlines import budget, remaining_s
-from nemo_gym.http_client import DeadlineExceededError, RetryPolicy, response_cookies
-from nemo_gym.in_process import call_in_process, host_in_process
+from nemo_gym.http.client import DeadlineExceededError, RetryPolicy, response_cookies
+from nemo_gym.http.deadlines import budget, remaining_s
+from nemo_gym.http.in_process import call_in_process, host_in_process
 from nemo_gym.server_utils import finalize_app, new_app
 
 

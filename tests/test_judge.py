@@ -1,4 +1,4 @@
-"""The shared LLM-judge layer (nemo_gym/judge.py) under a judge that misbehaves.
+"""The shared LLM-judge layer (nemo_gym/envkit/judge.py) under a judge that misbehaves.
 
 Real processes: equivalence_llm_judge environments whose judge is an openai_model server in front of the
 scripted upstream, each with its own limits so that one scenario's failures never trip another's circuit

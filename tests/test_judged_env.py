@@ -1,11 +1,11 @@
-"""nemo_gym.judged_env: the helpers judged environments share around nemo_gym.judge."""
+"""nemo_gym.envkit.judged_env: the helpers judged environments share around nemo_gym.judge."""
 
 from __future__ import annotations
 
+from nemo_gym.envkit.judged_env import judged_key_metrics, unusable_unless
+from nemo_gym.envkit.pass_at_k_metrics import pass_at_k_key_metrics
 from nemo_gym.judge import JUDGE_FAILURE_RATE_KEY
-from nemo_gym.judged_env import judged_key_metrics, unusable_unless
 from nemo_gym.openai_utils import NeMoGymResponse
-from nemo_gym.pass_at_k_metrics import pass_at_k_key_metrics
 from nemo_gym.testing import message_item, response_with
 
 

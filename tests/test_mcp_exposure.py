@@ -10,7 +10,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import StartedServer, function_call_item, message_item, response_with
 from tests.helpers import run_resources_fixture
 

@@ -14,8 +14,8 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from nemo_gym.cpu_pool import WORKERS_ENV
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
+from nemo_gym.serving.cpu_pool import WORKERS_ENV
 from nemo_gym.testing import message_item, post_json, response_with, run_judged_server, start_refusal
 from tests.helpers import (
     REPO_ROOT,

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from nemo_gym.metrics_summary import headline_figures, histogram_quantile
+from nemo_gym.telemetry.metrics_summary import headline_figures, histogram_quantile
 
 PAGE = """\
 # HELP gym_http_requests_total Requests answered, by route template and status

@@ -18,7 +18,7 @@ import pytest
 from pydantic import ValidationError
 
 from nemo_gym.chat_streaming import synthesize_chat_completion_sse
-from nemo_gym.deadlines import DEADLINE_HEADER
+from nemo_gym.http.deadlines import DEADLINE_HEADER
 from nemo_gym.responses_streaming import (
     restore_namespace_tool_calls,
     sanitize_streaming_responses_body,

@@ -83,4 +83,7 @@ def test_the_package_root_has_nemo_gyms_paths() -> None:
     assert nemo_gym.PARENT_DIR == Path(nemo_gym.__file__).resolve().parents[1]
     assert (nemo_gym.PARENT_DIR / "resources_servers").is_dir()
     assert nemo_gym.CACHE_DIR == nemo_gym.WORKING_DIR / "cache"
-    assert nemo_gym.SimpleResourcesServer.__module__ == "nemo_gym.base_resources_server"
+    assert (
+        nemo_gym.SimpleResourcesServer
+        is importlib.import_module("nemo_gym.base_resources_server").SimpleResourcesServer
+    )

@@ -15,7 +15,7 @@ import pytest
 
 from nemo_gym.cli.env import RunHelper
 from nemo_gym.global_config import GlobalConfigDictParserConfig, reset_global_config_dict_cache
-from nemo_gym.http_client import checked_json, request
+from nemo_gym.http.client import checked_json, request
 from nemo_gym.prompt import apply_prompt_to_row, load_prompt_config
 from nemo_gym.rollout_collection import RolloutCollectionHelper
 from nemo_gym.server_utils import BaseServerConfig, ServerClient

@@ -13,8 +13,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as ProtoStatus
 from opentelemetry.trace import Link, SpanKind, StatusCode
 
-from nemo_gym import otlp_export
-from nemo_gym.tracing_spans import MemorySpans, Tracer
+from nemo_gym.telemetry import otlp_export
+from nemo_gym.telemetry.spans import MemorySpans, Tracer
 
 
 def plain(value: AnyValue):

@@ -1,4 +1,4 @@
-"""nemo_gym.pass_at_k_metrics: the shared pass@k metrics hooks, on hand-computed groups."""
+"""nemo_gym.envkit.pass_at_k_metrics: the shared pass@k metrics hooks, on hand-computed groups."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from nemo_gym.pass_at_k_metrics import PassAtK, pass_at_k_key_metrics, select_key_metrics
+from nemo_gym.envkit.pass_at_k_metrics import PassAtK, pass_at_k_key_metrics, select_key_metrics
 from nemo_gym.reward_profile import (
     AggregateMetricsMixin,
     add_avg_sample_std_dev,

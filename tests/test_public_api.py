@@ -25,7 +25,7 @@ PUBLIC_NAMES = {
     "nemo_gym.base_responses_api_agent": ["SimpleResponsesAPIAgent"],
     "nemo_gym.base_responses_api_model": ["SimpleResponsesAPIModel"],
     # Not in public-api.md: Gym's own base of the agent folders (simple_agent, gymnasium_agent).
-    "nemo_gym.rollout_agent": ["RolloutAgent", "RolloutAgentConfig", "RolloutRunRequest", "Rollout"],
+    "nemo_gym.agents.rollout_agent": ["RolloutAgent", "RolloutAgentConfig", "RolloutRunRequest", "Rollout"],
 }
 
 

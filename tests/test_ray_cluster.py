@@ -13,9 +13,9 @@ from omegaconf import OmegaConf
 
 from nemo_gym.config.deployment import deployment_settings
 from nemo_gym.config_types import ConfigError
-from nemo_gym.cpu_pool_ray import worker_python_path
-from nemo_gym.ray_cluster import deployment_needs_ray, entrypoint_declares_ray, server_uses_ray
 from nemo_gym.server_utils import SimpleServer
+from nemo_gym.serving.cpu_pool_ray import worker_python_path
+from nemo_gym.serving.ray_cluster import deployment_needs_ray, entrypoint_declares_ray, server_uses_ray
 from tests.helpers import REPO_ROOT
 
 DECLARING = "class Server(SimpleResourcesServer):\n    ray_enabled = True\n"
@@ -91,7 +91,8 @@ def test_a_bad_cpu_pool_backend_is_a_one_line_error_naming_the_key() -> None:
 NO_RAY_UNTIL_A_CALL = (
     "import sys\n"
     "from omegaconf import OmegaConf\n"
-    "from nemo_gym import cpu_pool, cpu_pool_ray, server_utils\n"
+    "from nemo_gym import server_utils\n"
+    "from nemo_gym.serving import cpu_pool, cpu_pool_ray\n"
     "cpu_pool.use_backend('ray', OmegaConf.create({'ray_head_node_address': '127.0.0.1:1'}))\n"
     "cpu_pool.shutdown_pool()\n"
     "print('ray' in sys.modules)\n"

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 from fastapi import HTTPException
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.reward_profile import (
     AggregateMetricsBody,
     AggregateMetricsMixin,

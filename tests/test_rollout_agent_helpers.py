@@ -1,4 +1,4 @@
-"""The loop helpers agents share (nemo_gym.rollout_agent): which tool calls may run, and how a rollout that
+"""The loop helpers agents share (nemo_gym.agents.rollout_agent): which tool calls may run, and how a rollout that
 ended early is marked. The agents' own tests exercise them through real servers; these pin each rule."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from nemo_gym.rollout_agent import (
+from nemo_gym.agents.rollout_agent import (
     declared_tool_names,
     function_call_output,
     input_items,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import instance_config
 from tests.helpers import run_fixture_instance, run_role_models, run_with_port
 from tests.upstream_script import ScriptedUpstream, assistant_message

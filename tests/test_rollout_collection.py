@@ -18,8 +18,8 @@ from pydantic import ValidationError
 from nemo_gym.cli.flags import UsageError
 from nemo_gym.cli.main import COLLECT
 from nemo_gym.collection.config import settings_without_effect
+from nemo_gym.config.jsonl import drop_torn_tail
 from nemo_gym.config_types import BaseServerConfig, ConfigError
-from nemo_gym.jsonl import drop_torn_tail
 from nemo_gym.rollout_collection import (
     CollectionLedger,
     CollectionPaths,

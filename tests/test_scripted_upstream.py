@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from nemo_gym.http_client import (
+from nemo_gym.http.client import (
     BadResponseError,
     ConnectionFailedError,
     DeadlineExceededError,

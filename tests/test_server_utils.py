@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from nemo_gym.config_types import BaseServerConfig
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.server_utils import ServerClient
 from tests.helpers import REPO_ROOT, StartedServer
 from tests.shared_fixtures import COOKIE_NAME, FIXTURES, SECRET, closed_port, unique_key

@@ -2,9 +2,9 @@
 
 from fastapi import FastAPI
 
-from nemo_gym.http_protocol import RequestLimits
+from nemo_gym.http.protocol import RequestLimits
 from nemo_gym.server_utils import finalize_app, new_app
-from nemo_gym.serving import (
+from nemo_gym.serving.workers import (
     BoundApp,
     answers_liveness,
     bind_listening_socket,

@@ -1,11 +1,11 @@
-"""nemo_gym.text_extraction: exact results on ordinary text, and linear time on pathological text."""
+"""nemo_gym.text.extraction: exact results on ordinary text, and linear time on pathological text."""
 
 from __future__ import annotations
 
 import pytest
 
 from nemo_gym.testing import LINEAR_CPU_BUDGET_S, cpu_time_of
-from nemo_gym.text_extraction import (
+from nemo_gym.text.extraction import (
     boxed_spans,
     closed_fenced_blocks,
     content_text,

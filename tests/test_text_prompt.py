@@ -3,8 +3,8 @@ item that cannot be carried."""
 
 import pytest
 
-from nemo_gym.errors import GymError
-from nemo_gym.rollout_agent import text_prompt
+from nemo_gym.agents.rollout_agent import text_prompt
+from nemo_gym.http.errors import GymError
 
 
 def test_text_messages_pass_with_their_roles_and_text_parts_joined():

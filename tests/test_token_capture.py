@@ -17,9 +17,9 @@ from typing import Any
 import orjson
 import pytest
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
+from nemo_gym.serving.token_capture import capture_record, captured_routes
 from nemo_gym.testing import StartedServer, instance_config, run_instance
-from nemo_gym.token_capture import capture_record, captured_routes
 from tests.helpers import run_fixture_instance
 from tests.vllm_script import VllmUpstream, fresh_model, scripted_call
 from tests.vllm_upstream import token_logprob

@@ -15,7 +15,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletion
 
-from nemo_gym.token_client import TOKEN_FIELDS, GymTokenClient
+from nemo_gym.http.token_client import TOKEN_FIELDS, GymTokenClient
 from responses_api_models.vllm_model.tests.test_training import generation_prompts, training_server
 from tests.shared_fixtures import closed_port
 from tests.vllm_script import VllmUpstream, fresh_model, scripted_call

@@ -1,4 +1,4 @@
-"""`nemo_gym.trace_headers` reads and writes exactly what OpenTelemetry's own W3C propagators do, for the
+"""`nemo_gym.telemetry.trace_headers` reads and writes exactly what OpenTelemetry's own W3C propagators do, for the
 forms it handles itself and for every form it leaves to them."""
 
 from collections.abc import Iterator
@@ -8,7 +8,7 @@ from opentelemetry import baggage, context, propagate, trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from nemo_gym import trace_headers
+from nemo_gym.telemetry import trace_headers
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 

@@ -25,13 +25,13 @@ from fastapi import Request
 from opentelemetry import propagate
 from opentelemetry.trace import INVALID_SPAN_CONTEXT, SpanContext, SpanKind, TraceFlags
 
-from nemo_gym import tracing
 from nemo_gym.config_types import ConfigError
-from nemo_gym.http_client import request
-from nemo_gym.in_process import call_in_process, host_in_process
+from nemo_gym.http.client import request
+from nemo_gym.http.in_process import call_in_process, host_in_process
 from nemo_gym.sandbox import SandboxLimits, resolve_isolation, run_sandboxed
 from nemo_gym.server_utils import finalize_app, new_app
-from nemo_gym.tracing_spans import MemorySpans, Sampler
+from nemo_gym.telemetry import tracing
+from nemo_gym.telemetry.spans import MemorySpans, Sampler
 from tests.helpers import REPO_ROOT, StartedServer, one_line_error, run_server
 from tests.shared_fixtures import closed_port
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
@@ -162,9 +162,9 @@ def test_a_telemetry_block_gym_cannot_honour_stops_the_start(settings, message, 
 OFF_PROBE = textwrap.dedent(
     """
     import asyncio, sys
-    from nemo_gym import tracing
-    from nemo_gym.http_client import request
-    from nemo_gym.in_process import call_in_process, host_in_process
+    from nemo_gym.telemetry import tracing
+    from nemo_gym.http.client import request
+    from nemo_gym.http.in_process import call_in_process, host_in_process
     from nemo_gym.server_utils import finalize_app, new_app
 
     async def main():
@@ -175,7 +175,7 @@ OFF_PROBE = textwrap.dedent(
         assert (await call_in_process("probe", "GET", "/")).status == 200
         answer = await request("POST", sys.argv[1], json={"model": sys.argv[2], "input": "hi"})
         assert answer.status == 200
-        heavy = ("opentelemetry.sdk", "opentelemetry.exporter", "nemo_gym.otlp_export", "nemo_gym.tracing_spans")
+        heavy = ("opentelemetry.sdk", "opentelemetry.exporter", "nemo_gym.telemetry.otlp_export", "nemo_gym.telemetry.spans")
         print(sorted(name for name in sys.modules if name.startswith(heavy)))
 
     asyncio.run(main())

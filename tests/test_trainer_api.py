@@ -25,7 +25,7 @@ from nemo_gym.global_config import (
     maybe_get_global_config_dict,
     reset_global_config_dict_cache,
 )
-from nemo_gym.http_client import HTTPStatusError, get_global_aiohttp_client, request
+from nemo_gym.http.client import HTTPStatusError, get_global_aiohttp_client, request
 from nemo_gym.rollout_collection import RolloutCollectionConfig, RolloutCollectionHelper, RolloutTimeoutError
 from nemo_gym.server_utils import HEAD_SERVER_KEY_NAME, BaseServerConfig
 from tests.helpers import REPO_ROOT, process_alive

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from pydantic import TypeAdapter
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.openai_utils import RESPONSES_TO_TRAIN, NeMoGymResponseInputItem
 from tests.helpers import REPO_ROOT, RunningDeployment, running_deployment
 from tests.vllm_script import VllmUpstream, fresh_model, scripted_call

@@ -1,4 +1,4 @@
-"""nemo_gym.upstream: what every model server does the same way with its upstream (client bounds, the key
+"""nemo_gym.http.upstream: what every model server does the same way with its upstream (client bounds, the key
 masked in upstream errors, an invalid 2xx answer as a 502 naming its problems)."""
 
 from __future__ import annotations
@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from nemo_gym.errors import GymError
-from nemo_gym.http_client import HTTPStatusError, default_retry_policy
-from nemo_gym.openai_utils import NeMoGymChatCompletion
-from nemo_gym.upstream import (
+from nemo_gym.http.client import HTTPStatusError, default_retry_policy
+from nemo_gym.http.errors import GymError
+from nemo_gym.http.upstream import (
     NeMoGymAsyncOpenAI,
     PermanentEndpointError,
     Upstream,
@@ -17,6 +16,7 @@ from nemo_gym.upstream import (
     bad_upstream_answer,
     validated_answer,
 )
+from nemo_gym.openai_utils import NeMoGymChatCompletion
 from tests.upstream_script import ScriptedUpstream, fresh_model
 
 API_KEY = "sk-upstream-test-key-0123456789"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from nemo_gym.validation_errors import describe_validation_error, first_problem
+from nemo_gym.wire.validation_errors import describe_validation_error, first_problem
 
 
 class Inner(BaseModel):

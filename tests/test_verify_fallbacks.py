@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import StartedServer, message_item, response_with
 from tests.helpers import run_resources_fixture
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from nemo_gym import openai_utils, upstream
+from nemo_gym import openai_utils
+from nemo_gym.http import upstream
 from nemo_gym.wire import base, chat_completions, responses
 from nemo_gym.wire.rows import (
     BaseRunRequest,
@@ -24,9 +25,26 @@ from nemo_gym.wire.rows import (
 
 ROOT = Path(__file__).resolve().parents[1]
 WIRE = ROOT / "nemo_gym" / "wire"
-HTTP_LAYER = ("aiohttp", "fastapi", "starlette", "uvicorn", "nemo_gym.http_client", "nemo_gym.server_utils")
-# What a type module may import: the standard library's typing helpers, pydantic, and the other wire modules.
-ALLOWED_IMPORTS = ("__future__", "typing", "typing_extensions", "pydantic", "nemo_gym.wire")
+HTTP_LAYER = (
+    "aiohttp",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "nemo_gym.http",
+    "nemo_gym.serving",
+    "nemo_gym.server_utils",
+)
+# What a type module may import: the standard library's typing helpers, collections.abc and logging, pydantic,
+# and the other wire modules.
+ALLOWED_IMPORTS = (
+    "__future__",
+    "typing",
+    "typing_extensions",
+    "collections.abc",
+    "logging",
+    "pydantic",
+    "nemo_gym.wire",
+)
 LAZY_NAMES = ("NeMoGymAsyncOpenAI", "RATE_LIMIT_ERROR_CODES", "RETRY_ERROR_CODES")
 
 # A rollout as `gym eval run` writes it: a verify response row.

@@ -10,7 +10,7 @@ the solutions the same way. A solution without a box (none is known) would be le
 from pathlib import Path
 
 from nemo_gym.benchmarks import subset_rows, write_prepared_rows
-from nemo_gym.text_extraction import last_boxed
+from nemo_gym.text.extraction import last_boxed
 
 SOURCE = "EleutherAI/hendrycks_math"
 DEFAULT_OUTPUT = Path(__file__).parent / "data" / "hendrycks_math_benchmark.jsonl"

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nemo_gym.benchmarks import subset_rows, write_prepared_rows
-from nemo_gym.jsonl import iter_jsonl
+from nemo_gym.config.jsonl import iter_jsonl
 
 SOURCE = "CohereLabs/m-ArenaHard"
 DEFAULT_OUTPUT = Path(__file__).parent / "data" / "m_arena_hard_benchmark.jsonl"

@@ -14,8 +14,8 @@ from fastapi import FastAPI, Request, Response
 from pydantic import ConfigDict, PositiveFloat, PositiveInt, model_validator
 
 from nemo_gym.config_types import AgentServerRef, BaseRunServerInstanceConfig
-from nemo_gym.deadlines import DEADLINE_HEADER
-from nemo_gym.http_client import RetryPolicy, default_retry_policy
+from nemo_gym.http.client import RetryPolicy, default_retry_policy
+from nemo_gym.http.deadlines import DEADLINE_HEADER
 from nemo_gym.server_utils import SimpleServer, new_app
 
 logger = logging.getLogger("nemo_gym.legacy_agent")

@@ -14,11 +14,11 @@ from fastapi import Body, FastAPI
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from nemo_gym.server_utils import new_app
-from nemo_gym.single_agent_turn import (
+from nemo_gym.agents.single_agent_turn import (
     SingleAgentTurnEnvironmentServer,
     SingleAgentTurnEnvironmentServerConfig,
 )
+from nemo_gym.server_utils import new_app
 from nemo_gym.wire.episodes import SingleAgentTurnRequest, materialize_task
 
 FAILURE_CLASS = "environment_server_failed"

@@ -14,7 +14,7 @@ from typing import Any
 # name -> (module, attribute): where each name NeMo Gym still serves from `nemo_gym.cli` lives here.
 _MOVED_NAMES = {
     "RunHelper": ("nemo_gym.cli.env", "RunHelper"),
-    "GlobalConfigDictParserConfig": ("nemo_gym.global_config", "GlobalConfigDictParserConfig"),
+    "GlobalConfigDictParserConfig": ("nemo_gym.config.global_config", "GlobalConfigDictParserConfig"),
 }
 # name -> the `ng_<script>` whose console function it is.
 _CONSOLE_FUNCTIONS = {

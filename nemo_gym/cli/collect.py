@@ -45,7 +45,7 @@ DATASET_FLAGS = (
 
 
 def collection_help(_: Sequence[str]) -> str:
-    from nemo_gym.rollout_collection import RolloutCollectionConfig
+    from nemo_gym.collection.config import RolloutCollectionConfig
 
     return RolloutCollectionConfig.help_text()
 
@@ -53,7 +53,7 @@ def collection_help(_: Sequence[str]) -> str:
 def eval_run_help(_: Sequence[str]) -> str:
     """The collection settings as `gym eval run` fills them: it starts its own deployment, and finds the
     tasks and the results file itself when not told."""
-    from nemo_gym.rollout_collection import RolloutCollectionConfig
+    from nemo_gym.collection.config import RolloutCollectionConfig
 
     return RolloutCollectionConfig.help_text(
         summary="Start the deployment of the selected configs, run the tasks through its agents, write the "

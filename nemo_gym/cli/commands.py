@@ -20,7 +20,7 @@ def _run_async(work: Coroutine[Any, Any, int]) -> int:
     """Run a command's coroutine, closing the pooled HTTP client before the loop ends."""
     import asyncio
 
-    from nemo_gym.http_client import close_global_aiohttp_client
+    from nemo_gym.http.client import close_global_aiohttp_client
 
     async def run_then_close() -> int:
         try:
@@ -41,7 +41,7 @@ def _interrupted() -> int:
 
 
 def start(invocation: Invocation) -> int:
-    from nemo_gym.launcher import Deployment, DeploymentError, run_until_stopped
+    from nemo_gym.launch.launcher import Deployment, DeploymentError, run_until_stopped
 
     try:
         deployment = Deployment(invocation.overrides)
@@ -105,19 +105,19 @@ def show(invocation: Invocation) -> int:
 
 
 def aggregate(invocation: Invocation) -> int:
-    from nemo_gym.rollout_collection import aggregate_shards
+    from nemo_gym.collection.shards import aggregate_shards
 
     return _run_async(aggregate_shards(invocation.overrides))
 
 
 def profile(invocation: Invocation) -> int:
-    from nemo_gym.eval_profile import run_profile
+    from nemo_gym.collection.eval_profile import run_profile
 
     return run_profile(invocation.overrides)
 
 
 def reverify(invocation: Invocation) -> int:
-    from nemo_gym.reverification import reverify_rollouts
+    from nemo_gym.collection.reverification import reverify_rollouts
 
     return _run_async(reverify_rollouts(invocation.overrides))
 
@@ -129,19 +129,20 @@ def compare(invocation: Invocation) -> int:
 
 
 def export(invocation: Invocation) -> int:
-    from nemo_gym.atif_export import run_export
+    from nemo_gym.collection.atif_export import run_export
 
     return run_export(invocation.overrides)
 
 
 def prepare(invocation: Invocation) -> int:
-    from nemo_gym.dataset_collation import prepare_benchmarks
+    from nemo_gym.datasets.collation import prepare_benchmarks
 
     return prepare_benchmarks(invocation.overrides)
 
 
 def resolve(invocation: Invocation) -> int:
-    from nemo_gym.global_config import parse_global_config_dict, to_resolved_yaml
+    from nemo_gym.config.global_config import parse_global_config_dict
+    from nemo_gym.config.masking import to_resolved_yaml
 
     print(to_resolved_yaml(parse_global_config_dict(invocation.overrides)), end="")
     return 0
@@ -151,8 +152,9 @@ def validate(invocation: Invocation) -> int:
     """Everything `gym env start` checks before and while its servers start, without serving anything."""
     import asyncio
 
-    from nemo_gym.global_config import parse_global_config_dict, require_server_instances
-    from nemo_gym.launcher import check_server_configs, check_startable, readiness_deadline_from
+    from nemo_gym.config.discovery import require_server_instances
+    from nemo_gym.config.global_config import parse_global_config_dict
+    from nemo_gym.launch.launcher import check_server_configs, check_startable, readiness_deadline_from
 
     cfg = parse_global_config_dict(invocation.overrides)
     instances = require_server_instances(cfg)
@@ -221,9 +223,9 @@ def list_benchmarks(invocation: Invocation) -> int:
     """`gym list benchmarks [NAME]`: each benchmark, each flavor on a line after its folder's, with the
     environment that scores it, the size of its prepared split (when known) and the data's license (from
     its manifest). NAME is a benchmark, a folder with its flavors, or one flavor."""
-    from nemo_gym.benchmarks import benchmark_flavors, discover_benchmarks
     from nemo_gym.cli.selectors import search_roots
-    from nemo_gym.text_tables import format_table
+    from nemo_gym.datasets.benchmarks import benchmark_flavors, discover_benchmarks
+    from nemo_gym.text.tables import format_table
 
     folders = discover_benchmarks(search_roots(invocation.options.get("search_dir") or []))
     name = invocation.options.get("name")
@@ -279,7 +281,7 @@ def _print_assets(what: str, assets: list[Any], invocation: Invocation) -> int:
 
 def asset_table(assets: list[Any]) -> str:
     """The table `gym list` prints (`gym env publish` shows a folder's row of it)."""
-    from nemo_gym.text_tables import format_table
+    from nemo_gym.text.tables import format_table
 
     rows = [("NAME", "CONFIGS", "DESCRIPTION")]
     rows += [

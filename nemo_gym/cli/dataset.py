@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from omegaconf import DictConfig
 
 from nemo_gym.cli.flags import CONFIG, RESOURCES_SERVER, SEARCH_DIR, Invocation, switch, value
-from nemo_gym.config_types import BaseNeMoGymCLIConfig, ConfigError
+from nemo_gym.config.cli_models import BaseNeMoGymCLIConfig
+from nemo_gym.config.errors import ConfigError
 
 STORAGES = ("hf", "gitlab")
 STORAGE = value("--storage", choices=STORAGES, help="hf (Hugging Face, the default) or gitlab")
@@ -77,15 +78,15 @@ STORE_NOTES = {
 
 def run(subcommand: str, invocation: Invocation) -> int:
     if subcommand == "collate":
-        from nemo_gym.dataset_collation import run_collate
+        from nemo_gym.datasets.collation import run_collate
 
         return run_collate(invocation.overrides)
-    from nemo_gym.global_config import parse_global_config_dict
+    from nemo_gym.config.global_config import parse_global_config_dict
 
     if subcommand == "render":
         return _render(parse_global_config_dict(invocation.overrides))
     if subcommand == "migrate":
-        from nemo_gym import hf_datasets
+        from nemo_gym.datasets import huggingface as hf_datasets
 
         return hf_datasets.upload(
             parse_global_config_dict([*invocation.overrides, "++delete_from_gitlab=true"])
@@ -96,7 +97,7 @@ def run(subcommand: str, invocation: Invocation) -> int:
 
 def _render(cfg: DictConfig) -> int:
     from nemo_gym.config.settings import command_settings
-    from nemo_gym.prompt import MaterializePromptsConfig, materialize_prompts
+    from nemo_gym.datasets.prompts import MaterializePromptsConfig, materialize_prompts
 
     settings = command_settings(MaterializePromptsConfig, cfg)
     try:
@@ -139,10 +140,10 @@ def _storage(subcommand: str, given: str | None) -> str:
 
 def _handler(subcommand: str, storage: str) -> Callable[[DictConfig], int]:
     if storage == "hf":
-        from nemo_gym import hf_datasets
+        from nemo_gym.datasets import huggingface as hf_datasets
 
         return {"upload": hf_datasets.upload, "download": hf_datasets.download}[subcommand]
-    from nemo_gym import gitlab_datasets
+    from nemo_gym.datasets import gitlab as gitlab_datasets
 
     return {
         "upload": gitlab_datasets.upload,
@@ -153,15 +154,15 @@ def _handler(subcommand: str, storage: str) -> Callable[[DictConfig], int]:
 
 def _settings_model(subcommand: str, storage: str) -> type[BaseNeMoGymCLIConfig]:
     if subcommand == "collate":
-        from nemo_gym.dataset_collation import CollationSettings
+        from nemo_gym.datasets.collation import CollationSettings
 
         return CollationSettings
     if subcommand == "render":
-        from nemo_gym.prompt import MaterializePromptsConfig
+        from nemo_gym.datasets.prompts import MaterializePromptsConfig
 
         return MaterializePromptsConfig
     if storage == "hf":
-        from nemo_gym.config_types import (
+        from nemo_gym.config.cli_models import (
             DownloadJsonlDatasetHuggingFaceConfig,
             UploadJsonlDatasetHuggingFaceMaybeDeleteConfig,
         )
@@ -170,8 +171,8 @@ def _settings_model(subcommand: str, storage: str) -> type[BaseNeMoGymCLIConfig]
             "upload": UploadJsonlDatasetHuggingFaceMaybeDeleteConfig,
             "download": DownloadJsonlDatasetHuggingFaceConfig,
         }[subcommand]
-    from nemo_gym.config_types import UploadJsonlDatasetGitlabConfig
-    from nemo_gym.gitlab_datasets import DatasetRemovalSettings, GitlabDownloadSettings
+    from nemo_gym.config.cli_models import UploadJsonlDatasetGitlabConfig
+    from nemo_gym.datasets.gitlab import DatasetRemovalSettings, GitlabDownloadSettings
 
     return {
         "upload": UploadJsonlDatasetGitlabConfig,

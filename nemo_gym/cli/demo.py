@@ -20,19 +20,21 @@ from typing import Any
 
 import orjson
 
+from nemo_gym.collection.aggregation import aggregate_results
+from nemo_gym.collection.paths import CollectionPaths
 from nemo_gym.config import server_kinds
-from nemo_gym.config_types import AGENT_REF_KEY
-from nemo_gym.global_config import install_root, parse_global_config_dict
-from nemo_gym.http_client import (
+from nemo_gym.config.global_config import parse_global_config_dict
+from nemo_gym.config.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, write_atomically
+from nemo_gym.config.server_refs import AGENT_REF_KEY
+from nemo_gym.config.sources import install_root
+from nemo_gym.http.client import (
     HTTPStatusError,
     RequestFailedError,
     checked_json,
     request,
 )
-from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, write_atomically
-from nemo_gym.launcher import Deployment, DeploymentError, run_until_stopped
-from nemo_gym.rollout_collection import CollectionPaths, aggregate_results
-from nemo_gym.server_utils import ServerClient
+from nemo_gym.launch.launcher import Deployment, DeploymentError, run_until_stopped
+from nemo_gym.serving.servers import ServerClient
 
 OFFLINE_CONFIG = "configs/demo.yaml"
 LIVE_CONFIG = "configs/demo_live.yaml"

@@ -22,14 +22,16 @@ from nemo_gym.cli.status import deployment_instances, health_of
 from nemo_gym.collection.records import FAILURE_MESSAGE_KEY, error_message
 from nemo_gym.collection.runner import RolloutRunner
 from nemo_gym.config import server_kinds
-from nemo_gym.config_types import AGENT_REF_KEY, ConfigError
-from nemo_gym.dataset_collation import agent_datasets
-from nemo_gym.deadlines import budget
-from nemo_gym.global_config import locate_data_file, resolve_instance_config
-from nemo_gym.http_client import RequestFailedError, RetryPolicy, request
-from nemo_gym.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
-from nemo_gym.prompt import has_prompt_input, load_prompt_config, prompted_row
-from nemo_gym.server_utils import ServerClient
+from nemo_gym.config.discovery import resolve_instance_config
+from nemo_gym.config.errors import ConfigError
+from nemo_gym.config.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
+from nemo_gym.config.server_refs import AGENT_REF_KEY
+from nemo_gym.config.settings import locate_data_file
+from nemo_gym.datasets.collation import agent_datasets
+from nemo_gym.datasets.prompts import has_prompt_input, load_prompt_config, prompted_row
+from nemo_gym.http.client import RequestFailedError, RetryPolicy, request
+from nemo_gym.http.deadlines import budget
+from nemo_gym.serving.servers import ServerClient
 
 DEFAULT_CHECK_TIMEOUT_S = 60.0
 TIMEOUT_KEY = "health_check_timeout_s"

@@ -14,11 +14,11 @@ import concurrent.futures
 import sys
 import threading
 
-from nemo_gym.child_processes import KILL_WAIT_S, OUTPUT_DRAIN_S
-from nemo_gym.deployment import STOP_GRACE_S, Deployment, DeploymentError
-from nemo_gym.global_config import GlobalConfigDictParserConfig, set_global_config_dict
-from nemo_gym.http_client import close_global_aiohttp_client
-from nemo_gym.launcher import unless_stop_requested
+from nemo_gym.config.global_config import GlobalConfigDictParserConfig, set_global_config_dict
+from nemo_gym.http.client import close_global_aiohttp_client
+from nemo_gym.launch.child_processes import KILL_WAIT_S, OUTPUT_DRAIN_S
+from nemo_gym.launch.deployment import STOP_GRACE_S, Deployment, DeploymentError
+from nemo_gym.launch.launcher import unless_stop_requested
 
 # Beyond the deployment's own readiness deadline, the time start() allows for its bookkeeping.
 START_MARGIN_S = 30.0

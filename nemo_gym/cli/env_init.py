@@ -14,7 +14,8 @@ import textwrap
 from pathlib import Path
 
 from nemo_gym.config import server_kinds
-from nemo_gym.config_types import ConfigError, DatasetConfig
+from nemo_gym.config.datasets import DatasetConfig
+from nemo_gym.config.errors import ConfigError
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
 EXAMPLE_QUESTIONS = (
@@ -53,7 +54,7 @@ def init_resources_server(given: list[str], overrides: list[str]) -> int:
 
 
 def _name_from(given: list[str], overrides: list[str]) -> str:
-    from nemo_gym.global_config import parse_overrides
+    from nemo_gym.config.overrides import parse_overrides
 
     settings = parse_overrides(overrides)
     entrypoint = str(settings.get("entrypoint") or "")
@@ -79,7 +80,7 @@ def _name_from(given: list[str], overrides: list[str]) -> str:
 
 def _example_data(name: str) -> dict[str, str]:
     """Five tasks, their metrics as `gym dataset collate` writes them, and placeholder rollouts."""
-    from nemo_gym.dataset_metrics import DatasetMetrics
+    from nemo_gym.datasets.metrics import DatasetMetrics
 
     rows = [
         {
@@ -137,7 +138,7 @@ APP_TEMPLATE = textwrap.dedent(
     fields, such as `expected_answer`, arrive in the body next to the model's `response`).
     """
 
-    from nemo_gym.base_resources_server import (
+    from nemo_gym.serving.resources_server import (
         BaseResourcesServerConfig,
         BaseVerifyRequest,
         BaseVerifyResponse,
@@ -219,7 +220,7 @@ TEST_TEMPLATE = textwrap.dedent(
     import urllib.request
     from pathlib import Path
 
-    from nemo_gym.testing import instance_config, run_instance
+    from nemo_gym.envkit.testing import instance_config, run_instance
 
     FOLDER = Path(__file__).resolve().parents[1]
     ROLLOUTS = [json.loads(line) for line in (FOLDER / "data" / "example_rollouts.jsonl").read_text().splitlines()]

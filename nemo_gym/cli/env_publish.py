@@ -243,9 +243,9 @@ def _readme_check(folder: Path, shown: str) -> Check:
 def _example_rows_check(folder: Path, shown: str) -> Check:
     """Every row of data/example.jsonl is what `gym dataset collate --mode example_validation` accepts: a
     JSON object that is a run request, and a `task_data.TaskData` when the folder has one."""
-    from nemo_gym.dataset_metrics import DatasetMetrics
-    from nemo_gym.jsonl import iter_jsonl
-    from nemo_gym.task_data import RowCheck, task_data_model
+    from nemo_gym.config.jsonl import iter_jsonl
+    from nemo_gym.datasets.metrics import DatasetMetrics
+    from nemo_gym.datasets.task_data import RowCheck, task_data_model
 
     path = folder / "data" / "example.jsonl"
     if not path.is_file():
@@ -335,9 +335,10 @@ def _resolved_instances(kind: str, path: Path) -> int:
     """The number of server instances `path` resolves to. A template's `{type: T, name: ???}` slots are
     filled with the companions' first instance of type T; any other `???` stays an error."""
     from nemo_gym.config.directives import find_missing_value_paths
-    from nemo_gym.config_types import SERVER_TYPES
-    from nemo_gym.global_config import parse_global_config_dict, require_server_instances
-    from nemo_gym.preflight import check_startable
+    from nemo_gym.config.discovery import require_server_instances
+    from nemo_gym.config.global_config import parse_global_config_dict
+    from nemo_gym.config.server_kinds import SERVER_TYPES
+    from nemo_gym.launch.preflight import check_startable
 
     companions = [install_root() / file for file in COMPANION_CONFIGS[kind]]
     first_of_type: dict[str, str] = {}

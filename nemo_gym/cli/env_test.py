@@ -23,10 +23,14 @@ from pydantic import Field
 
 from nemo_gym.cli.flags import switch, value
 from nemo_gym.config import server_kinds
-from nemo_gym.config_types import SERVER_TYPES, BaseNeMoGymCLIConfig, ConfigError
-from nemo_gym.global_config import command_settings, install_root, parse_global_config_dict
-from nemo_gym.testing import implementation_folder
-from nemo_gym.text_tables import format_table
+from nemo_gym.config.cli_models import BaseNeMoGymCLIConfig
+from nemo_gym.config.errors import ConfigError
+from nemo_gym.config.global_config import parse_global_config_dict
+from nemo_gym.config.server_kinds import SERVER_TYPES
+from nemo_gym.config.settings import command_settings
+from nemo_gym.config.sources import install_root
+from nemo_gym.envkit.testing import implementation_folder
+from nemo_gym.text.tables import format_table
 
 EXAMPLE_ROWS = 5
 PYTEST_OUTCOMES = {0: "passed", 1: "failed", 2: "interrupted", 5: "no tests"}

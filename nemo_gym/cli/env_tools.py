@@ -17,7 +17,7 @@ from nemo_gym.cli.selectors import selected_config
 from nemo_gym.config import server_kinds
 from nemo_gym.config.errors import ConfigError
 from nemo_gym.config.sources import install_root
-from nemo_gym.task_data import folder_module, task_data_model
+from nemo_gym.datasets.task_data import folder_module, task_data_model
 
 ROW_ONLY_FIELDS = ("response",)  # fields /verify gets from the rollout, never from the task row
 
@@ -42,7 +42,7 @@ def print_schema(invocation: Invocation) -> int:
 
 
 def _verify_row_model(folder: Path) -> type[BaseModel]:
-    from nemo_gym.base_resources_server import SimpleResourcesServer
+    from nemo_gym.serving.resources_server import SimpleResourcesServer
 
     module = folder_module(folder, "app")
     for value in vars(module).values():
@@ -74,8 +74,9 @@ def prefetch(invocation: Invocation) -> int:
 
     from packaging.requirements import InvalidRequirement, Requirement
 
-    from nemo_gym.global_config import parse_global_config_dict, require_server_instances
-    from nemo_gym.preflight import implementation_dir
+    from nemo_gym.config.discovery import require_server_instances
+    from nemo_gym.config.global_config import parse_global_config_dict
+    from nemo_gym.launch.preflight import implementation_dir
 
     cfg = parse_global_config_dict(invocation.overrides)
     missing: list[str] = []

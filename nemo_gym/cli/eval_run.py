@@ -22,14 +22,16 @@ from omegaconf import DictConfig, OmegaConf
 from nemo_gym.cli.deployment_check import check_deployment, check_timeout_s, report
 from nemo_gym.cli.flags import Invocation, UsageError, override_value, with_config_paths
 from nemo_gym.cli.selectors import selected_config
+from nemo_gym.collection.collector import collect_rollouts
+from nemo_gym.collection.paths import CollectionPaths, refuse_to_replace
 from nemo_gym.collection.row_checks import check_recordings, check_rows
 from nemo_gym.config import server_kinds
-from nemo_gym.config_types import ConfigError, ServerRefNotFoundError
-from nemo_gym.dataset_collation import agent_datasets, collate_split
-from nemo_gym.global_config import locate_data_file, parse_global_config_dict
-from nemo_gym.launcher import Deployment, DeploymentError, run_until_stopped
-from nemo_gym.rollout_collection import CollectionPaths, collect_rollouts, refuse_to_replace
-from nemo_gym.server_utils import ServerClient, head_server_config_from
+from nemo_gym.config.errors import ConfigError, ServerRefNotFoundError
+from nemo_gym.config.global_config import parse_global_config_dict
+from nemo_gym.config.settings import locate_data_file
+from nemo_gym.datasets.collation import agent_datasets, collate_split
+from nemo_gym.launch.launcher import Deployment, DeploymentError, run_until_stopped
+from nemo_gym.serving.servers import ServerClient, head_server_config_from
 
 SPLIT_PREFERENCE = ("benchmark", "validation", "example")
 REPLAY_MODEL = "replay_model"

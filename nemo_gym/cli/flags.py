@@ -217,7 +217,7 @@ class Command:
             hint = f"; did you mean {close[0]}?" if close else f"; see gym {self.name} -h"
             raise UsageError(f"gym {self.name}: unknown option {flag}{hint}")
         if "=" in arg:
-            from nemo_gym.global_config import displayed_override
+            from nemo_gym.config.overrides import displayed_override
 
             shown = displayed_override(arg)  # a secret value is never echoed
             raise UsageError(

@@ -9,11 +9,11 @@ from nemo_gym.cli.deployment_check import check_deployment, check_timeout_s, rep
 from nemo_gym.cli.eval_run import check_no_serve, deployment_overrides
 from nemo_gym.cli.flags import Invocation, UsageError, switch, value
 from nemo_gym.cli.status import NoHeadServerError
-from nemo_gym.config_types import ConfigError
-from nemo_gym.global_config import parse_global_config_dict
-from nemo_gym.launcher import Deployment, DeploymentError, run_until_stopped
-from nemo_gym.rollout_health import health_check_run_dir
-from nemo_gym.server_utils import ServerClient, configure_http_client_from, head_server_config_from
+from nemo_gym.collection.rollout_health import health_check_run_dir
+from nemo_gym.config.errors import ConfigError
+from nemo_gym.config.global_config import parse_global_config_dict
+from nemo_gym.launch.launcher import Deployment, DeploymentError, run_until_stopped
+from nemo_gym.serving.servers import ServerClient, configure_http_client_from, head_server_config_from
 
 COMMAND = "gym eval health-check"
 RUN_DIR_FLAGS = (

@@ -169,13 +169,13 @@ PROFILE = Command(
         value("--rollouts", key="rollouts_jsonl_fpath", metavar="FILE", help="the results file"),
         switch("--allow-partial", key="allow_partial_rollouts", help="profile even if results are missing"),
     ),
-    commands.settings_help("nemo_gym.eval_profile.ProfileConfig"),
+    commands.settings_help("nemo_gym.collection.eval_profile.ProfileConfig"),
 )  # fmt: skip
 REVERIFY = Command(
     "eval reverify",
     "Score stored rollouts again through a running deployment's resources servers, without the model.",
     commands.reverify,
-    details=commands.settings_help("nemo_gym.reverification.ReverifyConfig"),
+    details=commands.settings_help("nemo_gym.collection.reverification.ReverifyConfig"),
     more_flags=lambda: _from("stored_rollouts", "REVERIFY_FLAGS"),
 )
 COMPARE = Command(
@@ -189,7 +189,7 @@ EXPORT = Command(
     "eval export",
     "Write a results file's rollouts as ATIF trajectories (one JSON file each) with a manifest.",
     commands.export,
-    details=commands.settings_help("nemo_gym.atif_export.ExportAtifConfig"),
+    details=commands.settings_help("nemo_gym.collection.atif_export.ExportAtifConfig"),
     more_flags=lambda: _from("stored_rollouts", "EXPORT_FLAGS"),
 )
 HEALTH_CHECK = Command(
@@ -204,7 +204,7 @@ PREPARE = Command(
     "Run the prepare script of every benchmark dataset of the selected configs.",
     commands.prepare,
     DEPLOYMENT_FLAGS,
-    commands.settings_help("nemo_gym.dataset_collation.PrepareSettings"),
+    commands.settings_help("nemo_gym.datasets.collation.PrepareSettings"),
 )
 DEMO = Command(
     "demo",
@@ -419,7 +419,7 @@ def _unknown_name_message(path: list[str], name: str, node: Tree) -> str:
 def _one_line(error: ConfigError) -> str:
     """A config error fit for one line: for blocks that almost are servers, each block's problems without
     the YAML dump of the block that the library's message carries."""
-    from nemo_gym.config_types import AlmostServerError
+    from nemo_gym.config.errors import AlmostServerError
 
     if not isinstance(error, AlmostServerError):
         return str(error)

@@ -11,19 +11,19 @@ from typing import Any
 
 import orjson
 
+from nemo_gym.config.global_config import parse_global_config_dict
 from nemo_gym.config.shards import REPLICA_LOST
-from nemo_gym.global_config import parse_global_config_dict
-from nemo_gym.http_client import (
+from nemo_gym.http.client import (
     HTTPStatusError,
     RequestFailedError,
     RetryPolicy,
     checked_json,
     request,
 )
-from nemo_gym.metrics import METRICS_PATH
-from nemo_gym.metrics_summary import HeadlineFigures, headline_figures
-from nemo_gym.server_utils import head_server_config_from
-from nemo_gym.text_tables import format_table
+from nemo_gym.serving.servers import head_server_config_from
+from nemo_gym.telemetry.metrics import METRICS_PATH
+from nemo_gym.telemetry.metrics_summary import HeadlineFigures, headline_figures
+from nemo_gym.text.tables import format_table
 
 HEAD_POLICY = RetryPolicy(max_attempts=1, deadline_s=5.0, connect_timeout_s=2.0)
 INSTANCE_POLICY = RetryPolicy(max_attempts=1, deadline_s=2.0, connect_timeout_s=2.0)

@@ -10,8 +10,10 @@ from typing import TypeVar
 from pydantic import Field
 
 from nemo_gym.cli.flags import Invocation, override_value, switch, value
-from nemo_gym.config_types import BaseNeMoGymCLIConfig, ConfigError
-from nemo_gym.global_config import command_settings, locate_data_file, parse_global_config_dict
+from nemo_gym.config.cli_models import BaseNeMoGymCLIConfig
+from nemo_gym.config.errors import ConfigError
+from nemo_gym.config.global_config import parse_global_config_dict
+from nemo_gym.config.settings import command_settings, locate_data_file
 from nemo_gym.rollout_viewer.index import RolloutIndex, RolloutQuery
 
 RESULTS_HELP = "the results file (what gym collect / gym eval run wrote as output_jsonl_fpath)"

@@ -14,12 +14,13 @@ from typing import Any
 import orjson
 
 from nemo_gym.collection.records import agent_name_of
+from nemo_gym.config.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, write_atomically
 from nemo_gym.config.key_names import ENVIRONMENT_SERVER_STAMP_KEY_NAME
-from nemo_gym.config_types import AGENT_REF_KEY, AggregateMetrics
-from nemo_gym.http_client import raise_for_status
-from nemo_gym.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, write_atomically
-from nemo_gym.reward_profile import failure_metrics
-from nemo_gym.server_utils import ServerClient
+from nemo_gym.config.metrics_bodies import AggregateMetrics
+from nemo_gym.config.server_refs import AGENT_REF_KEY
+from nemo_gym.envkit.reward_profile import failure_metrics
+from nemo_gym.http.client import raise_for_status
+from nemo_gym.serving.servers import ServerClient
 
 # Why a rollout without a result was scored 0: its failure class, or "missing".
 IMPUTED_KEY = "_ng_imputed_zero"

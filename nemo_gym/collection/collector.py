@@ -13,7 +13,6 @@ from typing import Any
 import aiohttp
 from omegaconf import DictConfig
 
-from nemo_gym import tracing
 from nemo_gym.collection.aggregation import aggregate_results, scored_as_zero
 from nemo_gym.collection.config import RolloutCollectionConfig, settings_without_effect
 from nemo_gym.collection.dispatch_budget import DispatchBudget
@@ -27,16 +26,18 @@ from nemo_gym.collection.records import (
     agent_name_of,
     max_rollout_attempts,
 )
+from nemo_gym.collection.rollout_health import check_after_run
 from nemo_gym.collection.routing import agent_for_task_source, agents_of
 from nemo_gym.collection.runner import NOT_STARTED, RolloutRunner
+from nemo_gym.config.errors import ConfigError
+from nemo_gym.config.global_config import parse_global_config_dict
+from nemo_gym.config.jsonl import FAILURE_CLASS_KEY, LineAppender, drop_torn_tail, iter_jsonl, rollout_key
 from nemo_gym.config.key_names import ATTEMPT_INDEX_KEY_NAME
-from nemo_gym.config_types import ConfigError
+from nemo_gym.config.settings import command_settings, locate_data_file
 from nemo_gym.exporters import export_results, open_exporters
-from nemo_gym.global_config import command_settings, locate_data_file, parse_global_config_dict
-from nemo_gym.http_client import RequestFailedError
-from nemo_gym.jsonl import FAILURE_CLASS_KEY, LineAppender, drop_torn_tail, iter_jsonl, rollout_key
-from nemo_gym.rollout_health import check_after_run
-from nemo_gym.server_utils import ServerClient, configure_http_client_from, head_server_config_from
+from nemo_gym.http.client import RequestFailedError
+from nemo_gym.serving.servers import ServerClient, configure_http_client_from, head_server_config_from
+from nemo_gym.telemetry import tracing
 
 logger = logging.getLogger("nemo_gym.collection")
 

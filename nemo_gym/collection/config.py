@@ -8,8 +8,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from nemo_gym.collection.records import agent_map_with_agent_name
-from nemo_gym.config_types import UploadRolloutsConfigMixin
-from nemo_gym.rollout_health import RolloutHealthSettings
+from nemo_gym.collection.rollout_health import RolloutHealthSettings
+from nemo_gym.config.cli_models import UploadRolloutsConfigMixin
 
 DEFAULT_MAX_IN_FLIGHT = 1024
 

@@ -24,15 +24,15 @@ from omegaconf import DictConfig
 from nemo_gym.collection.records import agent_name_of
 from nemo_gym.config.discovery import find_server_instances
 from nemo_gym.config.environment_servers import environment_server_agent_names, generated_relays
+from nemo_gym.config.errors import ConfigError
+from nemo_gym.config.jsonl import TASK_INDEX_KEY
 from nemo_gym.config.key_names import (
     ENVIRONMENT_SERVER_STAMP_KEY_NAME,
     ENVIRONMENT_SERVER_TYPE_KEY_NAME,
     ROLLOUT_ID_KEY_NAME,
     TASK_SOURCE_KEY_NAME,
 )
-from nemo_gym.config_types import ConfigError
-from nemo_gym.jsonl import TASK_INDEX_KEY
-from nemo_gym.rollout_paths import episode_id_of
+from nemo_gym.http.rollout_paths import episode_id_of
 from nemo_gym.wire.episodes import is_materialized_task_row, materialize_task
 from nemo_gym.wire.sessions import ROLLOUT_ID_PATTERN
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from nemo_gym.collection.records import agent_name_of
-from nemo_gym.config_types import AGENT_REF_KEY
-from nemo_gym.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
+from nemo_gym.config.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
+from nemo_gym.config.server_refs import AGENT_REF_KEY
 
 
 class CollectionLedger:

@@ -17,10 +17,11 @@ from nemo_gym.collection.ledger import CollectionLedger
 from nemo_gym.collection.paths import CollectionPaths
 from nemo_gym.collection.records import agent_name_of, mapped_agent
 from nemo_gym.config import server_kinds
+from nemo_gym.config.errors import ConfigError
+from nemo_gym.config.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, iter_jsonl, write_atomically
 from nemo_gym.config.key_names import TASK_SOURCE_KEY_NAME
-from nemo_gym.config_types import AGENT_REF_KEY, ConfigError
-from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, iter_jsonl, write_atomically
-from nemo_gym.prompt import load_prompt_config, prompted_row
+from nemo_gym.config.server_refs import AGENT_REF_KEY
+from nemo_gym.datasets.prompts import load_prompt_config, prompted_row
 
 logger = logging.getLogger("nemo_gym.collection")
 

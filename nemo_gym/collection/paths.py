@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from nemo_gym.config_types import ConfigError
+from nemo_gym.config.errors import ConfigError
 
 
 @dataclass(frozen=True)

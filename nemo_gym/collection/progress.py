@@ -11,8 +11,8 @@ from typing import Any
 
 from nemo_gym.collection.paths import CollectionPaths
 from nemo_gym.collection.records import MAX_ATTEMPTS_ENV_VAR_NAME
-from nemo_gym.config_types import AGENT_REF_KEY
-from nemo_gym.jsonl import FAILURE_CLASS_KEY
+from nemo_gym.config.jsonl import FAILURE_CLASS_KEY
+from nemo_gym.config.server_refs import AGENT_REF_KEY
 
 PROGRESS_MILESTONES_PCT = (20, 40, 60, 80, 90, 95, 98, 99, 100)
 

@@ -8,10 +8,11 @@ from typing import Any, Literal
 
 import orjson
 
+from nemo_gym.config.errors import ConfigError
+from nemo_gym.config.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 from nemo_gym.config.key_names import TASK_SOURCE_KEY_NAME
-from nemo_gym.config_types import AGENT_REF_KEY, ConfigError
-from nemo_gym.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
-from nemo_gym.validation_errors import MAX_REPORTED_PROBLEMS, describe_problem
+from nemo_gym.config.server_refs import AGENT_REF_KEY
+from nemo_gym.wire.validation_errors import MAX_REPORTED_PROBLEMS, describe_problem
 
 FAILURE_MESSAGE_KEY = "_ng_failure_message"
 FAILURE_ATTEMPT_KEY = "_ng_failure_attempt"
@@ -88,7 +89,7 @@ def _cause_text(cause: Any) -> str | None:
 
 
 def _described_detail(detail: Any) -> str:
-    """A 422's list of pydantic problems in the wording of nemo_gym.validation_errors; other details as
+    """A 422's list of pydantic problems in the wording of nemo_gym.wire.validation_errors; other details as
     JSON."""
     if not isinstance(detail, list) or not all(
         isinstance(problem, dict) and "loc" in problem and "msg" in problem for problem in detail

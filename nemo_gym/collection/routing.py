@@ -15,10 +15,12 @@ from omegaconf import DictConfig
 from nemo_gym.collection.materialize import seeded_metadata
 from nemo_gym.collection.records import agent_name_of, mapped_agent
 from nemo_gym.config import server_kinds
+from nemo_gym.config.discovery import find_server_instances
+from nemo_gym.config.errors import ConfigError
+from nemo_gym.config.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
+from nemo_gym.config.key_names import TASK_SOURCE_KEY_NAME
 from nemo_gym.config.server_instances import ServerInstanceConfig
-from nemo_gym.config_types import AGENT_REF_KEY, ConfigError
-from nemo_gym.global_config import TASK_SOURCE_KEY_NAME, find_server_instances
-from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
+from nemo_gym.config.server_refs import AGENT_REF_KEY
 from nemo_gym.wire.episodes import is_materialized_task_row
 
 AGENT_TYPE = server_kinds.AGENT.key

@@ -14,12 +14,12 @@ from pydantic import ValidationError
 
 from nemo_gym.collection.records import agent_map_with_agent_name, agent_name_of, mapped_agent
 from nemo_gym.collection.routing import agent_for_task_source, agents_of
+from nemo_gym.config.errors import ConfigError
+from nemo_gym.config.jsonl import iter_jsonl
 from nemo_gym.config.key_names import TASK_SOURCE_KEY_NAME
-from nemo_gym.config_types import ConfigError
-from nemo_gym.jsonl import iter_jsonl
-from nemo_gym.validation_errors import first_problem
 from nemo_gym.wire.episodes import is_materialized_task_row
 from nemo_gym.wire.responses import NeMoGymResponseCreateParamsNonStreaming
+from nemo_gym.wire.validation_errors import first_problem
 
 MAX_PROBLEMS_LISTED = 5
 

@@ -12,7 +12,6 @@ from typing import Any, TypeVar
 import aiohttp
 import orjson
 
-from nemo_gym import tracing
 from nemo_gym.collection.config import DEFAULT_MAX_IN_FLIGHT
 from nemo_gym.collection.dispatch_budget import DispatchBudget
 from nemo_gym.collection.environments import (
@@ -33,18 +32,21 @@ from nemo_gym.collection.shard_balancer import (
     ShardBalancer,
     ShardLostError,
 )
+from nemo_gym.config.errors import ConfigError, ServerRefNotFoundError
+from nemo_gym.config.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 from nemo_gym.config.key_names import ATTEMPT_INDEX_KEY_NAME, ROLLOUT_ID_KEY_NAME
-from nemo_gym.config_types import AGENT_REF_KEY, BaseServerConfig, ConfigError, ServerRefNotFoundError
-from nemo_gym.http_client import (
+from nemo_gym.config.server_instances import BaseServerConfig
+from nemo_gym.config.server_refs import AGENT_REF_KEY
+from nemo_gym.http.client import (
     DeadlineExceededError,
     RequestFailedError,
     RetryPolicy,
     default_retry_policy,
     request,
 )
-from nemo_gym.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
-from nemo_gym.rollout_paths import episode_id_of
-from nemo_gym.server_utils import ServerClient
+from nemo_gym.http.rollout_paths import episode_id_of
+from nemo_gym.serving.servers import ServerClient
+from nemo_gym.telemetry import tracing
 
 # The agent's own rollout deadline defaults to the global HTTP deadline; the collector waits a little
 # longer, so the agent's structured 504 arrives before the collector gives up on its own.

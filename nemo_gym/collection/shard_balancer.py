@@ -25,9 +25,9 @@ from typing import Any, TypeVar
 import aiohttp
 import orjson
 
+from nemo_gym.config.server_instances import BaseServerConfig
 from nemo_gym.config.shards import REPLICA_LOST
-from nemo_gym.config_types import BaseServerConfig
-from nemo_gym.http_client import (
+from nemo_gym.http.client import (
     BadResponseError,
     ConnectionFailedError,
     DeadlineExceededError,
@@ -36,7 +36,7 @@ from nemo_gym.http_client import (
     checked_json,
     request,
 )
-from nemo_gym.server_utils import ServerClient
+from nemo_gym.serving.servers import ServerClient
 
 SHARD_LOST_FAILURE_CLASS = "shard_lost"
 # Stamped on a collected result: the shard replica (`<shard>#<index>`) that ran it.

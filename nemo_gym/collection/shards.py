@@ -16,11 +16,12 @@ from nemo_gym.collection.ledger import CollectionLedger
 from nemo_gym.collection.paths import CollectionPaths
 from nemo_gym.collection.progress import key_metrics_line
 from nemo_gym.collection.records import FAILURE_TERMINAL_KEY, agent_name_of
-from nemo_gym.config_types import ConfigError
-from nemo_gym.global_config import command_settings, parse_global_config_dict
-from nemo_gym.jsonl import FAILURE_CLASS_KEY, iter_jsonl, rollout_key, write_atomically
-from nemo_gym.rollout_health import VERDICTS_FILE, RolloutHealthSettings, check_after_run
-from nemo_gym.server_utils import ServerClient, configure_http_client_from, head_server_config_from
+from nemo_gym.collection.rollout_health import VERDICTS_FILE, RolloutHealthSettings, check_after_run
+from nemo_gym.config.errors import ConfigError
+from nemo_gym.config.global_config import parse_global_config_dict
+from nemo_gym.config.jsonl import FAILURE_CLASS_KEY, iter_jsonl, rollout_key, write_atomically
+from nemo_gym.config.settings import command_settings
+from nemo_gym.serving.servers import ServerClient, configure_http_client_from, head_server_config_from
 
 SIDECAR_SUFFIXES = ("_materialized_inputs.jsonl", "_failures.jsonl")
 

@@ -27,7 +27,6 @@ import orjson
 from omegaconf import DictConfig
 from pydantic import BaseModel, Field
 
-from nemo_gym import tracing
 from nemo_gym.collection.collector import run_collection
 from nemo_gym.collection.config import RolloutCollectionConfig
 from nemo_gym.collection.dispatch_budget import DispatchBudget
@@ -36,9 +35,10 @@ from nemo_gym.collection.records import DEFAULT_MAX_ATTEMPTS, NO_PERSIST_KEY
 from nemo_gym.collection.routing import preprocessed_rows, resolve_agent_refs
 from nemo_gym.collection.runner import COLLECTOR_DEADLINE_MARGIN_S, traced_rollout
 from nemo_gym.collection.shard_balancer import ShardBalancer
-from nemo_gym.config_types import BaseServerConfig
-from nemo_gym.global_config import get_global_config_dict
-from nemo_gym.http_client import (
+from nemo_gym.config.global_config import get_global_config_dict
+from nemo_gym.config.jsonl import FAILURE_CLASS_KEY, TASK_INDEX_KEY, iter_jsonl
+from nemo_gym.config.server_instances import BaseServerConfig
+from nemo_gym.http.client import (
     DeadlineExceededError,
     HTTPStatusError,
     RequestFailedError,
@@ -46,8 +46,8 @@ from nemo_gym.http_client import (
     default_retry_policy,
     request,
 )
-from nemo_gym.jsonl import FAILURE_CLASS_KEY, TASK_INDEX_KEY, iter_jsonl
-from nemo_gym.server_utils import ServerClient, configure_http_client_from
+from nemo_gym.serving.servers import ServerClient, configure_http_client_from
+from nemo_gym.telemetry import tracing
 
 DISPATCH_DRAINED_KEY = "_ng_dispatch_drained"
 FAILURE_TYPE_KEY = "_ng_failure_type"

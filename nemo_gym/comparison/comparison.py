@@ -13,7 +13,7 @@ from pathlib import Path
 
 from nemo_gym.comparison.runs import AgentRewards, RunRewards, agent_pairs, key_metrics, read_run
 from nemo_gym.comparison.statistics import ALPHA, MeanEstimate, PairedTest, mean_estimate, paired_test
-from nemo_gym.config_types import ConfigError
+from nemo_gym.config.errors import ConfigError
 
 # A task: the (baseline) agent that ran it and its `_ng_task_index`.
 TaskKey = tuple[str, int]

@@ -9,7 +9,7 @@ from typing import Any
 
 from nemo_gym.comparison.comparison import Comparison, Side, TaskDelta, TaskKey
 from nemo_gym.comparison.statistics import MeanEstimate
-from nemo_gym.text_tables import format_table
+from nemo_gym.text.tables import format_table
 
 MAX_TASKS_LISTED = 50
 HISTOGRAM_BINS = 11  # odd: zero is the middle of a bin

@@ -16,9 +16,9 @@ import orjson
 
 from nemo_gym.collection.paths import CollectionPaths
 from nemo_gym.collection.records import agent_name_of
-from nemo_gym.config_types import ConfigError
-from nemo_gym.jsonl import FAILURE_CLASS_KEY, iter_jsonl, rollout_key
-from nemo_gym.reward_profile import MASK_SAMPLE_FIELD, is_metric
+from nemo_gym.config.errors import ConfigError
+from nemo_gym.config.jsonl import FAILURE_CLASS_KEY, iter_jsonl, rollout_key
+from nemo_gym.envkit.reward_profile import MASK_SAMPLE_FIELD, is_metric
 
 UNNAMED_AGENT = "(no agent_ref)"
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from nemo_gym.redaction import MASKED_VALUE
+from nemo_gym.text.redaction import MASKED_VALUE
 
 
 def _help_requested(data: Any) -> bool:

@@ -17,9 +17,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ConfigDict, Field
 
-from nemo_gym.config.errors import ConfigError, first_line
-from nemo_gym.config.settings import command_settings, top_level_setting
-from nemo_gym.defaults import (
+from nemo_gym.config.defaults import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_CONNECTOR_LIMIT,
     DEFAULT_CONNECTOR_LIMIT_PER_HOST,
@@ -34,6 +32,8 @@ from nemo_gym.defaults import (
     MAX_NUM_TRIES,
     CPUPoolBackend,
 )
+from nemo_gym.config.errors import ConfigError, first_line
+from nemo_gym.config.settings import command_settings, top_level_setting
 
 
 class HTTPClientSettings(BaseModel):

@@ -1,17 +1,17 @@
 """NeMo Gym's names for config keys, row keys and environment variables, at the values NeMo Gym gives them.
 
-Trainers and environment folders written for NeMo Gym import these from `nemo_gym.global_config`; each
+Trainers and environment folders written for NeMo Gym import these from `nemo_gym.config.global_config`; each
 one that Gym already spells elsewhere is that same value, not a second copy of the string.
 """
 
 from __future__ import annotations
 
 from nemo_gym.config import server_kinds
+from nemo_gym.config.defaults import DEFAULT_HEAD_SERVER_PORT as DEFAULT_HEAD_SERVER_PORT
 from nemo_gym.config.directives import COPY_KEY, DELETE_KEY_KEY, INHERIT_FROM_KEY
+from nemo_gym.config.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 from nemo_gym.config.server_refs import AGENT_REF_KEY
 from nemo_gym.config.sources import CONFIG_PATHS_KEY
-from nemo_gym.defaults import DEFAULT_HEAD_SERVER_PORT as DEFAULT_HEAD_SERVER_PORT
-from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 
 # Environment variables a launcher hands its server processes.
 NEMO_GYM_CONFIG_DICT_ENV_VAR_NAME = "NEMO_GYM_CONFIG_DICT"

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from nemo_gym.config.server_kinds import SERVER_TYPES, is_instance_block
-from nemo_gym.redaction import MASKED_VALUE, without_url_passwords
+from nemo_gym.text.redaction import MASKED_VALUE, without_url_passwords
 
 _SECRET_NAME_WORDS = frozenset(
     {"key", "keys", "tokens", "secrets", "passwords", "pwd", "passphrase", "auth", "authorization"}

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from nemo_gym.config.errors import ConfigError, first_line
 from nemo_gym.config.masking import is_header_map, is_secret_key
-from nemo_gym.redaction import MASKED_VALUE, without_url_passwords
+from nemo_gym.text.redaction import MASKED_VALUE, without_url_passwords
 
 
 def parse_overrides(overrides: Sequence[str]) -> DictConfig:

@@ -10,10 +10,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from nemo_gym.config.defaults import MAX_PORT_PROBES
 from nemo_gym.config.deployment import DeploymentSettings
 from nemo_gym.config.errors import ConfigError
 from nemo_gym.config.server_instances import ServerInstanceConfig
-from nemo_gym.defaults import MAX_PORT_PROBES
 
 PortReserver = Callable[[str, int], bool]
 

@@ -26,7 +26,7 @@ from nemo_gym.config.datasets import AnyDatasetConfig, BenchmarkDatasetConfig, D
 from nemo_gym.config.old_keys import old_key_names
 from nemo_gym.config.server_kinds import SERVER_TYPES
 from nemo_gym.config.server_refs import ServerRef, ServerRefTypeAdapter
-from nemo_gym.validation_errors import Location, describe_validation_error
+from nemo_gym.wire.validation_errors import Location, describe_validation_error
 
 
 class BaseServerConfig(BaseModel):

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from nemo_gym.config.errors import ConfigError, first_line
 from nemo_gym.config.sources import install_root, located_file
-from nemo_gym.validation_errors import describe_problem, dotted_location
+from nemo_gym.wire.validation_errors import describe_problem, dotted_location
 
 SettingsT = TypeVar("SettingsT", bound=BaseModel)
 

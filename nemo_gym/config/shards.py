@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from nemo_gym.config.errors import ConfigError
 from nemo_gym.config.key_names import RAY_HEAD_NODE_ADDRESS_KEY_NAME
 from nemo_gym.config.settings import top_level_setting
-from nemo_gym.validation_errors import describe_validation_error
+from nemo_gym.wire.validation_errors import describe_validation_error
 
 SHARDS_KEY_NAME = "shards"
 # A replica's `status` in the head server's `/server_instances`.

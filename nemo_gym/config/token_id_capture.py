@@ -3,7 +3,7 @@ recorded, and where.
 
 Gym records to files: an environment server asks for capture by calling its agent under
 `/ng-rollout/<key>/training-token-capture/`, the agent's model calls carry that prefix on, and each model
-server appends one JSON line per call to `<dir>/<key>.jsonl` (`nemo_gym.token_capture`). The block's other
+server appends one JSON line per call to `<dir>/<key>.jsonl` (`nemo_gym.serving.token_capture`). The block's other
 keys (0.7's pluggable sinks, lineage stores, external staging) are accepted for compatibility and have no
 effect, which the parse says once.
 """
@@ -25,7 +25,7 @@ from nemo_gym.config.key_names import (
     RESULTS_DIR_KEY_NAME,
     TOKEN_ID_CAPTURE_BLOCK,
 )
-from nemo_gym.validation_errors import first_problem
+from nemo_gym.wire.validation_errors import first_problem
 
 logger = logging.getLogger("nemo_gym.global_config")
 

@@ -13,15 +13,15 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from nemo_gym.config.cli_models import ExporterConfig, MLFlowConfig, WANDBConfig
 from nemo_gym.config.errors import first_line
 from nemo_gym.config.masking import MIN_SCRUBBED_SECRET_CHARS
 from nemo_gym.config.settings import command_settings
-from nemo_gym.config_types import ExporterConfig, MLFlowConfig, WANDBConfig
 from nemo_gym.exporters.base import BaseExporter, ExporterUnavailable
 from nemo_gym.exporters.mlflow_exporter import MLflowExporter
 from nemo_gym.exporters.records import aggregate_metric_values, rollout_table
 from nemo_gym.exporters.wandb_exporter import WandbExporter
-from nemo_gym.redaction import MASKED_VALUE, without_url_passwords
+from nemo_gym.text.redaction import MASKED_VALUE, without_url_passwords
 
 __all__ = [
     "EXPORTERS",

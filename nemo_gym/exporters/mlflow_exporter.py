@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import Any, ClassVar
 
+from nemo_gym.config.cli_models import MLFlowConfig
 from nemo_gym.config.settings import command_settings
-from nemo_gym.config_types import MLFlowConfig
 from nemo_gym.exporters.base import BaseExporter, ExporterUnavailable
 from nemo_gym.exporters.records import MAX_TABLE_ROWS, RolloutTable
 

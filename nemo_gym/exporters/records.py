@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nemo_gym.config_types import AGENT_REF_KEY
+from nemo_gym.config.server_refs import AGENT_REF_KEY
 
 # Dashboards render tables of at most this many rows well.
 MAX_TABLE_ROWS = 10_000

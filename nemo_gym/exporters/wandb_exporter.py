@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from nemo_gym.config.cli_models import WANDBConfig
 from nemo_gym.config.settings import command_settings
-from nemo_gym.config_types import WANDBConfig
 from nemo_gym.exporters.base import BaseExporter, ExporterUnavailable
 from nemo_gym.exporters.records import RolloutTable
 

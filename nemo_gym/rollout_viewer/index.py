@@ -26,8 +26,8 @@ from typing import Any, Literal, NamedTuple
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from nemo_gym.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
-from nemo_gym.rollout_collection import CollectionPaths
+from nemo_gym.collection.paths import CollectionPaths
+from nemo_gym.config.jsonl import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
 from nemo_gym.rollout_viewer.records import RolloutSummary, detail, integer, summarize
 
 MAX_UNREADABLE_REPORTED = 5

@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from nemo_gym.config_types import AGENT_REF_KEY
-from nemo_gym.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
-from nemo_gym.rollout_collection import agent_name_of
-from nemo_gym.text_extraction import one_line
+from nemo_gym.collection.records import agent_name_of
+from nemo_gym.config.jsonl import FAILURE_CLASS_KEY, ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
+from nemo_gym.config.server_refs import AGENT_REF_KEY
+from nemo_gym.text.extraction import one_line
 
 PREVIEW_CHARS = 120
 # Keys of a results line that are not what `/verify` returned.

@@ -11,10 +11,11 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Query
 from fastapi.responses import HTMLResponse, Response
 
-from nemo_gym.errors import GymError
-from nemo_gym.http_protocol import RequestLimits
+from nemo_gym.http.errors import GymError
+from nemo_gym.http.protocol import RequestLimits
 from nemo_gym.rollout_viewer.index import RolloutIndex, RolloutQuery, TaskQuery
-from nemo_gym.server_utils import BoundApp, bind_listening_socket, finalize_app, new_app, serve
+from nemo_gym.serving.servers import finalize_app, new_app
+from nemo_gym.serving.workers import BoundApp, bind_listening_socket, serve
 
 ASSETS = Path(__file__).parent / "assets"
 ASSET_TYPES = {"viewer.js": "text/javascript", "viewer.css": "text/css"}

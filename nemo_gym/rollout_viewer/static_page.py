@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from nemo_gym.jsonl import write_atomically
+from nemo_gym.config.jsonl import write_atomically
 from nemo_gym.rollout_viewer.index import FAILURE, RolloutIndex
 from nemo_gym.rollout_viewer.server import page_html
 

@@ -15,8 +15,6 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from nemo_gym import tracing
-from nemo_gym.metrics import record_sandbox_run
 from nemo_gym.sandbox.isolation import (
     MIB,
     SANDBOX_ENV,
@@ -29,6 +27,8 @@ from nemo_gym.sandbox.isolation import (
     wrapper_argv,
 )
 from nemo_gym.sandbox.models import LimitHit, SandboxLimits, SandboxResult
+from nemo_gym.telemetry import tracing
+from nemo_gym.telemetry.metrics import record_sandbox_run
 
 KILL_WAIT_S = 5.0
 UID_DRAIN_S = 2.0

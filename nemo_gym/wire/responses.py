@@ -304,7 +304,7 @@ class NeMoGymResponseCreateParamsNonStreaming(BaseModel):
 
     Unknown keys are an error (NeMo Gym's contract): server-specific sampling extras go through
     ``metadata`` (string values). ``stream`` may only be false/null here: a model server's ``/v1/responses``
-    takes ``stream: true`` itself and validates the rest with this model (``nemo_gym.responses_streaming``).
+    takes ``stream: true`` itself and validates the rest with this model (``nemo_gym.serving.responses_streaming``).
     """
 
     model_config = ConfigDict(extra="forbid")

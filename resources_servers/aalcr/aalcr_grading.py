@@ -10,7 +10,7 @@ from typing import Any, Literal
 import yaml
 
 from nemo_gym.config_types import ConfigError
-from nemo_gym.pass_at_k_metrics import compute_pass_majority_metrics, compute_subset_metrics
+from nemo_gym.envkit.pass_at_k_metrics import compute_pass_majority_metrics, compute_subset_metrics
 
 JudgeProtocol = Literal["legacy_v1_0", "official_v1_1"]
 Verdict = Literal["CORRECT", "INCORRECT"]

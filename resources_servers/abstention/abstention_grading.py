@@ -10,7 +10,7 @@ import yaml
 
 from nemo_gym.config_types import ConfigError
 from nemo_gym.reward_profile import compute_pass_majority_metrics
-from nemo_gym.text_extraction import last_boxed
+from nemo_gym.text.extraction import last_boxed
 
 Verdict = Literal["correct", "abstain", "incorrect"]
 VERDICTS: tuple[Verdict, ...] = ("correct", "abstain", "incorrect")

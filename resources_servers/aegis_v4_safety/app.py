@@ -21,6 +21,11 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config_types import ModelServerRef
+from nemo_gym.envkit.pass_at_k_metrics import (
+    TOKEN_MEANS,
+    compute_pass_majority_metrics,
+    pass_at_k_key_metrics,
+)
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     Judge,
@@ -32,7 +37,6 @@ from nemo_gym.judge import (
     last_assistant_text,
 )
 from nemo_gym.openai_utils import NeMoGymResponse
-from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, compute_pass_majority_metrics, pass_at_k_key_metrics
 from resources_servers.aegis_v4_safety.safety_output import (
     ResponseTextMode,
     SafetyLabel,

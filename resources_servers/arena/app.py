@@ -21,6 +21,11 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config_types import ConfigError, ModelServerRef
+from nemo_gym.envkit.pass_at_k_metrics import (
+    TOKEN_MEANS,
+    compute_pass_majority_metrics,
+    pass_at_k_key_metrics,
+)
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     Judge,
@@ -31,7 +36,6 @@ from nemo_gym.judge import (
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, compute_pass_majority_metrics, pass_at_k_key_metrics
 from resources_servers.arena.pairwise import (
     BOTH_BAD,
     PairwiseGame,

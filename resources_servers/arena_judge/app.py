@@ -25,6 +25,12 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config_types import ConfigError, ModelServerRef
+from nemo_gym.envkit.pass_at_k_metrics import (
+    TOKEN_MEANS,
+    compute_pass_majority_metrics,
+    compute_subset_metrics,
+    pass_at_k_key_metrics,
+)
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     Judge,
@@ -34,12 +40,6 @@ from nemo_gym.judge import (
     JudgeFailure,
     judge_failure_metrics,
     last_assistant_text,
-)
-from nemo_gym.pass_at_k_metrics import (
-    TOKEN_MEANS,
-    compute_pass_majority_metrics,
-    compute_subset_metrics,
-    pass_at_k_key_metrics,
 )
 from resources_servers.arena.app import ELO_KEYS, check_template, game_fields
 from resources_servers.arena.pairwise import PairwiseGame, arena_elo_metrics, judge_both_orders, policy_scores

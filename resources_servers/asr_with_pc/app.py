@@ -20,8 +20,8 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
-from nemo_gym.pass_at_k_metrics import compute_pass_majority_metrics, highest_k_metrics
+from nemo_gym.envkit.pass_at_k_metrics import compute_pass_majority_metrics, highest_k_metrics
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.asr_with_pc.grading import (
     corpus_wer,
     exact_match_text,

@@ -22,13 +22,13 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.judge import last_assistant_text
-from nemo_gym.pass_at_k_metrics import (
+from nemo_gym.envkit.pass_at_k_metrics import (
     TOKEN_MEANS,
     compute_pass_majority_metrics,
     compute_subset_metrics,
     highest_k_metrics,
 )
+from nemo_gym.judge import last_assistant_text
 from resources_servers.assaybench.ranking import THINK_BLOCK, extract_genes, ranking_metrics
 
 METRIC_NAME = re.compile(r"(adjusted_ndcg|ndcg|precision|normalized_precision|fdr|recall)@(\d+)")

@@ -27,8 +27,8 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config.class_paths import class_at_path
-from nemo_gym.failure_kinds import SESSION_LOST, VERIFIER_ERROR
-from nemo_gym.sessions import get_session_id
+from nemo_gym.http.sessions import get_session_id
+from nemo_gym.wire.failure_kinds import SESSION_LOST, VERIFIER_ERROR
 
 DEFAULT_ENV_CLASS = "resources_servers.aviary.gsm8k_env.CalculatorEnv"
 JSON_TYPES: dict[str, tuple[type, ...]] = {

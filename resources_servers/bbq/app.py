@@ -25,6 +25,11 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config_types import ModelServerRef
+from nemo_gym.envkit.judged_env import judged_key_metrics
+from nemo_gym.envkit.pass_at_k_metrics import (
+    compute_pass_majority_metrics,
+    compute_subset_metrics,
+)
 from nemo_gym.judge import (
     Judge,
     JudgeConfig,
@@ -34,12 +39,7 @@ from nemo_gym.judge import (
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.judged_env import judged_key_metrics
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.pass_at_k_metrics import (
-    compute_pass_majority_metrics,
-    compute_subset_metrics,
-)
 from resources_servers.bbq.bbq_grading import (
     ANSWER_REWARDS,
     EXPLANATION_REWARDS,

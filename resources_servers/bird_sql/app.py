@@ -20,7 +20,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.pass_at_k_metrics import PassAtK
+from nemo_gym.envkit.pass_at_k_metrics import PassAtK
 from resources_servers.bird_sql.make_databases import build_databases
 from resources_servers.bird_sql.sql_exec import (
     NO_SQL_GRADE,

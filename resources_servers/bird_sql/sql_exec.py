@@ -20,9 +20,9 @@ from typing import Any
 from fastapi import FastAPI
 
 from nemo_gym.config_types import ConfigError
-from nemo_gym.cpu_pool import run_cpu_bound
-from nemo_gym.errors import GymError
-from nemo_gym.failure_kinds import VERIFIER_ERROR
+from nemo_gym.http.errors import GymError
+from nemo_gym.serving.cpu_pool import run_cpu_bound
+from nemo_gym.wire.failure_kinds import VERIFIER_ERROR
 from resources_servers.text_to_sql.sql_grading import QueryError, run_query
 
 Rows = list[tuple[Any, ...]]

@@ -1,4 +1,4 @@
-"""blackjack: one hand against the dealer, a reset/step environment (`nemo_gym.base_gymnasium_server`).
+"""blackjack: one hand against the dealer, a reset/step environment (`nemo_gym.envkit.gymnasium_server`).
 
 Reset deals two cards each from a freshly shuffled deck (seeded by the row's `seed` when it has one) and
 shows the player's hand and the dealer's up-card. Each step reads `<action>hit</action>` or
@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from nemo_gym.base_gymnasium_server import GymnasiumServer, StepResult, extract_text, parse_metadata
+from nemo_gym.envkit.gymnasium_server import GymnasiumServer, StepResult, extract_text, parse_metadata
 from nemo_gym.openai_utils import NeMoGymResponse
 from resources_servers.blackjack.game import (
     TARGET,

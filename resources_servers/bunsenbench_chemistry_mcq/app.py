@@ -24,13 +24,13 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
-from nemo_gym.pass_at_k_metrics import (
+from nemo_gym.envkit.pass_at_k_metrics import (
     PER_SAMPLE_AGGREGATE_KEY,
     PassAtK,
     compute_pass_majority_metrics,
 )
-from nemo_gym.text_extraction import option_pairs
+from nemo_gym.serving.cpu_pool import run_cpu_bound
+from nemo_gym.text.extraction import option_pairs
 from nemo_gym.wire.responses import NeMoGymResponse
 from resources_servers.bunsenbench_chemistry_mcq.grading import ERROR_MODES, Options, gold_letter, grade_text
 

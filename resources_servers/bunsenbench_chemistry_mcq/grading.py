@@ -17,7 +17,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from nemo_gym.text_extraction import boxed_spans
+from nemo_gym.text.extraction import boxed_spans
 
 Options = Sequence[tuple[str, str]]  # (letter, text)
 

@@ -13,7 +13,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.text_extraction import last_boxed
+from nemo_gym.text.extraction import last_boxed
 from resources_servers.circle_count.task_data import TaskData
 
 COUNT = re.compile(r"\s*(\d{1,6})\s*")

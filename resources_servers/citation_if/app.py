@@ -26,7 +26,7 @@ from nemo_gym.base_resources_server import (
     ReverifyMode,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from nemo_gym.wire.responses import assistant_texts
 from resources_servers.citation_if.scoring import TERMINAL_TOOL_RESPONSE, score
 from resources_servers.citation_if.verifier import Verifier

@@ -22,7 +22,6 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.openai_utils import NeMoGymResponseReasoningItem
 from nemo_gym.reward_profile import (
     add_avg_sample_std_dev,
@@ -31,6 +30,7 @@ from nemo_gym.reward_profile import (
     highest_k_metrics,
 )
 from nemo_gym.sandbox import SandboxLimits, SandboxResult, python_command, resolve_isolation, run_sandboxed
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.code_gen.grading import (
     GLOBAL_TIMEOUT,
     extract_code,

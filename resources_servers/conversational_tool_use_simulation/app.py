@@ -1,7 +1,7 @@
 """conversational_tool_use_simulation: a customer-service policy talks with a simulated customer and calls
 generated tools whose results a simulator model writes; a judge grades the trajectory.
 
-A reset/step environment (`nemo_gym.base_gymnasium_server`) for `gymnasium_agent` in user-simulator mode:
+A reset/step environment (`nemo_gym.envkit.gymnasium_server`) for `gymnasium_agent` in user-simulator mode:
 the reset observation is the customer's private brief (persona, goal, details), which the agent gives to
 the user model as notes. Each policy turn is a step. Tool calls are checked against the task's tools and
 answered by the tool-simulator model, shown the tool, the arguments and the session's earlier calls and
@@ -23,8 +23,13 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic import Field, PrivateAttr
 
-from nemo_gym.base_gymnasium_server import GymnasiumServer, GymnasiumServerConfig, StepResult, parse_metadata
 from nemo_gym.config_types import ModelServerRef
+from nemo_gym.envkit.gymnasium_server import (
+    GymnasiumServer,
+    GymnasiumServerConfig,
+    StepResult,
+    parse_metadata,
+)
 from nemo_gym.judge import (
     Judge,
     JudgeConfig,

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from nemo_gym.pass_at_k_metrics import compute_pass_majority_metrics
+from nemo_gym.envkit.pass_at_k_metrics import compute_pass_majority_metrics
 
 FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 SCORE_NAMES = ("f1", "precision", "recall", "fully_correct", "fully_incorrect", "correct_with_extraneous")

@@ -22,7 +22,6 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config_types import ModelServerRef
-from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     Judge,
@@ -34,6 +33,7 @@ from nemo_gym.judge import (
     last_assistant_text,
 )
 from nemo_gym.reward_profile import compute_pass_majority_metrics, default_key_metrics
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.equivalence_llm_judge.equivalence_judging import (
     extract_with_regexes,
     last_user_text,

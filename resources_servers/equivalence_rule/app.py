@@ -16,7 +16,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.equivalence_rule.grading import exact_score, grade
 
 GradingRule = Literal["exact", "seq_match", "weighted_seq_match"]

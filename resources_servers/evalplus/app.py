@@ -26,7 +26,7 @@ from nemo_gym.base_resources_server import (
 )
 from nemo_gym.reward_profile import compute_pass_majority_metrics, highest_k_metrics
 from nemo_gym.sandbox import SandboxLimits, SandboxResult, python_command, resolve_isolation, run_sandboxed
-from nemo_gym.validation_errors import first_problem
+from nemo_gym.wire.validation_errors import first_problem
 from resources_servers.evalplus.grading import PASS, extract_code_strict, grade_group, parse_reports
 
 FOLDER = Path(__file__).parent

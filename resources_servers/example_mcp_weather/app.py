@@ -22,8 +22,8 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.failure_kinds import SESSION_LOST
-from nemo_gym.sessions import get_session_id
+from nemo_gym.http.sessions import get_session_id
+from nemo_gym.wire.failure_kinds import SESSION_LOST
 
 DEFAULT_CITY = "Paris"
 

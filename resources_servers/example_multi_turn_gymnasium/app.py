@@ -1,6 +1,6 @@
 """example_multi_turn_gymnasium: a scripted user asks follow-up questions; the last answer is graded.
 
-The smallest reset/step environment (`nemo_gym.base_gymnasium_server`): the row's `follow_ups` are asked one
+The smallest reset/step environment (`nemo_gym.envkit.gymnasium_server`): the row's `follow_ups` are asked one
 per step, as the observations the agent shows the model next; the step after the last follow-up is the
 final answer, rewarded 1.0 if it contains `expected_answer` (ignoring case), and ends the episode.
 """
@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from nemo_gym.base_gymnasium_server import GymnasiumServer, StepResult, extract_text, parse_metadata
+from nemo_gym.envkit.gymnasium_server import GymnasiumServer, StepResult, extract_text, parse_metadata
 from nemo_gym.openai_utils import NeMoGymResponse
 
 

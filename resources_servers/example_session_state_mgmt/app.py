@@ -16,7 +16,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.sessions import get_session_id
+from nemo_gym.http.sessions import get_session_id
 
 
 class SeedCounterRequest(BaseSeedSessionRequest):

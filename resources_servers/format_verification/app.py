@@ -19,7 +19,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.format_verification.checks import Check, Verifier, run_checks
 
 GradingMode = Literal["binary", "fraction"]

@@ -22,10 +22,10 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound, shutdown_pool
-from nemo_gym.failure_kinds import VERIFIER_ERROR
 from nemo_gym.openai_utils import NeMoGymResponse, assistant_texts
 from nemo_gym.reward_profile import compute_subset_metrics
+from nemo_gym.serving.cpu_pool import run_cpu_bound, shutdown_pool
+from nemo_gym.wire.failure_kinds import VERIFIER_ERROR
 from resources_servers.fukuyamabench.scoring import Limits, score_answer
 
 logger = logging.getLogger("fukuyamabench")

@@ -24,6 +24,7 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config_types import ModelServerRef
+from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, highest_k_metrics
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     Judge,
@@ -35,7 +36,6 @@ from nemo_gym.judge import (
     last_assistant_text,
 )
 from nemo_gym.openai_utils import NeMoGymResponse
-from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, highest_k_metrics
 from resources_servers.gdp_pdf.grading import CriterionVerdict, gdp_pdf_metrics, load_prompt, read_verdict
 from resources_servers.labbench2_vlm.prompt_media import require_readable_images
 

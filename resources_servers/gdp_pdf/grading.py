@@ -9,7 +9,7 @@ from typing import Any, Literal
 import yaml
 
 from nemo_gym.config_types import ConfigError
-from nemo_gym.pass_at_k_metrics import compute_pass_majority_metrics
+from nemo_gym.envkit.pass_at_k_metrics import compute_pass_majority_metrics
 
 CriterionVerdict = Literal["PASS", "FAIL"]
 PROMPT_FIELDS = ("task_prompt", "candidate_answer", "criterion")

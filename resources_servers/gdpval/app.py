@@ -24,6 +24,11 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config_types import ModelServerRef
+from nemo_gym.envkit.pass_at_k_metrics import (
+    TOKEN_MEANS,
+    compute_pass_majority_metrics,
+    pass_at_k_key_metrics,
+)
 from nemo_gym.global_config import install_root
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
@@ -36,7 +41,6 @@ from nemo_gym.judge import (
     last_assistant_text,
 )
 from nemo_gym.openai_utils import NeMoGymResponse
-from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, compute_pass_majority_metrics, pass_at_k_key_metrics
 from resources_servers.gdpval.deliverables import Limits, read_deliverable
 from resources_servers.gdpval.rubric import load_prompt, read_scores, rubric_items, rubric_text
 

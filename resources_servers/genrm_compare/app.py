@@ -26,11 +26,10 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
+from nemo_gym.config.jsonl import TASK_INDEX_KEY
 from nemo_gym.config_types import ModelServerRef
-from nemo_gym.deadlines import remaining_s
-from nemo_gym.failure_kinds import COHORT_INCOMPLETE, JUDGE_FAILED
-from nemo_gym.http_client import default_retry_policy
-from nemo_gym.jsonl import TASK_INDEX_KEY
+from nemo_gym.http.client import default_retry_policy
+from nemo_gym.http.deadlines import remaining_s
 from nemo_gym.judge import (
     Judge,
     JudgeConfig,
@@ -40,6 +39,7 @@ from nemo_gym.judge import (
     last_assistant_text,
 )
 from nemo_gym.openai_utils import NeMoGymResponseCreateParamsNonStreaming
+from nemo_gym.wire.failure_kinds import COHORT_INCOMPLETE, JUDGE_FAILED
 from resources_servers.genrm_compare.grading import (
     Verdict,
     comparison_pairs,

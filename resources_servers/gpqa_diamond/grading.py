@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from nemo_gym.text_extraction import Options, last_boxed, letter_from_patterns
+from nemo_gym.text.extraction import Options, last_boxed, letter_from_patterns
 
 _STANDALONE_CAPITAL = re.compile(r"\b([A-Z])\b")
 # `Answer: C`, `**Answer:** C`, `__Answer__: c`; the letter must not start a longer word.

@@ -19,7 +19,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.pass_at_k_metrics import PassAtK, pass_at_k_key_metrics
+from nemo_gym.envkit.pass_at_k_metrics import PassAtK, pass_at_k_key_metrics
 from resources_servers.graphwalks.grading import f1_score, parse_final_answer
 
 SUBSET_KEY = "problem_type"

@@ -1,4 +1,4 @@
-"""grl_sokoban: push every box onto a goal, a reset/step environment (`nemo_gym.base_gymnasium_server`).
+"""grl_sokoban: push every box onto a goal, a reset/step environment (`nemo_gym.envkit.gymnasium_server`).
 
 The row gives the level in the usual Sokoban notation. Each step plays the moves of the reply's last
 `<action>` tag (e.g. `<action>up, left, left</action>`) and shows the board again; solving the level within
@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from nemo_gym.base_gymnasium_server import (
+from nemo_gym.envkit.gymnasium_server import (
     GymnasiumServer,
     GymnasiumServerConfig,
     StepResult,

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from nemo_gym.base_gymnasium_server import (
+from nemo_gym.envkit.gymnasium_server import (
     GymnasiumServer,
     GymnasiumServerConfig,
     StepResult,

@@ -1,10 +1,10 @@
 """Import path kept for environments written for NeMo Gym (`from resources_servers.gymnasium import ...`).
 
-The base lives in the core, `nemo_gym.base_gymnasium_server`; this package only re-exports it and is not an
+The base lives in the core, `nemo_gym.envkit.gymnasium_server`; this package only re-exports it and is not an
 environment itself (no configs, no README).
 """
 
-from nemo_gym.base_gymnasium_server import (
+from nemo_gym.envkit.gymnasium_server import (
     EnvResetRequest,
     EnvResetResponse,
     EnvStepRequest,

@@ -18,9 +18,9 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
-from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
+from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
 from nemo_gym.reward_profile import compute_pass_majority_metrics, is_metric
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.hotpotqa_qa.grading import Grade, grade
 
 SCORES = ("exact_match", "f1")

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nemo_gym.text_extraction import last_boxed
+from nemo_gym.text.extraction import last_boxed
 
 _ARTICLES = re.compile(r"\b(?:a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)

@@ -18,8 +18,8 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.openai_utils import NeMoGymResponse, assistant_texts
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.ifbench.checks import grade, validated_arguments
 
 Kwargs = list[dict[str, Any] | None]

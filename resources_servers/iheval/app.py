@@ -18,8 +18,8 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.openai_utils import NeMoGymResponse, assistant_texts
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.iheval.metrics import benchmark_metrics
 from resources_servers.iheval.scoring import (
     GET_WEBPAGE_SUBTASKS,

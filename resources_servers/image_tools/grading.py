@@ -22,7 +22,7 @@ import re
 import unicodedata
 from typing import Any
 
-from nemo_gym.text_extraction import last_boxed
+from nemo_gym.text.extraction import last_boxed
 
 BBOX_TOOLS = frozenset({"image_zoom_in_tool", "image_crop_tool"})
 FAMILIES = {

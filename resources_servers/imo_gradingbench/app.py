@@ -20,7 +20,7 @@ from nemo_gym.base_resources_server import (
     ReverifyMode,
     SimpleResourcesServer,
 )
-from nemo_gym.pass_at_k_metrics import PassAtK
+from nemo_gym.envkit.pass_at_k_metrics import PassAtK
 from nemo_gym.wire.responses import assistant_texts
 from resources_servers.imo_gradingbench.grading import (
     extract_grade,

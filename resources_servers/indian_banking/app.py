@@ -1,5 +1,5 @@
 """indian_banking: bank customer support with 34 tools over a per-episode database, a simulated customer,
-and tau-style grading; a reset/step environment (`nemo_gym.base_gymnasium_server`).
+and tau-style grading; a reset/step environment (`nemo_gym.envkit.gymnasium_server`).
 
 Played by gymnasium_agent in its user-simulator mode: `/reset` answers the customer's brief (persona,
 goal, what they know, how to open) as the observation, which the agent hands to the user model as private
@@ -21,8 +21,13 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, Field, model_validator
 
-from nemo_gym.base_gymnasium_server import GymnasiumServer, GymnasiumServerConfig, StepResult, parse_metadata
-from nemo_gym.errors import GymError
+from nemo_gym.envkit.gymnasium_server import (
+    GymnasiumServer,
+    GymnasiumServerConfig,
+    StepResult,
+    parse_metadata,
+)
+from nemo_gym.http.errors import GymError
 from nemo_gym.openai_utils import NeMoGymResponse
 from resources_servers.indian_banking.bank import call_tool
 from resources_servers.indian_banking.grading import (

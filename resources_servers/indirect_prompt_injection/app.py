@@ -22,8 +22,8 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.errors import GymError
-from nemo_gym.sessions import get_session_id
+from nemo_gym.http.errors import GymError
+from nemo_gym.http.sessions import get_session_id
 from resources_servers.indirect_prompt_injection.verifier import attacker_call, function_calls, utility
 from resources_servers.indirect_prompt_injection.worlds import TOOLS, call_tool, fresh_environment
 

@@ -17,8 +17,8 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.openai_utils import NeMoGymResponse, assistant_texts
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.instruction_following.checks import grade
 
 logger = logging.getLogger("instruction_following")

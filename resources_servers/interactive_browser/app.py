@@ -36,9 +36,9 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config_types import ConfigError
-from nemo_gym.errors import GymError
-from nemo_gym.failure_kinds import SESSION_LOST, VERIFIER_ERROR
-from nemo_gym.sessions import get_session_id
+from nemo_gym.http.errors import GymError
+from nemo_gym.http.sessions import get_session_id
+from nemo_gym.wire.failure_kinds import SESSION_LOST, VERIFIER_ERROR
 from resources_servers.interactive_browser.browser import (
     Browser,
     BrowserActionError,

@@ -25,6 +25,7 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config_types import ModelServerRef
+from nemo_gym.envkit.judged_env import judged_key_metrics
 from nemo_gym.judge import (
     Judge,
     JudgeConfig,
@@ -32,7 +33,6 @@ from nemo_gym.judge import (
     JudgeFailure,
     judge_failure_metrics,
 )
-from nemo_gym.judged_env import judged_key_metrics
 from resources_servers.multichallenge.rubric_grading import (
     AggregationMode,
     ItemCall,

@@ -10,7 +10,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from nemo_gym.config_types import ConfigError
-from nemo_gym.validation_errors import first_problem
+from nemo_gym.wire.validation_errors import first_problem
 
 Combination = Literal["product", "average", "single"]
 Label = Literal["positive", "negative"]

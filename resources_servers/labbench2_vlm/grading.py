@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from nemo_gym.config_types import ConfigError
-from nemo_gym.pass_at_k_metrics import compute_pass_majority_metrics
+from nemo_gym.envkit.pass_at_k_metrics import compute_pass_majority_metrics
 
 Verdict = Literal["equal", "not_equal"]
 PLAIN_FIELDS = ("question", "expected_answer", "generated_answer")

@@ -22,7 +22,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.lc_niah.grading import combined_reward, node_f1, parse_node_list, reasoning_overlap
 
 OverlapMetricRule = Literal["seq_match", "ngram16", "lcs"]

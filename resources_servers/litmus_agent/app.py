@@ -23,7 +23,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from nemo_gym.wire.responses import NeMoGymResponse, assistant_texts
 from resources_servers.litmus_agent.grading import (
     ANSWER_FORMATS,

@@ -22,6 +22,7 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config_types import ModelServerRef
+from nemo_gym.envkit.judged_env import unusable_unless
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     Judge,
@@ -32,7 +33,6 @@ from nemo_gym.judge import (
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.judged_env import unusable_unless
 from resources_servers.longmemeval.longmemeval_grading import (
     RUBRICS,
     load_prompts,

@@ -18,7 +18,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.pass_at_k_metrics import PassAtK, highest_k_metrics
+from nemo_gym.envkit.pass_at_k_metrics import PassAtK, highest_k_metrics
 from nemo_gym.wire.responses import NeMoGymResponse, assistant_texts
 from resources_servers.math_proof_judgement.grading import (
     classification_metrics,

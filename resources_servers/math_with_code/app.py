@@ -19,11 +19,11 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
+from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseFunctionToolCall, assistant_texts
-from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
 from nemo_gym.reward_profile import compute_pass_majority_metrics
 from nemo_gym.sandbox import SandboxLimits, resolve_isolation, run_sandboxed
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.math_with_code.grading import Grade, grade
 
 

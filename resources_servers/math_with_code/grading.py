@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from math_verify import LatexExtractionConfig, parse, verify
 
-from nemo_gym.text_extraction import last_boxed
+from nemo_gym.text.extraction import last_boxed
 
 logging.getLogger("math_verify").setLevel(logging.ERROR)
 

@@ -15,8 +15,8 @@ from fastapi import FastAPI
 from pydantic import PrivateAttr
 
 from nemo_gym.base_resources_server import SimpleResourcesServer
+from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, PassAtK, pass_at_k_key_metrics
 from nemo_gym.judge import JUDGE_FAILURE_RATE_KEY, Judge, JudgeFailed, judge_failure_metrics
-from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, PassAtK, pass_at_k_key_metrics
 from resources_servers.math_with_judge.judging import judge_equal, rollout_scores
 from resources_servers.math_with_judge.library import LibraryGrader
 from resources_servers.math_with_judge.models import (

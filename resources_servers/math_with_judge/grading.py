@@ -1,6 +1,6 @@
 """Symbolic grading of a math answer with math-verify, meant to run in a CPU worker process.
 
-`grade` is module-level and takes only strings, so `nemo_gym.cpu_pool.run_cpu_bound` can ship it to a
+`grade` is module-level and takes only strings, so `nemo_gym.serving.cpu_pool.run_cpu_bound` can ship it to a
 worker, whose deadline covers the whole check. math-verify's own timeouts are switched off: they use
 `signal.alarm` too, and would cancel the pool's timer.
 """

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from nemo_gym.cpu_pool import run_cpu_bound
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.math_with_judge.grading import Grade, grade
 
 logger = logging.getLogger("math_with_judge")

@@ -15,9 +15,9 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
-from nemo_gym.pass_at_k_metrics import PassAtK
-from nemo_gym.text_extraction import option_pairs
+from nemo_gym.envkit.pass_at_k_metrics import PassAtK
+from nemo_gym.serving.cpu_pool import run_cpu_bound
+from nemo_gym.text.extraction import option_pairs
 from resources_servers.mcqa.mcqa_grading import extract_answer
 from resources_servers.mcqa.rows import ConfigGradingMode, RowGradingMode, TemplateMetadata, regex_list
 

@@ -3,7 +3,7 @@
 Kept apart from app.py because the worker processes import it by its module path: a row's `output_regex`
 is arbitrary user input and a pathological pattern must be interruptible without touching the server's
 event loop. The template-regex rule, option matching and box reading are the core helpers of
-`nemo_gym.text_extraction`, shared with gpqa_diamond.
+`nemo_gym.text.extraction`, shared with gpqa_diamond.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from nemo_gym.text_extraction import Options, boxed_spans, letter_from_patterns, option_letter_for_text
+from nemo_gym.text.extraction import Options, boxed_spans, letter_from_patterns, option_letter_for_text
 
 STRICT = "strict_single_letter_boxed"
 LENIENT_BOXED = "lenient_boxed"

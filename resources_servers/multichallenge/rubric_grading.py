@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from nemo_gym.envkit.pass_at_k_metrics import compute_pass_majority_metrics, compute_subset_metrics
 from nemo_gym.judge import (
     Judge,
     JudgeEvaluation,
@@ -26,7 +27,6 @@ from nemo_gym.judge import (
     last_assistant_text,
 )
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.pass_at_k_metrics import compute_pass_majority_metrics, compute_subset_metrics
 
 PER_SAMPLE_AGGREGATE_KEY = "per_sample_aggregate"
 THINKING = re.compile(r"<(think|thinking)>.*?</\1>", re.DOTALL)

@@ -24,10 +24,10 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
-from nemo_gym.failure_kinds import VERIFIER_ERROR
 from nemo_gym.openai_utils import NeMoGymResponse, assistant_texts
 from nemo_gym.sandbox import SandboxLimits, SandboxResult, python_command, resolve_isolation, run_sandboxed
+from nemo_gym.serving.cpu_pool import run_cpu_bound
+from nemo_gym.wire.failure_kinds import VERIFIER_ERROR
 from resources_servers.nvarc.grading import Grid, extract_code, is_grid, parse_grid, read_report
 
 RUNNER = (Path(__file__).parent / "runner.py").read_bytes()

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from nemo_gym.base_gymnasium_server import (
+from nemo_gym.envkit.gymnasium_server import (
     EpisodeStore,
     GymnasiumServer,
     GymnasiumServerConfig,

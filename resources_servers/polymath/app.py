@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import Field
 
-from nemo_gym.pass_at_k_metrics import PassAtK
+from nemo_gym.envkit.pass_at_k_metrics import PassAtK
 from resources_servers.math_with_judge.app import MathWithJudgeResourcesServer
 from resources_servers.math_with_judge.judging import rollout_scores
 from resources_servers.math_with_judge.models import (

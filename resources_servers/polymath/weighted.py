@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from nemo_gym.pass_at_k_metrics import pass_at_k
+from nemo_gym.envkit.pass_at_k_metrics import pass_at_k
 from nemo_gym.reward_profile import is_metric
 
 DEFAULT_WEIGHT = 1.0

@@ -18,7 +18,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.pass_at_k_metrics import PassAtK
+from nemo_gym.envkit.pass_at_k_metrics import PassAtK
 from resources_servers.proof_genselect.grading import select
 
 CANDIDATE_FIELD = re.compile(r"proof_\d+")

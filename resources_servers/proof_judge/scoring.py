@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from nemo_gym.judge import last_assistant_text
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.text_extraction import last_boxed
+from nemo_gym.text.extraction import last_boxed
 
 SCORES = (0.0, 0.5, 1.0)
 THINK_END = "</think>"

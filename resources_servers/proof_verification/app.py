@@ -24,6 +24,7 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config_types import ModelServerRef
+from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, PassAtK, pass_at_k_key_metrics
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     Judge,
@@ -34,7 +35,6 @@ from nemo_gym.judge import (
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, PassAtK, pass_at_k_key_metrics
 from nemo_gym.prompt import PromptConfig, fill_prompt, load_judge_prompt_file
 from resources_servers.proof_judge.scoring import (
     SCORES,

@@ -15,8 +15,8 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
-from nemo_gym.pass_at_k_metrics import PassAtK
+from nemo_gym.envkit.pass_at_k_metrics import PassAtK
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.reasoning_gym.grading import Grade, UnknownTaskError, grade
 
 

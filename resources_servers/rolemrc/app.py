@@ -21,7 +21,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.rolemrc.grading import reference_metrics, strip_reasoning, task_dimension
 
 logger = logging.getLogger(__name__)

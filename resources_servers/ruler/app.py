@@ -16,7 +16,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.ruler.grading import string_match
 
 # RULER's 13 tasks. The answer also carries the reward under the name of its task, so /aggregate_metrics

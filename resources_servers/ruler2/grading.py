@@ -7,7 +7,7 @@ import re
 
 from rapidfuzz.distance import Levenshtein
 
-from nemo_gym.text_extraction import last_boxed
+from nemo_gym.text.extraction import last_boxed
 
 _CONTROL = re.compile(r"[\x00-\x1f]")
 # A "Document N:" header and the lines after it up to the first blank line: the part match type drops

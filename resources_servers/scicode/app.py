@@ -32,10 +32,10 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.failure_kinds import VERIFIER_ERROR
-from nemo_gym.pass_at_k_metrics import compute_pass_majority_metrics, highest_k_metrics
+from nemo_gym.envkit.pass_at_k_metrics import compute_pass_majority_metrics, highest_k_metrics
 from nemo_gym.reward_profile import count_of
 from nemo_gym.sandbox import SandboxLimits, SandboxResult, python_command, resolve_isolation, run_sandboxed
+from nemo_gym.wire.failure_kinds import VERIFIER_ERROR
 from resources_servers.scicode.example_problems import write_test_data
 from resources_servers.scicode.grading import OUT_OF_CONTEXT, extract_code, sanitize_test, step_targets
 from resources_servers.scicodepile.grading import encodable, read_verdict

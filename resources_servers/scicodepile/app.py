@@ -23,13 +23,13 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.failure_kinds import VERIFIER_ERROR
 from nemo_gym.reward_profile import (
     add_avg_sample_std_dev,
     compute_pass_majority_metrics,
     highest_k_metrics,
 )
 from nemo_gym.sandbox import SandboxLimits, SandboxResult, python_command, resolve_isolation, run_sandboxed
+from nemo_gym.wire.failure_kinds import VERIFIER_ERROR
 from resources_servers.scicodepile.grading import encodable, extract_code, read_verdict
 
 RUNNER = (Path(__file__).parent / "runner.py").read_bytes()

@@ -16,9 +16,9 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.openai_utils import NeMoGymResponse
 from nemo_gym.reward_profile import compute_pass_majority_metrics, default_key_metrics, highest_k_metrics
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.single_step_tool_use_with_argument_comparison.argument_comparison import (
     Action,
     ActionGrade,

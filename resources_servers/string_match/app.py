@@ -19,7 +19,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.pass_at_k_metrics import PassAtK
+from nemo_gym.envkit.pass_at_k_metrics import PassAtK
 from nemo_gym.wire.responses import NeMoGymResponse, assistant_texts
 from resources_servers.string_match.grading import ExtractionMode, extract_answer, match_score
 

@@ -14,7 +14,7 @@ import re
 import unicodedata
 from typing import Literal
 
-from nemo_gym.text_extraction import last_boxed
+from nemo_gym.text.extraction import last_boxed
 
 ExtractionMode = Literal["boxed", "final_answer", "last_line", "full_response"]
 

@@ -19,8 +19,8 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
 from nemo_gym.reward_profile import is_metric
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.structeval.grading import FORMATS, StructGrade, grade
 
 RENDER_WEIGHT, KEY_WEIGHT = 0.2, 0.8

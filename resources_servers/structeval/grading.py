@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from nemo_gym.text_extraction import FENCE, one_line
+from nemo_gym.text.extraction import FENCE, one_line
 
 FORMATS = ("json", "yaml", "csv", "toml", "xml")
 BEGIN_CODE, END_CODE = "<|BEGIN_CODE|>", "<|END_CODE|>"

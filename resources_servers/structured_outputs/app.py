@@ -17,9 +17,9 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
-from nemo_gym.errors import GymError
-from nemo_gym.pass_at_k_metrics import PassAtK
+from nemo_gym.envkit.pass_at_k_metrics import PassAtK
+from nemo_gym.http.errors import GymError
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.structured_outputs.grading import Grade, grade
 
 

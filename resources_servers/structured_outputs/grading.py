@@ -18,7 +18,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
-from nemo_gym.text_extraction import closed_fenced_blocks, one_line
+from nemo_gym.text.extraction import closed_fenced_blocks, one_line
 
 JSON_FENCE_LABELS = ("", "json")
 MAX_SCHEMA_DEPTH = 64

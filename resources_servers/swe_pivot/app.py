@@ -18,10 +18,10 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
-from nemo_gym.failure_kinds import VERIFIER_ERROR
+from nemo_gym.envkit.pass_at_k_metrics import PassAtK
 from nemo_gym.openai_utils import NeMoGymResponse
-from nemo_gym.pass_at_k_metrics import PassAtK
+from nemo_gym.serving.cpu_pool import run_cpu_bound
+from nemo_gym.wire.failure_kinds import VERIFIER_ERROR
 from resources_servers.swe_pivot.grading import (
     Call,
     FailureCode,

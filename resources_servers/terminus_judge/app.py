@@ -23,9 +23,8 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config_types import ConfigError
-from nemo_gym.cpu_pool import run_cpu_bound
-from nemo_gym.errors import GymError
-from nemo_gym.failure_kinds import JUDGE_FAILED, VERIFIER_ERROR
+from nemo_gym.envkit.pass_at_k_metrics import PassAtK
+from nemo_gym.http.errors import GymError
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     Judge,
@@ -35,7 +34,8 @@ from nemo_gym.judge import (
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.pass_at_k_metrics import PassAtK
+from nemo_gym.serving.cpu_pool import run_cpu_bound
+from nemo_gym.wire.failure_kinds import JUDGE_FAILED, VERIFIER_ERROR
 from resources_servers.terminus_judge.grading import HARNESSES, FailureCode, TurnGrade, grade_turn, turn_text
 
 

@@ -21,9 +21,9 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config_types import ConfigError
-from nemo_gym.cpu_pool import run_cpu_bound
-from nemo_gym.errors import GymError
-from nemo_gym.pass_at_k_metrics import PassAtK
+from nemo_gym.envkit.pass_at_k_metrics import PassAtK
+from nemo_gym.http.errors import GymError
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.text_to_sql.sql_grading import SqlGrade, grade_sql, prepare_databases
 
 FOLDER = Path(__file__).resolve().parent

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from nemo_gym.config_types import ConfigError
-from nemo_gym.text_extraction import closed_fenced_blocks, one_line
+from nemo_gym.text.extraction import closed_fenced_blocks, one_line
 
 PROGRESS_STEPS = 10_000
 MAX_VALUE_BYTES = 1_000_000

@@ -20,7 +20,7 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic import BaseModel, Field
 
-from nemo_gym.base_gymnasium_server import (
+from nemo_gym.envkit.gymnasium_server import (
     EnvStepRequest,
     GymnasiumServer,
     GymnasiumServerConfig,

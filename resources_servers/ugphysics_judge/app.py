@@ -16,9 +16,9 @@ from typing import Any, Literal
 from fastapi import FastAPI
 from pydantic import ConfigDict, PrivateAttr, field_validator
 
+from nemo_gym.envkit.pass_at_k_metrics import PassAtK
 from nemo_gym.judge import JudgeEvaluation, JudgeFailed, last_assistant_text
 from nemo_gym.openai_utils import NeMoGymResponse
-from nemo_gym.pass_at_k_metrics import PassAtK
 from nemo_gym.prompt import PromptConfig, fill_prompt
 from resources_servers.math_with_judge.app import MathWithJudgeResourcesServer
 from resources_servers.math_with_judge.models import (

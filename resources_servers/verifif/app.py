@@ -25,7 +25,7 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config_types import ModelServerRef
-from nemo_gym.cpu_pool import run_cpu_bound
+from nemo_gym.envkit.judged_env import unusable_unless
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     Judge,
@@ -36,7 +36,7 @@ from nemo_gym.judge import (
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.judged_env import unusable_unless
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.verifif.judged import JUDGE_INSTRUCTIONS, load_prompts, parse_verdict, visible_text
 from resources_servers.verifif.rules import ARGUMENTS, RULES, Check
 

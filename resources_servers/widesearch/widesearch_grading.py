@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 import dateparser
 
-from nemo_gym.pass_at_k_metrics import compute_pass_majority_metrics
+from nemo_gym.envkit.pass_at_k_metrics import compute_pass_majority_metrics
 
 PREPROCESSORS = ("norm_str", "extract_number", "norm_date")
 RULE_METRICS = ("exact_match", "url_match", "number_near", "date_near")

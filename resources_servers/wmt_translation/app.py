@@ -25,8 +25,8 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
-from nemo_gym.failure_kinds import VERIFIER_ERROR
+from nemo_gym.serving.cpu_pool import run_cpu_bound
+from nemo_gym.wire.failure_kinds import VERIFIER_ERROR
 from resources_servers.wmt_translation.scoring import (
     DOWNLOADING_TOKENIZERS,
     OFFLINE_TOKENIZERS,

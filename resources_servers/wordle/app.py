@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from nemo_gym.base_gymnasium_server import (
+from nemo_gym.envkit.gymnasium_server import (
     GymnasiumServer,
     GymnasiumServerConfig,
     StepResult,

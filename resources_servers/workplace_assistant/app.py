@@ -18,9 +18,9 @@ from nemo_gym.base_resources_server import (
     BaseSeedSessionResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.cpu_pool import run_cpu_bound
-from nemo_gym.pass_at_k_metrics import PassAtK
-from nemo_gym.sessions import get_session_id
+from nemo_gym.envkit.pass_at_k_metrics import PassAtK
+from nemo_gym.http.sessions import get_session_id
+from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.workplace_assistant import calls
 from resources_servers.workplace_assistant.workspace import Workspace, replay_reward
 

@@ -11,7 +11,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.pass_at_k_metrics import PassAtK
+from nemo_gym.envkit.pass_at_k_metrics import PassAtK
 from resources_servers.xlam_fc.matching import FunctionCall, count_matches, predicted_calls
 
 

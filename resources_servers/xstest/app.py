@@ -22,6 +22,7 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config_types import ConfigError, ModelServerRef
+from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     Judge,
@@ -33,7 +34,6 @@ from nemo_gym.judge import (
     last_assistant_text,
 )
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
 from nemo_gym.reward_profile import compute_pass_majority_metrics, compute_subset_metrics
 
 FOLDER = Path(__file__).resolve().parent

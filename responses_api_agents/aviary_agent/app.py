@@ -16,7 +16,7 @@ import orjson
 from fastapi import Request
 from pydantic import Field, field_validator
 
-from nemo_gym.rollout_agent import (
+from nemo_gym.agents.rollout_agent import (
     Rollout,
     RolloutRunRequest,
     declared_tool_names,

@@ -4,7 +4,7 @@ The CLI calls the deployment's model server over the Anthropic Messages API (`/v
 the model server's address under the rollout's prefix; tools (Bash, Edit, Read, ...) run inside a fresh
 workspace. Its stream-json output becomes the rollout's Gym output items (`trajectory.py`), which go to the
 resources server's `/verify`. Compatible with NeMo Gym 0.7's claude_code_agent (same folder, config keys,
-launch and output shape); the run itself (workspace, home, deadline, caps) is `nemo_gym.cli_agents`.
+launch and output shape); the run itself (workspace, home, deadline, caps) is `nemo_gym.agents.cli_agents`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 import orjson
 from pydantic import Field, SecretStr
 
-from nemo_gym.cli_agents import CliAgent, CliAgentConfig
-from nemo_gym.cli_trajectories import Trajectory
+from nemo_gym.agents.cli_agents import CliAgent, CliAgentConfig
+from nemo_gym.agents.cli_trajectories import Trajectory
 from responses_api_agents.claude_code_agent.trajectory import parse_stream_json
 
 FOLDER = Path(__file__).resolve().parent

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from nemo_gym.cli_trajectories import Trajectory, assistant_message, json_events, usage_of
+from nemo_gym.agents.cli_trajectories import Trajectory, assistant_message, json_events, usage_of
 
 # `result` subtypes that end a run normally: a final answer, or the --max-turns limit reached.
 FINISHED_SUBTYPES = {"success": "completed", "error_max_turns": "max_turns"}

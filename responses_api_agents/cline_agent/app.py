@@ -6,7 +6,7 @@ run's own; then `cline --json --auto-approve true` runs the task in a fresh work
 server's streamed `/v1/chat/completions`. Its JSON event stream becomes the rollout's Gym output items
 (`trajectory.py`), which go to the resources server's `/verify`. Compatible with NeMo Gym 0.7's cline_agent
 (same folder, config keys, launch and output shape); the run itself (workspace, home, deadline, caps) is
-`nemo_gym.cli_agents`.
+`nemo_gym.agents.cli_agents`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any, Literal
 import orjson
 from pydantic import Field
 
-from nemo_gym.cli_agents import LOOPBACK_ONLY_ENV, OpenAICompatibleCliAgent, OpenAICompatibleCliConfig
-from nemo_gym.cli_trajectories import Trajectory
+from nemo_gym.agents.cli_agents import LOOPBACK_ONLY_ENV, OpenAICompatibleCliAgent, OpenAICompatibleCliConfig
+from nemo_gym.agents.cli_trajectories import Trajectory
 from responses_api_agents.cline_agent.trajectory import parse_cline_json
 
 FOLDER = Path(__file__).resolve().parent

@@ -14,7 +14,13 @@ from typing import Any
 
 import orjson
 
-from nemo_gym.cli_trajectories import Trajectory, assistant_message, json_events, tool_call_items, usage_of
+from nemo_gym.agents.cli_trajectories import (
+    Trajectory,
+    assistant_message,
+    json_events,
+    tool_call_items,
+    usage_of,
+)
 
 # finishReason values of a run that ended normally (a final answer, or its iteration limit).
 FINISHED_REASONS = {"completed": "completed", "max_iterations": "max_iterations"}

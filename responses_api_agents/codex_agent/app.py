@@ -5,7 +5,7 @@ Codex calls the deployment's model server through a model provider of its own co
 commands run in a fresh workspace. Its `--json` events become the rollout's Gym output items
 (`trajectory.py`), which go to the resources server's `/verify`. Compatible with NeMo Gym 0.7's codex_agent
 (same folder, config keys, launch and output shape); the run itself (workspace, home, deadline, caps) is
-`nemo_gym.cli_agents`.
+`nemo_gym.agents.cli_agents`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any, Literal
 import tomli_w
 from pydantic import Field, SecretStr
 
-from nemo_gym.cli_agents import CliAgent, CliAgentConfig, merged
-from nemo_gym.cli_trajectories import Trajectory
+from nemo_gym.agents.cli_agents import CliAgent, CliAgentConfig, merged
+from nemo_gym.agents.cli_trajectories import Trajectory
 from responses_api_agents.codex_agent.trajectory import parse_exec_json
 
 FOLDER = Path(__file__).resolve().parent

@@ -13,7 +13,13 @@ from typing import Any
 
 import orjson
 
-from nemo_gym.cli_trajectories import Trajectory, assistant_message, json_events, tool_call_items, usage_of
+from nemo_gym.agents.cli_trajectories import (
+    Trajectory,
+    assistant_message,
+    json_events,
+    tool_call_items,
+    usage_of,
+)
 
 
 def parse_exec_json(stdout: str) -> Trajectory:

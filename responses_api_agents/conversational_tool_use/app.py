@@ -26,8 +26,8 @@ import orjson
 from fastapi import Request, Response
 from pydantic import Field, model_validator
 
-from nemo_gym.errors import GymError
-from nemo_gym.rollout_agent import Rollout, RolloutRunRequest
+from nemo_gym.agents.rollout_agent import Rollout, RolloutRunRequest
+from nemo_gym.http.errors import GymError
 from responses_api_agents.gymnasium_agent.app import GymnasiumAgent, SimulatedUserAgentConfig
 from responses_api_agents.gymnasium_agent.user_simulator import message_text
 

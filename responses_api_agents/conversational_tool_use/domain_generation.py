@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import Field
 
-from nemo_gym.errors import GymError
+from nemo_gym.http.errors import GymError
 from responses_api_agents.conversational_tool_use.generation import (
     GenerationAgent,
     GenerationAgentConfig,

@@ -17,10 +17,10 @@ import orjson
 from fastapi import Request, Response
 from pydantic import BaseModel, Field
 
+from nemo_gym.agents.rollout_agent import RolloutAgent, RolloutAgentConfig, RolloutRunRequest
 from nemo_gym.config_types import AggregateMetrics, ModelServerRef, ResourcesServerRef
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.reward_profile import AggregateMetricsBody, AggregateMetricsMixin
-from nemo_gym.rollout_agent import RolloutAgent, RolloutAgentConfig, RolloutRunRequest
 from resources_servers.conversational_tool_use_simulation.simulation import read_json
 
 

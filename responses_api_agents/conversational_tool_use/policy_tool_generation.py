@@ -29,8 +29,8 @@ from zoneinfo import ZoneInfo
 import jsonschema.validators
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from nemo_gym.base_gymnasium_server import parse_metadata
 from nemo_gym.config_types import ModelServerRef
+from nemo_gym.envkit.gymnasium_server import parse_metadata
 from resources_servers.conversational_tool_use_simulation.simulation import read_json
 from responses_api_agents.conversational_tool_use.generation import (
     GenerationAgent,

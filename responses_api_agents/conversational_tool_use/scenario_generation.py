@@ -19,9 +19,9 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, Field, ValidationError
 
-from nemo_gym.base_gymnasium_server import parse_metadata
-from nemo_gym.errors import GymError
-from nemo_gym.http_client import HTTPStatusError, RequestFailedError
+from nemo_gym.envkit.gymnasium_server import parse_metadata
+from nemo_gym.http.client import HTTPStatusError, RequestFailedError
+from nemo_gym.http.errors import GymError
 from resources_servers.conversational_tool_use_simulation.simulation import ToolSpec
 from responses_api_agents.conversational_tool_use.generation import (
     GenerationAgent,

@@ -21,9 +21,9 @@ from fastapi import Request
 from pydantic import Field
 
 from nemo_gym import PARENT_DIR
-from nemo_gym.errors import GymError
-from nemo_gym.http_client import HTTPStatusError
-from nemo_gym.rollout_agent import Rollout
+from nemo_gym.agents.rollout_agent import Rollout
+from nemo_gym.http.client import HTTPStatusError
+from nemo_gym.http.errors import GymError
 from responses_api_agents.gdp_pdf_agent.delivery import (
     Delivery,
     Manifest,

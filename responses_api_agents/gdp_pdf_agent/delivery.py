@@ -22,7 +22,7 @@ from typing import Any, Literal
 import orjson
 from PIL import Image, ImageDraw
 
-from nemo_gym.http_client import HTTPStatusError
+from nemo_gym.http.client import HTTPStatusError
 
 Limit = Literal["image_count", "payload", "context", "output_truncated"]
 BACKOFF = 0.8

@@ -1,4 +1,4 @@
-"""GymnasiumAgent: drives a reset/step environment (`nemo_gym.base_gymnasium_server`) turn by turn.
+"""GymnasiumAgent: drives a reset/step environment (`nemo_gym.envkit.gymnasium_server`) turn by turn.
 
 `/run`: POST the row to the environment's `/reset` and add the observation to the prompt as a user message;
 then up to `max_steps` times: one model call, POST row + that reply to `/step`, add the reward to the sum,
@@ -17,7 +17,7 @@ play the user's side offline.
 If the prompt does not end with a user message, the simulated user opens the conversation.
 
 Compatible with NeMo Gym's gymnasium_agent (config keys, routes, request and answer shapes, cookie
-threading). Like simple_agent it builds on `nemo_gym.rollout_agent` for the model calls (the user model's
+threading). Like simple_agent it builds on `nemo_gym.agents.rollout_agent` for the model calls (the user model's
 too), the cookies, usage sums, the rollout deadline and `max_concurrent_rollouts`; an environment answer
 that is not a valid reset/step answer is a 502 naming the problem; the user-simulator mode is new.
 """
@@ -29,12 +29,7 @@ from typing import Any, TypeVar
 from fastapi import Request, Response
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError, model_validator
 
-from nemo_gym.base_gymnasium_server import EnvResetResponse, EnvStepResponse, EnvToolOutput
-from nemo_gym.config_types import ModelServerRef
-from nemo_gym.errors import GymError
-from nemo_gym.http_client import checked_json
-from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.rollout_agent import (
+from nemo_gym.agents.rollout_agent import (
     Rollout,
     RolloutAgent,
     RolloutAgentConfig,
@@ -42,7 +37,12 @@ from nemo_gym.rollout_agent import (
     cookies_after,
     summed_usage,
 )
-from nemo_gym.validation_errors import first_problem
+from nemo_gym.config_types import ModelServerRef
+from nemo_gym.envkit.gymnasium_server import EnvResetResponse, EnvStepResponse, EnvToolOutput
+from nemo_gym.http.client import checked_json
+from nemo_gym.http.errors import GymError
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
+from nemo_gym.wire.validation_errors import first_problem
 from responses_api_agents.gymnasium_agent.user_simulator import (
     DEFAULT_STOP_MARKER,
     DEFAULT_USER_SYSTEM_PROMPT,

@@ -25,8 +25,7 @@ from haystack.dataclasses import ChatMessage  # noqa: E402
 from haystack.tools import Tool  # noqa: E402
 from pydantic import Field, PrivateAttr, model_validator  # noqa: E402
 
-from nemo_gym.errors import GymError  # noqa: E402
-from nemo_gym.rollout_agent import (  # noqa: E402
+from nemo_gym.agents.rollout_agent import (  # noqa: E402
     RESERVED_ROUTES,
     TOOL_NAME,
     Rollout,
@@ -34,7 +33,8 @@ from nemo_gym.rollout_agent import (  # noqa: E402
     summed_usage,
     text_prompt,
 )
-from nemo_gym.text_extraction import one_line  # noqa: E402
+from nemo_gym.http.errors import GymError  # noqa: E402
+from nemo_gym.text.extraction import one_line  # noqa: E402
 from responses_api_agents.haystack_agent.chat_generator import (  # noqa: E402
     CURRENT_ROLLOUT,
     TURN_META_KEY,

@@ -10,7 +10,7 @@ reward of the tool calls (`image_tools_aux_reward`).
 
 Compatible with NeMo Gym 0.7's image_tools_agent (same folder, config keys and defaults, tool names and
 arguments, row field and result fields). The plumbing (model calls, cookies, usage sums, deadline,
-concurrency cap, seeding, verify) is the core's `nemo_gym.rollout_agent`.
+concurrency cap, seeding, verify) is the core's `nemo_gym.agents.rollout_agent`.
 """
 
 from __future__ import annotations
@@ -26,13 +26,7 @@ from fastapi import Request, Response
 from PIL import Image, UnidentifiedImageError
 from pydantic import Field, model_validator
 
-from nemo_gym.config_types import AggregateMetricsRequest, ResourcesServerRef
-from nemo_gym.errors import GymError
-from nemo_gym.http_client import raise_for_status
-from nemo_gym.http_client import request as http_request
-from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.reward_profile import AggregateMetricsMixin
-from nemo_gym.rollout_agent import (
+from nemo_gym.agents.rollout_agent import (
     Rollout,
     RolloutAgent,
     RolloutAgentConfig,
@@ -40,6 +34,12 @@ from nemo_gym.rollout_agent import (
     input_items,
     summed_usage,
 )
+from nemo_gym.config_types import AggregateMetricsRequest, ResourcesServerRef
+from nemo_gym.http.client import raise_for_status
+from nemo_gym.http.client import request as http_request
+from nemo_gym.http.errors import GymError
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
+from nemo_gym.reward_profile import AggregateMetricsMixin
 from responses_api_agents.image_tools_agent.image_ops import ResizeBounds
 from responses_api_agents.image_tools_agent.inspection import (
     DEFAULT_FORCED_FINAL_PROMPT,

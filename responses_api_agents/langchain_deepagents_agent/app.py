@@ -27,9 +27,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.graph.state import CompiledStateGraph
 from pydantic import Field, PrivateAttr
 
-from nemo_gym.errors import GymError
-from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.rollout_agent import (
+from nemo_gym.agents.rollout_agent import (
     RESERVED_ROUTES,
     TOOL_NAME,
     Rollout,
@@ -40,6 +38,8 @@ from nemo_gym.rollout_agent import (
     marked_incomplete,
     summed_usage,
 )
+from nemo_gym.http.errors import GymError
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from responses_api_agents.langchain_deepagents_agent.chat_model import (
     CURRENT_RUN,
     GYM_OUTPUT,

@@ -23,7 +23,7 @@ from langchain_core.messages.tool import tool_call
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from nemo_gym.rollout_agent import Rollout, function_call_output
+from nemo_gym.agents.rollout_agent import Rollout, function_call_output
 
 # response_metadata keys of an AIMessage made from a model answer: its output items, and its place in the run.
 GYM_OUTPUT = "gym_output"

@@ -24,9 +24,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from pydantic import PrivateAttr, model_validator
 
-from nemo_gym.errors import GymError
-from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.rollout_agent import (
+from nemo_gym.agents.rollout_agent import (
     Rollout,
     RolloutAgent,
     RolloutAgentConfig,
@@ -34,7 +32,9 @@ from nemo_gym.rollout_agent import (
     input_items,
     summed_usage,
 )
-from nemo_gym.text_extraction import content_text
+from nemo_gym.http.errors import GymError
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
+from nemo_gym.text.extraction import content_text
 
 # Where a graph run finds its `GraphRun` in the LangGraph config every node receives.
 GRAPH_RUN_KEY = "gym_graph_run"

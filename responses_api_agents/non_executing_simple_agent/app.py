@@ -4,7 +4,7 @@ For environments where the tool call is itself the answer (function-calling form
 the tools of the task are offered to the model but never run. Compatible with NeMo Gym 0.7's
 non_executing_simple_agent (same folder, config keys, routes and rollout shape); the plumbing (seeding,
 model call, cookies, deadline, concurrency cap, verify, metrics proxy) is the core's
-`nemo_gym.rollout_agent`.
+`nemo_gym.agents.rollout_agent`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,14 @@ from typing import Any
 
 from fastapi import Request, Response
 
+from nemo_gym.agents.rollout_agent import (
+    Rollout,
+    RolloutAgent,
+    RolloutAgentConfig,
+    RolloutRunRequest,
+    input_items,
+)
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.rollout_agent import Rollout, RolloutAgent, RolloutAgentConfig, RolloutRunRequest, input_items
 
 NonExecutingSimpleAgentRunRequest = RolloutRunRequest
 

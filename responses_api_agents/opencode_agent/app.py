@@ -6,7 +6,7 @@ server's address under the rollout's prefix, reached through the agent's relay; 
 workspace. The session OpenCode keeps in its sqlite database (in the run's own data directory) is then read
 back as the rollout's Gym output items (`trajectory.py`), which go to the resources server's `/verify`.
 Compatible with NeMo Gym 0.7's opencode_agent (same folder, config keys, launch and output shape); the run
-itself (workspace, home, deadline, caps) is `nemo_gym.cli_agents`.
+itself (workspace, home, deadline, caps) is `nemo_gym.agents.cli_agents`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,13 @@ from typing import Any
 import orjson
 from pydantic import Field
 
-from nemo_gym.cli_agents import LOOPBACK_ONLY_ENV, OpenAICompatibleCliAgent, OpenAICompatibleCliConfig, merged
-from nemo_gym.cli_trajectories import Trajectory
+from nemo_gym.agents.cli_agents import (
+    LOOPBACK_ONLY_ENV,
+    OpenAICompatibleCliAgent,
+    OpenAICompatibleCliConfig,
+    merged,
+)
+from nemo_gym.agents.cli_trajectories import Trajectory
 from responses_api_agents.opencode_agent.trajectory import parse_session
 
 FOLDER = Path(__file__).resolve().parent

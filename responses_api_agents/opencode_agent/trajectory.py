@@ -17,7 +17,13 @@ from typing import Any
 
 import orjson
 
-from nemo_gym.cli_trajectories import Trajectory, assistant_message, json_events, tool_call_items, usage_of
+from nemo_gym.agents.cli_trajectories import (
+    Trajectory,
+    assistant_message,
+    json_events,
+    tool_call_items,
+    usage_of,
+)
 
 MESSAGES = "select id, data, session_id from message"
 PARTS = "select part.id, part.message_id, part.data from part order by part.time_created, part.id"

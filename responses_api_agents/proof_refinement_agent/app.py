@@ -10,7 +10,7 @@ Servers that do not speak that protocol (every proof environment shipped here) c
 with `feedback_fields` set, a verify answer without `needs_correction` is judged by its reward against
 `success_reward`, and the named fields of the answer become the feedback message of the next attempt. The
 plumbing (model calls, cookies, usage sums, deadline, concurrency cap, verify, metrics proxy) is the core's
-`nemo_gym.rollout_agent`.
+`nemo_gym.agents.rollout_agent`.
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ import orjson
 from fastapi import Request, Response
 from pydantic import Field
 
-from nemo_gym.errors import GymError
-from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.rollout_agent import (
+from nemo_gym.agents.rollout_agent import (
     Rollout,
     RolloutAgent,
     RolloutAgentConfig,
     RolloutRunRequest,
     summed_usage,
 )
+from nemo_gym.http.errors import GymError
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 
 ProofRefinementRunRequest = RolloutRunRequest
 DEFAULT_FEEDBACK_TEMPLATE = (

@@ -8,7 +8,7 @@ and pass through. An answer with an assistant message and no unanswered call end
 resources server, its cookies and the row's other fields never reach the service.
 
 The transport to the service is `remote_service.RemoteService`; the plumbing around the loop (seeding,
-tool calls, cookies, deadline, concurrency cap, verify, metrics proxy) is the core's `nemo_gym.rollout_agent`.
+tool calls, cookies, deadline, concurrency cap, verify, metrics proxy) is the core's `nemo_gym.agents.rollout_agent`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,7 @@ from typing import Any
 from fastapi import Request, Response
 from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 
-from nemo_gym.config_types import ModelServerRef
-from nemo_gym.http_client import default_retry_policy
-from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.rollout_agent import (
+from nemo_gym.agents.rollout_agent import (
     Rollout,
     RolloutAgent,
     RolloutAgentConfig,
@@ -30,6 +27,9 @@ from nemo_gym.rollout_agent import (
     input_items,
     summed_usage,
 )
+from nemo_gym.config_types import ModelServerRef
+from nemo_gym.http.client import default_retry_policy
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from responses_api_agents.remote_agent.remote_service import (
     RETRYABLE_STATUSES,
     RemoteService,

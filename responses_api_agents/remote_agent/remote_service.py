@@ -13,9 +13,7 @@ from urllib.parse import urlsplit
 
 from pydantic import SecretStr, ValidationError
 
-from nemo_gym.deadlines import bounded
-from nemo_gym.errors import GymError
-from nemo_gym.http_client import (
+from nemo_gym.http.client import (
     BadResponseError,
     DeadlineExceededError,
     RequestFailedError,
@@ -24,8 +22,10 @@ from nemo_gym.http_client import (
     request,
     response_cookies,
 )
+from nemo_gym.http.deadlines import bounded
+from nemo_gym.http.errors import GymError
 from nemo_gym.openai_utils import NeMoGymResponse
-from nemo_gym.validation_errors import first_problem
+from nemo_gym.wire.validation_errors import first_problem
 
 # Answers that say "not now" rather than "never": retried with backoff, honouring Retry-After.
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})

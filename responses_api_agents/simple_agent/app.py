@@ -6,7 +6,7 @@ call the environment cannot serve (unknown tool, reserved route, bad arguments, 
 fed back to the model as the tool's output instead of failing the rollout; a rollout has a deadline;
 and `/run` runs the loop in-process instead of calling its own `/v1/responses` over HTTP. The plumbing
 around the loop (model calls, cookies, usage sums, deadline, concurrency cap, the metrics proxy) is the
-core's `nemo_gym.rollout_agent`.
+core's `nemo_gym.agents.rollout_agent`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from typing import Any
 from fastapi import Request, Response
 from pydantic import Field
 
-from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.rollout_agent import (
+from nemo_gym.agents.rollout_agent import (
     Rollout,
     RolloutAgent,
     RolloutAgentConfig,
@@ -27,6 +26,7 @@ from nemo_gym.rollout_agent import (
     marked_incomplete,
     summed_usage,
 )
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 
 DEFAULT_MAX_STEPS = 50
 SimpleAgentRunRequest = RolloutRunRequest

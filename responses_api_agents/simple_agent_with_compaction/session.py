@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from nemo_gym.errors import GymError
-from nemo_gym.http_client import checked_json
-from nemo_gym.rollout_agent import Rollout, cookies_after
-from nemo_gym.rollout_paths import with_current_rollout_prefix
+from nemo_gym.agents.rollout_agent import Rollout, cookies_after
+from nemo_gym.http.client import checked_json
+from nemo_gym.http.errors import GymError
+from nemo_gym.http.rollout_paths import with_current_rollout_prefix
 from responses_api_agents.simple_agent.app import ConversationView
 from responses_api_agents.simple_agent_with_compaction.config import ContextHistoryConfig
 from responses_api_agents.simple_agent_with_compaction.policy import (

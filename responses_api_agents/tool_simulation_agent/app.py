@@ -6,7 +6,7 @@ tool_simulation_agent: one model call, no `/seed_session`, its answer verified a
 `max_steps` above 1 and a `tool_simulation_model`, a tool call of the policy is answered by that model
 instead of the environment, and the policy goes on, so a pivot can be rolled out past its first action.
 The plumbing (model calls, cookies, deadline, concurrency cap, verify, metrics proxy) is the core's
-`nemo_gym.rollout_agent`.
+`nemo_gym.agents.rollout_agent`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ from typing import Any
 from fastapi import Request, Response
 from pydantic import Field, field_validator, model_validator
 
-from nemo_gym.config_types import ModelServerRef
-from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.rollout_agent import (
+from nemo_gym.agents.rollout_agent import (
     Rollout,
     RolloutAgent,
     RolloutAgentConfig,
@@ -29,6 +27,8 @@ from nemo_gym.rollout_agent import (
     summed_usage,
     tool_call_refusal,
 )
+from nemo_gym.config_types import ModelServerRef
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from responses_api_agents.tool_simulation_agent.simulation import (
     DEFAULT_TOOL_SIMULATION_PROMPT,
     marked_unusable,

@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from nemo_gym.rollout_agent import marked_incomplete
+from nemo_gym.agents.rollout_agent import marked_incomplete
 
 DEFAULT_TOOL_SIMULATION_PROMPT = (
     "You play the tools of a software environment. You get the tool's definition, the conversation so far "

@@ -25,8 +25,8 @@ import orjson
 from fastapi import Request, Response
 from pydantic import Field
 
-from nemo_gym.errors import GymError
-from nemo_gym.rollout_agent import Rollout, RolloutRunRequest
+from nemo_gym.agents.rollout_agent import Rollout, RolloutRunRequest
+from nemo_gym.http.errors import GymError
 from responses_api_agents.gymnasium_agent.app import GymnasiumAgent, SimulatedUserAgentConfig
 
 

@@ -26,12 +26,12 @@ from openai import APIStatusError, APITimeoutError, AsyncOpenAI
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from verifiers.clients import NeMoRLChatCompletionsClient
 
+from nemo_gym.agents.rollout_agent import RolloutAgent, RolloutAgentConfig, RolloutRunRequest, text_prompt
 from nemo_gym.config_types import AggregateMetricsRequest, ResourcesServerRef
-from nemo_gym.deadlines import DEADLINE_HEADER, announced, remaining_s
-from nemo_gym.errors import GymError
-from nemo_gym.http_client import default_retry_policy
+from nemo_gym.http.client import default_retry_policy
+from nemo_gym.http.deadlines import DEADLINE_HEADER, announced, remaining_s
+from nemo_gym.http.errors import GymError
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.rollout_agent import RolloutAgent, RolloutAgentConfig, RolloutRunRequest, text_prompt
 from responses_api_agents.verifiers_agent.trajectory import output_items
 
 # A placeholder the OpenAI client insists on; our model servers hold the real upstream key themselves.

@@ -9,7 +9,7 @@ from urllib.parse import quote
 from pydantic import Field
 from yarl import URL
 
-from nemo_gym.upstream import NeMoGymAsyncOpenAI
+from nemo_gym.http.upstream import NeMoGymAsyncOpenAI
 
 API_VERSION = "api-version"
 # Azure's v1 API (`https://<resource>.openai.azure.com/openai/v1`) takes the deployment as `model` in the

@@ -15,9 +15,9 @@ import logging
 from fastapi import FastAPI, Request
 from pydantic import Field
 
-from nemo_gym.http_client import close_global_aiohttp_client
+from nemo_gym.http.client import close_global_aiohttp_client
+from nemo_gym.http.upstream import validated_answer
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.upstream import validated_answer
 from responses_api_models.litellm_model.normalise import normalised_response
 from responses_api_models.litellm_model.version_check import check_proxy_version
 from responses_api_models.openai_model.app import OpenAIModel, OpenAIModelConfig

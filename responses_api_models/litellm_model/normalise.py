@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from nemo_gym.http.upstream import bad_upstream_answer, validated_answer
 from nemo_gym.openai_utils import NeMoGymChatCompletion, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.upstream import bad_upstream_answer, validated_answer
 from responses_api_models.vllm_model import conversion
 
 JSON = dict[str, Any]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from nemo_gym.config.errors import ConfigError
-from nemo_gym.http_client import HTTPStatusError, RequestFailedError, RetryPolicy, checked_json, request
+from nemo_gym.http.client import HTTPStatusError, RequestFailedError, RetryPolicy, checked_json, request
 
 READINESS_PATH = "/health/readiness/details"
 CHECK_DEADLINE_S = 5.0

@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nemo_gym.child_processes import LineSplitter
 from nemo_gym.config_types import ConfigError
-from nemo_gym.parent_death import die_with_parent
+from nemo_gym.launch.child_processes import LineSplitter
+from nemo_gym.serving.parent_death import die_with_parent
 
 logger = logging.getLogger("local_vllm_model")
 

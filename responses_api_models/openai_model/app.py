@@ -18,13 +18,13 @@ from fastapi import FastAPI, Request
 from pydantic import BaseModel, Field, PrivateAttr, SecretStr, field_validator
 
 from nemo_gym.base_responses_api_model import BaseResponsesAPIModelConfig, SimpleResponsesAPIModel
+from nemo_gym.http.upstream import NeMoGymAsyncOpenAI, Upstream, UpstreamCallConfig, validated_answer
 from nemo_gym.openai_utils import (
     NeMoGymChatCompletion,
     NeMoGymChatCompletionCreateParamsNonStreaming,
     NeMoGymResponse,
     NeMoGymResponseCreateParamsNonStreaming,
 )
-from nemo_gym.upstream import NeMoGymAsyncOpenAI, Upstream, UpstreamCallConfig, validated_answer
 
 
 class OpenAIModelConfig(BaseResponsesAPIModelConfig, UpstreamCallConfig):

@@ -23,7 +23,7 @@ from fastapi import FastAPI, Request, Response
 from pydantic import Field, PrivateAttr, field_validator
 
 from nemo_gym.base_responses_api_model import BaseResponsesAPIModelConfig, SimpleResponsesAPIModel
-from nemo_gym.errors import error_body
+from nemo_gym.http.errors import error_body
 from nemo_gym.openai_utils import NeMoGymResponseCreateParamsNonStreaming
 from responses_api_models.replay_model.index import Miss, ReplayIndex, turn_response
 from responses_api_models.replay_model.normalise import normalise_input

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from nemo_gym.config_types import ConfigError
 from nemo_gym.openai_utils import NeMoGymResponse
-from nemo_gym.validation_errors import first_problem
+from nemo_gym.wire.validation_errors import first_problem
 from responses_api_models.replay_model.index import Recording, ReplayIndex
 from responses_api_models.replay_model.normalise import is_model_item, normalise_input, normalise_item
 

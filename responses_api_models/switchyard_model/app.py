@@ -21,8 +21,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 
-from nemo_gym.rollout_paths import rollout_key_of
-from nemo_gym.upstream import NeMoGymAsyncOpenAI
+from nemo_gym.http.rollout_paths import rollout_key_of
+from nemo_gym.http.upstream import NeMoGymAsyncOpenAI
 from responses_api_models.openai_model.app import OpenAIModel, OpenAIModelConfig
 from responses_api_models.switchyard_model.condition import snapshot_stats, write_condition
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from nemo_gym.http_client import HTTPStatusError, RequestFailedError, RetryPolicy, checked_json, request
+from nemo_gym.http.client import HTTPStatusError, RequestFailedError, RetryPolicy, checked_json, request
 
 logger = logging.getLogger("switchyard_model")
 CONDITION_FILE = "switchyard-condition.json"

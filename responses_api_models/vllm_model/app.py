@@ -27,20 +27,20 @@ from fastapi import FastAPI, Request
 from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 
 from nemo_gym.base_responses_api_model import BaseResponsesAPIModelConfig, SimpleResponsesAPIModel
-from nemo_gym.errors import GymError
-from nemo_gym.openai_utils import (
-    NeMoGymChatCompletion,
-    NeMoGymResponse,
-    NeMoGymResponseCreateParamsNonStreaming,
-)
-from nemo_gym.redaction import without_url_passwords
-from nemo_gym.sessions import get_session_id
-from nemo_gym.upstream import (
+from nemo_gym.http.errors import GymError
+from nemo_gym.http.sessions import get_session_id
+from nemo_gym.http.upstream import (
     Upstream,
     UpstreamCallConfig,
     bad_upstream_answer,
     validated_answer,
 )
+from nemo_gym.openai_utils import (
+    NeMoGymChatCompletion,
+    NeMoGymResponse,
+    NeMoGymResponseCreateParamsNonStreaming,
+)
+from nemo_gym.text.redaction import without_url_passwords
 from responses_api_models.vllm_model import audio, completions_api, conversion
 from responses_api_models.vllm_model.chat_params import VLLMChatCompletionParams
 from responses_api_models.vllm_model.client import VLLMClient, call_upstream

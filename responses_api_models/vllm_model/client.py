@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from nemo_gym.http_client import HTTPStatusError
-from nemo_gym.upstream import NeMoGymAsyncOpenAI, Upstream
+from nemo_gym.http.client import HTTPStatusError
+from nemo_gym.http.upstream import NeMoGymAsyncOpenAI, Upstream
 
 # vLLM answers 400 with one of these when the prompt plus max_tokens does not fit the context window.
 CONTEXT_LENGTH_MARKERS = ("context length", "max_tokens")

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nemo_gym.errors import GymError
+from nemo_gym.http.errors import GymError
+from nemo_gym.http.upstream import Upstream, bad_upstream_answer, validated_answer
 from nemo_gym.openai_utils import NeMoGymChatCompletion
-from nemo_gym.upstream import Upstream, bad_upstream_answer, validated_answer
 from responses_api_models.vllm_model import audio, conversion, tokens
 from responses_api_models.vllm_model.client import VLLMClient, call_upstream
 from responses_api_models.vllm_model.training import TrainingTurn, empty_completion, token_data_required

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from nemo_gym.errors import GymError
-from nemo_gym.http_client import HTTPStatusError
+from nemo_gym.http.client import HTTPStatusError
+from nemo_gym.http.errors import GymError
+from nemo_gym.http.upstream import Upstream, bad_upstream_answer, validated_answer
 from nemo_gym.openai_utils import NeMoGymChatCompletion
-from nemo_gym.redaction import without_url_passwords
-from nemo_gym.upstream import Upstream, bad_upstream_answer, validated_answer
+from nemo_gym.text.redaction import without_url_passwords
 from responses_api_models.vllm_model import conversion, structured, tokens
 from responses_api_models.vllm_model.client import VLLMClient, call_upstream
 from responses_api_models.vllm_model.parsers import OutputParsers

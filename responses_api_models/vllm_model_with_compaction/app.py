@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from pydantic import Field, model_validator
 
-from nemo_gym.errors import GymError
+from nemo_gym.http.errors import GymError
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from responses_api_models.vllm_model import conversion
 from responses_api_models.vllm_model.app import VLLMModel, VLLMModelConfig

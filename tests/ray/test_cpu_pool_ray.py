@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from nemo_gym import cpu_pool
+from nemo_gym.serving import cpu_pool
 from tests.cpu_workloads import fail, spin_forever
 from tests.helpers import process_alive, wait_until_gone
 from tests.ray.conftest import TwoNodeCluster

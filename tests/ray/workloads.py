@@ -1,5 +1,5 @@
 """Module-level functions the Ray tests run as tasks: a Ray worker imports them by name, through the
-PYTHONPATH the `ray` backend of nemo_gym.cpu_pool hands it. Ray is imported inside them: the test process
+PYTHONPATH the `ray` backend of nemo_gym.serving.cpu_pool hands it. Ray is imported inside them: the test process
 must not load Ray before the cluster fixture has set the cluster's environment (Ray reads it on import)."""
 
 import os

@@ -4,7 +4,7 @@ Each route listed in a server's /openapi.json gets the same corpus: broken JSON,
 content type, the wrong top-level type, a lone surrogate, NaN and the infinities, 10,000 levels of
 nesting, a 400-digit integer, each required field missing or of the wrong type or holding one of those
 values, unknown fields and query strings, and the methods the route does not take. A 4xx must carry one
-of the two error formats of Gym servers: FastAPI's `detail` or the `error` envelope (nemo_gym/errors.py).
+of the two error formats of Gym servers: FastAPI's `detail` or the `error` envelope (nemo_gym/http/errors.py).
 Stateful servers get a seeded session before each route, so tool routes and /verify run on real state.
 """
 
@@ -178,7 +178,7 @@ def server_probes() -> list[Probe]:
 
 def has_error_format(body: bytes) -> bool:
     """True when a 4xx body is FastAPI's `detail` (a validation list, or an HTTPException's text) or the
-    `error` envelope of nemo_gym/errors.py."""
+    `error` envelope of nemo_gym/http/errors.py."""
     try:
         parsed = json.loads(body)  # not orjson: an echoed 400-digit integer is still JSON
     except ValueError:

@@ -14,7 +14,7 @@ import orjson
 import pytest
 import requests
 
-from nemo_gym.http_protocol import StartGate
+from nemo_gym.http.protocol import StartGate
 from nemo_gym.testing import StartedServer, instance_config, run_instance
 from tests.helpers import REPO_ROOT, gym_command, one_line_error
 

@@ -10,7 +10,7 @@ import orjson
 import pytest
 import requests
 
-from nemo_gym.request_bodies import MAX_ECHOED_CHARS, displayable
+from nemo_gym.http.request_bodies import MAX_ECHOED_CHARS, displayable
 from nemo_gym.testing import StartedServer, response_with, run_resources_server
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from nemo_gym.http_client import RetryPolicy, get_response_json, request
+from nemo_gym.http.client import RetryPolicy, get_response_json, request
 from tests.helpers import StartedServer, instance_config, run_instance, run_server
 from tests.reliability import faulty_upstream
 from tests.shared_fixtures import closed_port

@@ -11,7 +11,7 @@ import aiohttp
 import orjson
 import pytest
 
-from nemo_gym.http_client import request
+from nemo_gym.http.client import request
 from nemo_gym.testing import StartedServer, instance_config, run_instance
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
 

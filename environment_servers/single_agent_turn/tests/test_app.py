@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import StartedServer, instance_config, run_instance
 from tests.helpers import run_fixture_instance
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call

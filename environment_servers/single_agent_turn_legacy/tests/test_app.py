@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import instance_config, run_instance
 from tests.helpers import run_fixture_instance
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import StartedServer, read_jsonl, run_resources_server
 
 FOLDER = Path(__file__).resolve().parents[1]

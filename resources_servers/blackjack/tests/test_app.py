@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from nemo_gym.base_gymnasium_server import EnvSession, EnvStepResponse, replay_episode
 from nemo_gym.config_types import validate_server_instance_config
+from nemo_gym.envkit.gymnasium_server import EnvSession, EnvStepResponse, replay_episode
 from nemo_gym.global_config import install_root
 from nemo_gym.testing import (
     StartedServer,

@@ -14,8 +14,8 @@ import orjson
 import pytest
 import yaml
 
-from nemo_gym.base_gymnasium_server import EnvSession
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.envkit.gymnasium_server import EnvSession
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import read_jsonl, response_with
 from resources_servers.conversational_tool_use_simulation.simulation import parse_tool_result, parse_verdict
 from tests.helpers import instance_config, run_instance

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nemo_gym.base_gymnasium_server import EnvResetResponse, EnvSession, EnvStepResponse, replay_episode
 from nemo_gym.config_types import validate_server_instance_config
+from nemo_gym.envkit.gymnasium_server import EnvResetResponse, EnvSession, EnvStepResponse, replay_episode
 from nemo_gym.global_config import install_root
 from nemo_gym.testing import (
     StartedServer,

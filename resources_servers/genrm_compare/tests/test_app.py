@@ -17,8 +17,8 @@ import yaml
 from pydantic import ValidationError
 
 from nemo_gym.config_types import ConfigError
-from nemo_gym.deadlines import DEADLINE_HEADER
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
+from nemo_gym.http.deadlines import DEADLINE_HEADER
 from nemo_gym.testing import (
     JUDGE_MODEL_REF,
     ScriptedJudge,

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nemo_gym.base_gymnasium_server import EnvSession, replay_episode
 from nemo_gym.config_types import validate_server_instance_config
+from nemo_gym.envkit.gymnasium_server import EnvSession, replay_episode
 from nemo_gym.global_config import install_root
 from nemo_gym.testing import StartedServer, message_item, read_jsonl, response_with, run_resources_server
 from resources_servers.grl_sokoban.sokoban import MOVES, Board, parse_moves

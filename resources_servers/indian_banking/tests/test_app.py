@@ -15,8 +15,8 @@ import orjson
 import pytest
 import yaml
 
-from nemo_gym.base_gymnasium_server import EnvSession, replay_episode
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.envkit.gymnasium_server import EnvSession, replay_episode
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import function_call_item, message_item, read_jsonl, response_with, run_resources_server
 from resources_servers.indian_banking.bank import TOOLS, base_database, call_tool, tool_schemas
 from resources_servers.indian_banking.grading import EvaluationCriteria, gold_database, grade, normalised

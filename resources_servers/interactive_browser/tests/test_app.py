@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import (
     StartedServer,
     check_environment_config,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_gym.base_gymnasium_server import EnvSession, replay_episode
+from nemo_gym.envkit.gymnasium_server import EnvSession, replay_episode
 from nemo_gym.testing import (
     StartedServer,
     check_environment_config,

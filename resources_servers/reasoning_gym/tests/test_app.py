@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import (
     VERIFY_FLAGS,
     StartedServer,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nemo_gym.base_gymnasium_server import EnvSession, EnvStepResponse
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.envkit.gymnasium_server import EnvSession, EnvStepResponse
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import (
     StartedServer,
     function_call_item,

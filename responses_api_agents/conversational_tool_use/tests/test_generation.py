@@ -15,7 +15,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import instance_config, read_jsonl, run_instance
 from resources_servers.conversational_tool_use_simulation.simulation import ConversationTask
 from responses_api_agents.conversational_tool_use.policy_tool_generation import (

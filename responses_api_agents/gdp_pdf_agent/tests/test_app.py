@@ -18,7 +18,7 @@ import pytest
 import yaml
 from PIL import Image
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import (
     JUDGE_MODEL_REF,
     ScriptedJudge,

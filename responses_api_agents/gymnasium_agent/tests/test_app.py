@@ -17,7 +17,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from responses_api_agents.gymnasium_agent.app import GymnasiumAgentConfig
 from responses_api_agents.gymnasium_agent.user_simulator import DEFAULT_STOP_MARKER, OPENING_CUE
 from tests.helpers import StartedServer, instance_config, run_instance, run_server

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import read_jsonl
 from responses_api_agents.haystack_agent.app import FOLDER, HaystackAgentConfig
 from tests.helpers import RoleStack, instance_config, run_role_models, run_with_port

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from PIL import Image
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import instance_config, read_jsonl, run_instance
 from responses_api_agents.image_tools_agent.image_ops import PATCH, ResizeBounds, fitted_size
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model

@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import instance_config, shipped_instance, start_refusal
 from tests.helpers import RoleStack, run_role_models, run_with_port
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model

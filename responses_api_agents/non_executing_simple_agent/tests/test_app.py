@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from tests.helpers import instance_config, run_instance
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
 

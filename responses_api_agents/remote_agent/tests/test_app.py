@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import read_jsonl
 from tests.helpers import instance_config, run_instance, run_server
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call

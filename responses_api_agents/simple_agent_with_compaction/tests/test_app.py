@@ -13,7 +13,7 @@ import orjson
 import pytest
 import yaml
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from tests.helpers import instance_config, run_instance
 from tests.upstream_script import ScriptedUpstream, assistant_message, function_call, reasoning
 from tests.vllm_script import VllmUpstream, fresh_model, scripted_call

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from nemo_gym.collection.row_checks import prompt_key
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import read_jsonl
 from tests.helpers import LAUNCHER_VERDICT_S, REPO_ROOT, gym_command, instance_config, run_instance
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import verifiers as vf
 
-from nemo_gym.jsonl import write_atomically
+from nemo_gym.config.jsonl import write_atomically
 
 ENV_ID = "responses_api_agents.verifiers_agent.letter_count_env"
 OUT = Path(__file__).resolve().parent / "example.jsonl"

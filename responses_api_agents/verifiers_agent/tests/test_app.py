@@ -10,7 +10,7 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from nemo_gym.http_client import get_response_json, request
+from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import read_jsonl
 from responses_api_agents.verifiers_agent.app import VerifiersAgentConfig
 from tests.helpers import RoleStack, instance_config, run_role_models, run_with_port

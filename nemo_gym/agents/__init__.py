@@ -1,0 +1,1 @@
+"""What agent servers share: the steps of a rollout, agent sessions, single-turn episodes, coding-agent CLIs."""

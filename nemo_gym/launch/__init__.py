@@ -1,0 +1,1 @@
+"""Starting a deployment: the launcher, its child processes, co-hosting, preflight checks, Ray shards."""

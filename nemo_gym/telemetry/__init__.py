@@ -1,0 +1,1 @@
+"""What a server tells about itself: Prometheus metrics and OpenTelemetry tracing."""
