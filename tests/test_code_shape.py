@@ -64,20 +64,25 @@ def core_packages(root: Path) -> dict[str, set[str]]:
 
 
 def misplaced_tests(root: Path) -> list[str]:
-    """Tests mirror the package layout: tests/<package>/test_<module>[_<aspect>].py for a module of
-    nemo_gym/<package>/, and no test at the top of tests/ named after a module that lives in a package."""
+    """Tests mirror the package layout: tests/core/<package>/test_<module>[_<aspect>].py for a module of
+    nemo_gym/<package>/, and no test at the top of tests/ named after a module that lives in a package.
+    (Under tests/core/, since a script run from tests/ would otherwise find tests/http/ for `import http`.)"""
     packages = core_packages(root)
     problems = []
     for package, modules in packages.items():
-        for test in sorted((root / "tests" / package).glob("test_*.py")):
+        for test in sorted((root / "tests" / "core" / package).glob("test_*.py")):
             name = test.stem.removeprefix("test_")
             if not any(name == module or name.startswith(f"{module}_") for module in modules):
-                problems.append(f"tests/{package}/{test.name}: nemo_gym/{package}/ has no module `{name}`")
+                problems.append(
+                    f"tests/core/{package}/{test.name}: nemo_gym/{package}/ has no module `{name}`"
+                )
     for test in sorted((root / "tests").glob("test_*.py")):
         name = test.stem.removeprefix("test_")
         homes = [package for package, modules in packages.items() if name in modules]
         if homes:
-            problems.append(f"tests/{test.name}: belongs in tests/{homes[0]}/ beside the module it tests")
+            problems.append(
+                f"tests/{test.name}: belongs in tests/core/{homes[0]}/ beside the module it tests"
+            )
     return problems
 
 
@@ -86,14 +91,14 @@ def test_tests_mirror_the_package_layout():
 
 
 def test_the_layout_check_names_a_stray_test(tmp_path: Path):
-    for folder in ("nemo_gym/http", "tests/http"):
+    for folder in ("nemo_gym/http", "tests/core/http"):
         (tmp_path / folder).mkdir(parents=True)
     (tmp_path / "nemo_gym" / "http" / "__init__.py").write_text("")
     (tmp_path / "nemo_gym" / "http" / "client.py").write_text("")
-    for test in ("tests/http/test_client.py", "tests/http/test_client_pool.py", "tests/http/test_cli.py"):
-        (tmp_path / test).write_text("")
+    for test in ("test_client.py", "test_client_pool.py", "test_cli.py"):
+        (tmp_path / "tests" / "core" / "http" / test).write_text("")
     (tmp_path / "tests" / "test_client.py").write_text("")
     assert misplaced_tests(tmp_path) == [
-        "tests/http/test_cli.py: nemo_gym/http/ has no module `cli`",
-        "tests/test_client.py: belongs in tests/http/ beside the module it tests",
+        "tests/core/http/test_cli.py: nemo_gym/http/ has no module `cli`",
+        "tests/test_client.py: belongs in tests/core/http/ beside the module it tests",
     ]

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from nemo_gym.config.server_kinds import SERVER_TYPES as SERVER_TYPES
 
-# Literal types need the spelled-out names; tests/test_server_kinds.py checks they match the registry.
+# Literal types need the spelled-out names; tests/core/config/test_server_kinds.py checks they match the registry.
 ModelServerType = Literal["responses_api_models"]
 ResourcesServerType = Literal["resources_servers"]
 AgentServerType = Literal["responses_api_agents"]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.core.cli.test_main import run
 from tests.helpers import REPO_ROOT, one_line_error
-from tests.test_cli_tree import run
 
 MCQA_ROWS = [json.loads(line) for line in (REPO_ROOT / "resources_servers/mcqa/data/example.jsonl").read_text().splitlines()]  # fmt: skip
 

@@ -10,7 +10,7 @@ from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import StartedServer, message_item, response_with
 from tests.helpers import run_resources_fixture
 
-FIXTURE = Path(__file__).parent / "fixtures" / "grading_resources_server.py"
+FIXTURE = Path(__file__).parents[2] / "fixtures" / "grading_resources_server.py"
 ROW = {
     "responses_create_params": {"input": "what is 1 squared?"},
     "response": response_with(message_item("1")),

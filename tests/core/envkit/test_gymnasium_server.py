@@ -20,7 +20,7 @@ from nemo_gym.openai_utils import NeMoGymResponse
 from nemo_gym.testing import function_call_item, message_item, post_json, response_with, session_id_in_cookie
 from tests.helpers import StartedServer, instance_config, run_server
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "gymnasium_env.py"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "gymnasium_env.py"
 MAX_EPISODES = 2
 PROMPT = {"input": [{"role": "user", "content": "play"}]}
 REASONING = {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "hmm"}]}

@@ -11,7 +11,7 @@ from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import StartedServer, session_id_in_cookie
 from tests.helpers import run_resources_fixture
 
-FIXTURE = Path(__file__).parent / "fixtures" / "notes_resources_server.py"
+FIXTURE = Path(__file__).parents[2] / "fixtures" / "notes_resources_server.py"
 INSTANCE = "notes"
 COOKIE = f"NotesResourcesServer___{INSTANCE}"
 EPISODE = {"rollout_id": "rollout-1", "attempt": 0}

@@ -14,7 +14,7 @@ import yaml
 from nemo_gym.datasets.metrics import rounded_statistic
 
 BIN = Path(sys.executable).parent
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 ENVIRONMENTS = {
     "example_single_tool_call_simple_agent": "example_single_tool_call",
     "example_session_state_mgmt_simple_agent": "example_session_state_mgmt",

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.core.rollout_viewer.test_server import AGENT, UNRECORDED_QUESTION, collect_run
 from tests.helpers import gym_command, one_line_error
-from tests.test_rollout_viewer import AGENT, UNRECORDED_QUESTION, collect_run
 
 HEADER = re.compile(
     r"^━━ task (?P<task>\d+) · rollout (?P<rollout>\d+) · (?P<agent>\S+) · "

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.core.cli.test_main import run
 from tests.helpers import one_line_error
-from tests.test_cli_tree import run
 
 CHECKS = ["configs", "readme", "example rows", "example data", "tests", "config resolves", "catalog"]
 CONFIG = "{name}:\n  resources_servers:\n    {name}:\n      entrypoint: app.py\n      domain: other\n"

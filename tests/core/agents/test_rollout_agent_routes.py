@@ -15,7 +15,7 @@ from nemo_gym.testing import instance_config
 from tests.helpers import run_fixture_instance, run_role_models, run_with_port
 from tests.upstream_script import ScriptedUpstream, assistant_message
 
-AGENT = Path(__file__).resolve().parent / "fixtures" / "one_turn_agent.py"
+AGENT = Path(__file__).resolve().parents[2] / "fixtures" / "one_turn_agent.py"
 ROLLOUT_DEADLINE_S = 3.0
 
 

@@ -208,7 +208,7 @@ def test_tracing_off_loads_no_sdk_and_sends_no_traceparent(env, scripted_upstrea
 
 @pytest.fixture(scope="module")
 def otlp_receiver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartedServer]:
-    server_file = Path(__file__).resolve().parent / "otlp_receiver.py"
+    server_file = Path(__file__).resolve().parents[2] / "otlp_receiver.py"
     with run_server([str(server_file)], tmp_path_factory.mktemp("otlp_receiver")) as server:
         yield server
 

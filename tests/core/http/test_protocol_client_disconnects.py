@@ -12,7 +12,7 @@ import requests
 from nemo_gym.testing import StartedServer
 from tests.helpers import run_resources_fixture
 
-FIXTURE = Path(__file__).parent / "fixtures" / "holding_resources_server.py"
+FIXTURE = Path(__file__).parents[2] / "fixtures" / "holding_resources_server.py"
 POLL_DEADLINE_S = 30.0
 
 

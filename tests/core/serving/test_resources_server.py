@@ -22,7 +22,7 @@ from nemo_gym.testing import (
 )
 from tests.helpers import run_resources_fixture
 
-FIXTURE = Path(__file__).parent / "fixtures" / "nemo_gym_style_resources_server.py"
+FIXTURE = Path(__file__).parents[2] / "fixtures" / "nemo_gym_style_resources_server.py"
 INSTANCE = "exact_answer"
 PARAMS = {"input": [{"role": "user", "content": "Capital of France?"}]}
 

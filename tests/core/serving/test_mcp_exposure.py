@@ -14,7 +14,7 @@ from nemo_gym.http.client import get_response_json, request
 from nemo_gym.testing import StartedServer, function_call_item, message_item, response_with
 from tests.helpers import run_resources_fixture
 
-FIXTURE = Path(__file__).parent / "fixtures" / "notes_resources_server.py"
+FIXTURE = Path(__file__).parents[2] / "fixtures" / "notes_resources_server.py"
 INSTANCE = "notes_mcp"
 COOKIE = f"NotesResourcesServer___{INSTANCE}"
 TOKEN_HEADER = "X-NeMo-Gym-Session-Token"

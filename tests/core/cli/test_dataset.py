@@ -9,11 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.core.datasets.test_gitlab import PROJECT, registry  # noqa: F401  (fixture)
+from tests.core.datasets.test_gitlab import TOKEN as GITLAB_TOKEN
+from tests.core.datasets.test_huggingface import ENV_YAML, RESOURCE_CONFIG, ROWS, hub, stored  # noqa: F401  (fixture)
+from tests.core.datasets.test_huggingface import TOKEN as HF_TOKEN
 from tests.helpers import REPO_ROOT, one_line_error, service_control
-from tests.test_dataset_storage_gitlab import PROJECT, registry  # noqa: F401  (fixture)
-from tests.test_dataset_storage_gitlab import TOKEN as GITLAB_TOKEN
-from tests.test_dataset_storage_hf import ENV_YAML, RESOURCE_CONFIG, ROWS, hub, stored  # noqa: F401  (fixture)
-from tests.test_dataset_storage_hf import TOKEN as HF_TOKEN
 
 BIN = Path(sys.executable).parent
 

@@ -12,7 +12,7 @@ from nemo_gym.base_resources_server import BaseResourcesServerConfig
 from nemo_gym.testing import post_json, run_resources_server
 from resources_servers.calendar.app import CalendarConfig
 
-MCQA = Path(__file__).resolve().parents[1] / "resources_servers" / "mcqa"
+MCQA = Path(__file__).resolve().parents[3] / "resources_servers" / "mcqa"
 ROLLOUT = orjson.loads((MCQA / "data" / "example_rollouts.jsonl").read_bytes().splitlines()[0])
 
 

@@ -24,7 +24,7 @@ from tests.helpers import run_fixture_instance
 from tests.vllm_script import VllmUpstream, fresh_model, scripted_call
 from tests.vllm_upstream import token_logprob
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 ADD_TOOL = {
     "type": "function",
     "name": "add",
