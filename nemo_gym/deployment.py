@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 from nemo_gym import tracing
 from nemo_gym.child_processes import KILL_WAIT_S, OUTPUT_DRAIN_S, ChildProcess, all_exit_within, start_child
 from nemo_gym.colocation import hosted_server_spec, start_cohosting_child
+from nemo_gym.config.deployment import deployment_settings
 from nemo_gym.config.environment_servers import (
     agents_without_environment_server_deprecation,
     generated_relays,
@@ -47,7 +48,7 @@ from nemo_gym.preflight import (
 )
 from nemo_gym.ray_cluster import deployment_needs_ray, initialize_ray, shutdown_ray
 from nemo_gym.server_processes import ServerProcess, SocketReserver
-from nemo_gym.server_utils import HeadServer, RunningServer, head_server_config_from
+from nemo_gym.server_utils import HeadServer, RunningServer, head_server_address
 from nemo_gym.serving import BOUND_ADDRESS_FILE_ENV_VAR_NAME, LISTEN_FD_ENV_VAR_NAME
 from nemo_gym.sessions import SESSION_SECRET_ENV_VAR_NAME, new_session_secret
 from nemo_gym.text_tables import format_table
@@ -107,7 +108,8 @@ class Deployment:
             raise
         self.output = output or sys.stdout
         self.servers: list[ServerProcess] = []
-        self.head_server_config: BaseServerConfig = head_server_config_from(self.global_config_dict)
+        self.settings = deployment_settings(self.global_config_dict)  # read once, passed down
+        self.head_server_config: BaseServerConfig = head_server_address(self.settings)
         self._head: RunningServer | None = None
         self._run_dir: Path | None = None
         self._config: ConfigHandoff | None = None
@@ -169,7 +171,7 @@ class Deployment:
             self.global_config_dict.head_server.port = head.port
         self._head_server = HeadServer(config=head, global_config_dict=self.global_config_dict)
         self._head = RunningServer(
-            self._head_server.setup_webserver(), sock, RequestLimits.from_config(self.global_config_dict)
+            self._head_server.setup_webserver(), sock, RequestLimits.of(self.settings.knobs)
         )
 
     async def _spawn(self, server: ServerProcess, secret: str) -> None:
