@@ -22,7 +22,7 @@ import orjson
 import requests
 import yaml
 
-from nemo_gym.http.client import get_response_json, request
+from nemo_gym.http.client import RetryPolicy, get_response_json, request
 from nemo_gym.launch.preflight import DEFAULT_READINESS_DEADLINE_S
 from nemo_gym.serving.parent_death import die_with_parent
 from nemo_gym.testing import (  # noqa: F401  (re-exported: the tests import them from here)
@@ -345,3 +345,30 @@ def run_role_models(
         )  # fmt: skip
         run_with_port(servers, config, f"{role}_model", workdir)
     return config, models
+
+
+@dataclass
+class ScheduleAsked:
+    """One question a retry loop put to `RetryPolicy.next_delay`, and what it was told."""
+
+    max_attempts: int
+    attempts: int
+    retry_after_s: float | None
+    remaining_s: float | None
+    answer: float | None
+
+
+def script_the_attempt_schedule(monkeypatch: Any, answers: list[float | None]) -> list[ScheduleAsked]:
+    """Make the shared attempt schedule (`RetryPolicy.next_delay`) give `answers` in turn (then decide as
+    usual) and record every question: a retry loop that keeps its own arithmetic asks nothing, so a test
+    of it fails."""
+    real = RetryPolicy.next_delay
+    asked: list[ScheduleAsked] = []
+
+    def next_delay(policy, attempts, retry_after_s=None, remaining_s=None):
+        answer = answers.pop(0) if answers else real(policy, attempts, retry_after_s, remaining_s)
+        asked.append(ScheduleAsked(policy.max_attempts, attempts, retry_after_s, remaining_s, answer))
+        return answer
+
+    monkeypatch.setattr(RetryPolicy, "next_delay", next_delay)
+    return asked

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 # Outbound HTTP: every call has a deadline and a capped number of attempts.
-MAX_NUM_TRIES = 3
+DEFAULT_HTTP_MAX_ATTEMPTS = 3  # NeMo Gym's MAX_NUM_TRIES (server_utils still exports that name)
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 DEFAULT_DEADLINE_S = 1800.0
 DEFAULT_CONNECTOR_LIMIT = 102400

@@ -25,11 +25,11 @@ from nemo_gym.config.defaults import (
     DEFAULT_DEADLINE_S,
     DEFAULT_HEAD_SERVER_PORT,
     DEFAULT_HOST,
+    DEFAULT_HTTP_MAX_ATTEMPTS,
     DEFAULT_MAX_REQUEST_BODY_MB,
     DEFAULT_PORT_RANGE_HIGH,
     DEFAULT_PORT_RANGE_LOW,
     DEFAULT_REQUEST_READ_TIMEOUT_S,
-    MAX_NUM_TRIES,
     CPUPoolBackend,
 )
 from nemo_gym.config.errors import ConfigError, first_line
@@ -43,7 +43,7 @@ class HTTPClientSettings(BaseModel):
 
     global_aiohttp_connector_limit: int = Field(default=DEFAULT_CONNECTOR_LIMIT, ge=1)
     global_aiohttp_connector_limit_per_host: int = Field(default=DEFAULT_CONNECTOR_LIMIT_PER_HOST, ge=1)
-    global_http_max_attempts: int = Field(default=MAX_NUM_TRIES, ge=1)
+    global_http_max_attempts: int = Field(default=DEFAULT_HTTP_MAX_ATTEMPTS, ge=1)
     global_http_deadline_s: float = Field(default=DEFAULT_DEADLINE_S, gt=0)
     global_http_connect_timeout_s: float = Field(default=DEFAULT_CONNECT_TIMEOUT_S, gt=0)
 

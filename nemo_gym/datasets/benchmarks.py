@@ -32,6 +32,7 @@ from nemo_gym.config import server_kinds
 from nemo_gym.config.datasets import BenchmarkDatasetConfig
 from nemo_gym.config.errors import ConfigError
 from nemo_gym.config.jsonl import write_atomically
+from nemo_gym.http.client import RetryPolicy, parse_retry_after
 from nemo_gym.wire.validation_errors import first_problem
 
 BENCHMARKS_SUBDIR = "benchmarks"
@@ -263,6 +264,8 @@ def subset_rows(
 MIRROR_ENV = "NEMO_GYM_BENCHMARK_MIRROR"
 FETCH_DEADLINE_S = 60.0
 FETCH_ATTEMPTS = 3
+# The HTTP client's attempt schedule (backoff about 2 s, then 4 s); FETCH_DEADLINE_S bounds each attempt.
+FETCH_SCHEDULE = RetryPolicy(max_attempts=FETCH_ATTEMPTS, backoff_base_s=2.0, backoff_max_s=4.0)
 DOWNLOAD_CHUNK_BYTES = 1 << 20
 T = TypeVar("T")
 
@@ -299,19 +302,24 @@ def _fetched(url: str, read: Callable[[Any], T]) -> T:
     mirror = os.environ.get(MIRROR_ENV)
     parsed = urllib.parse.urlsplit(url)
     fetched_url = f"{mirror.rstrip('/')}/{parsed.netloc}{parsed.path}" if mirror else url
-    failure: Exception | None = None
-    for attempt in range(FETCH_ATTEMPTS):
-        if attempt:
-            time.sleep(2**attempt)
+    attempts = 0
+    while True:
+        attempts += 1
+        retry_after = None
         try:
             with urllib.request.urlopen(fetched_url, timeout=FETCH_DEADLINE_S) as answer:
                 return read(answer)
         except urllib.error.HTTPError as error:
-            failure = error
+            failure: Exception = error
             if error.code < 500 and error.code != 429:
                 break
+            retry_after = parse_retry_after(error.headers.get("Retry-After"))
         except (OSError, ValueError, http.client.HTTPException) as error:  # a cut answer, too
             failure = error
+        delay = FETCH_SCHEDULE.next_delay(attempts, retry_after)
+        if delay is None:
+            break
+        time.sleep(delay)
     raise ConfigError(f"could not fetch {fetched_url}: {failure}")
 
 

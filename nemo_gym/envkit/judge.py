@@ -229,8 +229,11 @@ class Judge:
                 "%s: judge model server '%s' is not in the config: judgments will fail", owner, self.server
             )
         self.gate = shared_gate(self.server, config)
-        self.backoff = RetryPolicy(
-            backoff_base_s=config.judge_backoff_base_s, backoff_max_s=config.judge_backoff_max_s
+        # When to call again: the HTTP client's schedule, with the judge's attempts and backoff.
+        self.schedule = RetryPolicy(
+            max_attempts=config.judge_max_attempts,
+            backoff_base_s=config.judge_backoff_base_s,
+            backoff_max_s=config.judge_backoff_max_s,
         )
 
     def params_for(self, messages: list[dict[str, str]]) -> NeMoGymResponseCreateParamsNonStreaming:
@@ -251,9 +254,10 @@ class Judge:
         succeeded: bool | None = None
         try:
             with tracing.span("gym.judge", {"nemo.gym.judge.server": self.server}):
-                response = await self._judgment(
-                    params, 1 if admission == "trial" else self.config.judge_max_attempts, unusable
+                schedule = (
+                    self.schedule.with_overrides(max_attempts=1) if admission == "trial" else self.schedule
                 )
+                response = await self._judgment(params, schedule, unusable)
             succeeded = True
             return response
         except JudgeFailed:
@@ -269,7 +273,10 @@ class Judge:
                     record_breaker_state(self.server, breaker.opened_at is not None)
 
     async def _judgment(
-        self, params: NeMoGymResponseCreateParamsNonStreaming, max_attempts: int, unusable: Unusable | None
+        self,
+        params: NeMoGymResponseCreateParamsNonStreaming,
+        schedule: RetryPolicy,
+        unusable: Unusable | None,
     ) -> NeMoGymResponse:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.judge_deadline_s
@@ -283,10 +290,10 @@ class Judge:
                         if problem is None:
                             return outcome
                         outcome = _Problem("bad_response", _one_line(problem), retryable=False)
-                    delay = self.backoff.backoff_delay(calls[0])
-                    if outcome.retry_after_s is not None:
-                        delay = max(delay, outcome.retry_after_s)
-                    if not outcome.retryable or calls[0] >= max_attempts or loop.time() + delay >= deadline:
+                    delay = None
+                    if outcome.retryable:
+                        delay = schedule.next_delay(calls[0], outcome.retry_after_s, deadline - loop.time())
+                    if delay is None:
                         self._fail(
                             JudgeFailure(kind=outcome.kind, message=outcome.message, attempts=calls[0])
                         )

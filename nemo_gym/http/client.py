@@ -30,7 +30,7 @@ from nemo_gym.config.defaults import DEFAULT_CONNECT_TIMEOUT_S as DEFAULT_CONNEC
 from nemo_gym.config.defaults import DEFAULT_CONNECTOR_LIMIT as DEFAULT_CONNECTOR_LIMIT
 from nemo_gym.config.defaults import DEFAULT_CONNECTOR_LIMIT_PER_HOST as DEFAULT_CONNECTOR_LIMIT_PER_HOST
 from nemo_gym.config.defaults import DEFAULT_DEADLINE_S as DEFAULT_DEADLINE_S
-from nemo_gym.config.defaults import MAX_NUM_TRIES as MAX_NUM_TRIES
+from nemo_gym.config.defaults import DEFAULT_HTTP_MAX_ATTEMPTS as DEFAULT_HTTP_MAX_ATTEMPTS
 from nemo_gym.http.deadlines import DEADLINE_HEADER, announced, bounded
 from nemo_gym.telemetry import tracing
 from nemo_gym.telemetry.metrics import record_retry
@@ -44,6 +44,8 @@ CLIENT_KEEPALIVE_S = 15.0
 MAX_REASON_CHARS = 200
 # How aiohttp words a body that ended before its Content-Length or last chunk: the connection closed.
 PAYLOAD_CUT_SHORT = "Response payload is not completed"
+# NeMo Gym's name for the default attempts (server_utils exports it).
+MAX_NUM_TRIES = DEFAULT_HTTP_MAX_ATTEMPTS
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ class RetryPolicy:
     answer cannot change (a spent quota). Anything else is returned or raised at once.
     """
 
-    max_attempts: int = MAX_NUM_TRIES
+    max_attempts: int = DEFAULT_HTTP_MAX_ATTEMPTS
     deadline_s: float = DEFAULT_DEADLINE_S
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
     backoff_base_s: float = 0.5
@@ -74,6 +76,22 @@ class RetryPolicy:
         """Exponential backoff with jitter in [50%, 100%] of the step, so clients do not retry in lockstep."""
         step = min(self.backoff_max_s, self.backoff_base_s * (2 ** (attempt - 1)))
         return step * random.uniform(0.5, 1.0)
+
+    def next_delay(
+        self, attempts: int, retry_after_s: float | None = None, remaining_s: float | None = None
+    ) -> float | None:
+        """The wait before another attempt after `attempts` failed ones, or None to stop: the attempts are
+        spent, or the wait (the backoff, or the peer's `Retry-After` when longer) would reach the deadline,
+        `remaining_s` away. Every Gym retry loop (this client, the judge, benchmark downloads) asks here,
+        so attempts, backoff and deadlines mean the same everywhere."""
+        if attempts >= self.max_attempts:
+            return None
+        delay = self.backoff_delay(attempts)
+        if retry_after_s is not None:
+            delay = max(delay, retry_after_s)
+        if remaining_s is not None and delay >= remaining_s:
+            return None
+        return delay
 
 
 class RequestFailedError(aiohttp.ClientError):
@@ -392,12 +410,10 @@ async def _send(
             if failure is None:
                 raise
             reason = _failure_reason(error, answered=response is not None)
-            delay = policy.backoff_delay(attempt)
-            if (
-                not _retryable_failure(error, idempotent)
-                or attempt >= policy.max_attempts
-                or loop.time() + delay >= deadline
-            ):
+            delay = None
+            if _retryable_failure(error, idempotent):
+                delay = policy.next_delay(attempt, remaining_s=deadline - loop.time())
+            if delay is None:
                 raise failure(method, url, attempt, loop.time() - started, error, reason) from error
             last_error = error
             record_retry(error)
@@ -408,15 +424,13 @@ async def _send(
             await asyncio.sleep(delay)
             continue
 
-        if response.status not in policy.retry_statuses or attempt >= policy.max_attempts:
+        if response.status not in policy.retry_statuses:
+            return response
+        retry_after = parse_retry_after(response.headers.get("Retry-After"))
+        delay = policy.next_delay(attempt, retry_after, deadline - loop.time())
+        if delay is None:
             return response
         if policy.is_final is not None and policy.is_final(response.status, await response.read()):
-            return response
-        delay = policy.backoff_delay(attempt)
-        retry_after = parse_retry_after(response.headers.get("Retry-After"))
-        if retry_after is not None:
-            delay = max(delay, retry_after)
-        if loop.time() + delay >= deadline:
             return response
         record_retry(None, response.status)
         logger.warning(

@@ -32,7 +32,7 @@ from omegaconf import DictConfig
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from nemo_gym.config.deployment import deployment_settings
+from nemo_gym.config.deployment import ServerKnobs, deployment_settings
 from nemo_gym.http.errors import error_body
 
 logger = logging.getLogger("nemo_gym.http_protocol")
@@ -55,7 +55,11 @@ class RequestLimits:
     @classmethod
     def from_config(cls, global_config_dict: DictConfig) -> RequestLimits:
         """The limits the config sets; a bad value is a ConfigError naming its key."""
-        knobs = deployment_settings(global_config_dict).knobs
+        return cls.of(deployment_settings(global_config_dict).knobs)
+
+    @classmethod
+    def of(cls, knobs: ServerKnobs) -> RequestLimits:
+        """The limits of settings already read and checked (a server start reads them once)."""
         return cls(
             max_body_bytes=int(knobs.global_max_request_body_mb * BYTES_PER_MB),
             read_timeout_s=knobs.global_request_read_timeout_s,

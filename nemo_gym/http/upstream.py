@@ -19,7 +19,6 @@ from yarl import URL
 from nemo_gym.config.old_keys import AcceptsOldKeyNames
 from nemo_gym.http.client import (
     DEFAULT_DEADLINE_S,
-    MAX_NUM_TRIES,
     HTTPStatusError,
     RetryPolicy,
     checked_json,
@@ -70,10 +69,10 @@ def is_permanent_refusal(status: int, body: bytes) -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def _client_retry_policy(base: RetryPolicy, max_retries: int, timeout: float) -> RetryPolicy:
+def _client_retry_policy(base: RetryPolicy, max_attempts: int, timeout: float) -> RetryPolicy:
     """A client's policy over the deployment's default (made once per combination: every call asks)."""
     return base.with_overrides(
-        max_attempts=max_retries,
+        max_attempts=max_attempts,
         deadline_s=timeout,
         retry_statuses=RETRY_ERROR_CODES,
         is_final=is_permanent_refusal,
@@ -89,28 +88,30 @@ def _authorization(base_url: str, api_key: str) -> dict[str, str]:
     return {}
 
 
-class NeMoGymAsyncOpenAI(BaseModel):
+class NeMoGymAsyncOpenAI(AcceptsOldKeyNames):
     """Minimal async client for an OpenAI-compatible upstream (OpenAI, vLLM, ...), returning plain JSON.
 
     Statuses in RETRY_ERROR_CODES are retried with exponential backoff and jitter, honouring
-    `Retry-After`, for at most `max_retries` attempts within `timeout` seconds in all; any other non-2xx
+    `Retry-After`, for at most `max_attempts` attempts within `timeout` seconds in all; any other non-2xx
     status raises `HTTPStatusError` at once, carrying the upstream's body. A reply that breaks off, is
     not HTTP or not JSON, or is not whole by `timeout` raises the `RequestFailedError` saying so (a 502
     or 504 in a Gym server's answer). An invalid key or a spent quota raises `PermanentEndpointError`,
     now and on every later call of this client, which then makes no request at all (NeMo Gym 0.7).
     """
 
+    OLD_KEY_NAMES: ClassVar[dict[str, str]] = {"max_retries": "max_attempts"}
+
     base_url: str
     api_key: str = Field(default="", repr=False)
     internal: bool = False
     default_headers: dict[str, str] = Field(default_factory=dict, repr=False)
-    max_retries: int = Field(default=MAX_NUM_TRIES + 2, ge=1)
+    max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1)
     timeout: float = Field(default=DEFAULT_DEADLINE_S, gt=0)
 
     _refused: PermanentEndpointError | None = PrivateAttr(default=None)
 
     def _retry_policy(self) -> RetryPolicy:
-        return _client_retry_policy(default_retry_policy(), self.max_retries, self.timeout)
+        return _client_retry_policy(default_retry_policy(), self.max_attempts, self.timeout)
 
     def _headers(self) -> dict[str, str]:
         return {**self.default_headers, **_authorization(self.base_url, self.api_key)}
@@ -195,16 +196,16 @@ class Upstream:
         self._semaphore = asyncio.Semaphore(limit) if limit is not None else None
 
     def client(
-        self, client_class: type[Client], base_url: str, max_retries: int | None = None, **fields: Any
+        self, client_class: type[Client], base_url: str, max_attempts: int | None = None, **fields: Any
     ) -> Client:
-        """A client of `base_url`; `max_retries` lowers the configured attempts (e.g. for a backend that
+        """A client of `base_url`; `max_attempts` lowers the configured attempts (e.g. for a backend that
         may move, so a call fails soon and the next one looks for it again). `fields` are the settings a
         provider's client class adds (e.g. Azure's query parameters)."""
         return client_class(
             base_url=base_url,
             api_key=self._api_key.get_secret_value(),
             default_headers=self._default_headers,
-            max_retries=min(self._bounds.max_attempts, max_retries or self._bounds.max_attempts),
+            max_attempts=min(self._bounds.max_attempts, max_attempts or self._bounds.max_attempts),
             timeout=self._bounds.timeout_s or default_retry_policy().deadline_s,
             **fields,
         )

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import orjson
 
+from nemo_gym.config.deployment import deployment_settings
 from nemo_gym.config.errors import ConfigError
 from nemo_gym.config.global_config import get_global_config_dict
 from nemo_gym.config.key_names import NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME
@@ -31,7 +32,7 @@ from nemo_gym.http.protocol import RequestLimits
 from nemo_gym.launch.child_processes import ChildProcess, start_child
 from nemo_gym.launch.config_handoff import ConfigHandoff, child_environment
 from nemo_gym.serving.ray_cluster import ray_initialized
-from nemo_gym.serving.servers import configure_http_client_from
+from nemo_gym.serving.servers import apply_http_client_settings
 from nemo_gym.serving.workers import (
     BOUND_ADDRESS_FILE_ENV_VAR_NAME,
     LISTEN_FD_ENV_VAR_NAME,
@@ -152,11 +153,11 @@ def main() -> None:
             "forked workers; set colocate_num_workers: 1"
         )
     # Every instance configured the pooled client for itself; the pool is shared by the workers.
-    global_config_dict = get_global_config_dict()
-    configure_http_client_from(global_config_dict, num_workers)
+    settings = deployment_settings(get_global_config_dict())
+    apply_http_client_settings(settings.http_client, num_workers)
     for bound in bound_apps:
         host_in_process(bound.instance_name, bound.app, *bound.address)
-    serve(bound_apps, RequestLimits.from_config(global_config_dict), num_workers)
+    serve(bound_apps, RequestLimits.of(settings.knobs), num_workers)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from omegaconf import DictConfig
 
+from nemo_gym.config.deployment import deployment_settings
 from nemo_gym.config.discovery import get_first_server_config_dict, require_server_instances
 from nemo_gym.config.environment_servers import (
     agents_without_environment_server_deprecation,
@@ -52,7 +53,7 @@ from nemo_gym.launch.preflight import (
 )
 from nemo_gym.launch.server_processes import ServerProcess, SocketReserver
 from nemo_gym.serving.ray_cluster import deployment_needs_ray, initialize_ray, shutdown_ray
-from nemo_gym.serving.servers import HeadServer, RunningServer, head_server_config_from
+from nemo_gym.serving.servers import HeadServer, RunningServer, head_server_address
 from nemo_gym.serving.workers import BOUND_ADDRESS_FILE_ENV_VAR_NAME, LISTEN_FD_ENV_VAR_NAME
 from nemo_gym.telemetry import tracing
 from nemo_gym.text.tables import format_table
@@ -112,7 +113,8 @@ class Deployment:
             raise
         self.output = output or sys.stdout
         self.servers: list[ServerProcess] = []
-        self.head_server_config: BaseServerConfig = head_server_config_from(self.global_config_dict)
+        self.settings = deployment_settings(self.global_config_dict)  # read once, passed down
+        self.head_server_config: BaseServerConfig = head_server_address(self.settings)
         self._head: RunningServer | None = None
         self._run_dir: Path | None = None
         self._config: ConfigHandoff | None = None
@@ -174,7 +176,7 @@ class Deployment:
             self.global_config_dict.head_server.port = head.port
         self._head_server = HeadServer(config=head, global_config_dict=self.global_config_dict)
         self._head = RunningServer(
-            self._head_server.setup_webserver(), sock, RequestLimits.from_config(self.global_config_dict)
+            self._head_server.setup_webserver(), sock, RequestLimits.of(self.settings.knobs)
         )
 
     async def _spawn(self, server: ServerProcess, secret: str) -> None:

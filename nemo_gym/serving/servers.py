@@ -28,7 +28,12 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from starlette.middleware import Middleware
 
 from nemo_gym.config.defaults import DEFAULT_HEAD_SERVER_PORT as DEFAULT_HEAD_SERVER_PORT
-from nemo_gym.config.deployment import deployment_settings, http_client_settings
+from nemo_gym.config.deployment import (
+    DeploymentSettings,
+    HTTPClientSettings,
+    deployment_settings,
+    http_client_settings,
+)
 from nemo_gym.config.discovery import get_first_server_config_dict, resolve_instance_config
 from nemo_gym.config.errors import ConfigError
 from nemo_gym.config.global_config import get_global_config_dict
@@ -150,14 +155,21 @@ def setup_server_client(head_server_config: BaseServerConfig | None = None) -> S
 
 
 def head_server_config_from(global_config_dict: DictConfig) -> BaseServerConfig:
-    settings = deployment_settings(global_config_dict)
+    return head_server_address(deployment_settings(global_config_dict))
+
+
+def head_server_address(settings: DeploymentSettings) -> BaseServerConfig:
     return BaseServerConfig(host=settings.head_server_host, port=settings.head_server_port)
 
 
 def configure_http_client_from(global_config_dict: DictConfig, num_workers: int | None = None) -> None:
-    """Apply the `global_aiohttp_*` / `global_http_*` knobs to this process; the pool limits are shared
-    by the server's `num_workers` worker processes."""
-    settings = http_client_settings(global_config_dict)
+    """Apply the `global_aiohttp_*` / `global_http_*` knobs of a config to this process."""
+    apply_http_client_settings(http_client_settings(global_config_dict), num_workers)
+
+
+def apply_http_client_settings(settings: HTTPClientSettings, num_workers: int | None = None) -> None:
+    """Apply checked outbound-client knobs to this process; the pool limits are shared by the server's
+    `num_workers` worker processes."""
     workers = num_workers or 1
     configure_http_client(
         connector_limit=max(1, settings.global_aiohttp_connector_limit // workers),
@@ -339,21 +351,23 @@ class SimpleServer(BaseServer):
             sys.exit(f"Error: {NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME} must name this server's instance.")
         try:
             global_config_dict = get_global_config_dict()
-            knobs = deployment_settings(global_config_dict).knobs
+            # Read and checked once here, then passed down: nothing below goes back to the raw config for them.
+            settings = deployment_settings(global_config_dict)
+            knobs = settings.knobs
             if knobs.verbose:  # `gym ... -v`: debug logging
                 logging.getLogger().setLevel(logging.DEBUG)
             config = cls.load_config(global_config_dict, instance_name)
             if logger.isEnabledFor(logging.DEBUG):  # the masked dump is not made for nothing
                 logger.debug("%s: settings %s", instance_name, mask_secrets(config.model_dump(mode="json")))
-            configure_http_client_from(global_config_dict, config.num_workers)
-            limits = RequestLimits.from_config(global_config_dict)
+            apply_http_client_settings(settings.http_client, config.num_workers)
+            limits = RequestLimits.of(knobs)
             use_backend(knobs.cpu_pool_backend, global_config_dict)  # a `ray` pool joins on its first call
             if server_uses_ray(cls):
                 join_ray_before_setup(config.num_workers, global_config_dict)
             server = cls(
                 config=config,
                 server_client=ServerClient(
-                    head_server_config=head_server_config_from(global_config_dict),
+                    head_server_config=head_server_address(settings),
                     global_config_dict=global_config_dict,
                 ),
             )

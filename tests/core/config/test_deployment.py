@@ -102,7 +102,7 @@ def test_parsing_checks_every_deployment_setting(tmp_path: Path) -> None:
 
 def test_the_http_client_keeps_its_default_numbers_under_their_old_names() -> None:
     assert http_client.DEFAULT_DEADLINE_S == defaults.DEFAULT_DEADLINE_S
-    assert http_client.MAX_NUM_TRIES == defaults.MAX_NUM_TRIES
+    assert http_client.MAX_NUM_TRIES == defaults.DEFAULT_HTTP_MAX_ATTEMPTS
     assert http_client.RetryPolicy().connect_timeout_s == defaults.DEFAULT_CONNECT_TIMEOUT_S
 
 

@@ -4,14 +4,19 @@ the URL it tried."""
 
 from __future__ import annotations
 
+import http.server
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import requests
 
-from nemo_gym.benchmarks import MIRROR_ENV, fetch_public_file, save_public_file
+from nemo_gym.benchmarks import FETCH_ATTEMPTS, MIRROR_ENV, fetch_public_file, save_public_file
 from nemo_gym.config.errors import ConfigError
 from nemo_gym.testing import run_server
+from tests.helpers import script_the_attempt_schedule
 
 URL = "https://raw.githubusercontent.com/example/data/main/table.csv"
 
@@ -52,3 +57,48 @@ def test_a_large_file_is_saved_to_disk_and_a_failed_download_leaves_nothing(
         with pytest.raises(ConfigError, match="could not fetch .*/example.org/gone.zip: HTTP Error 404"):
             save_public_file("https://example.org/gone.zip", tmp_path / "data" / "gone.zip")
     assert sorted(path.name for path in (tmp_path / "data").iterdir()) == ["dev.zip"]
+
+
+@contextmanager
+def busy_file_host() -> Iterator[tuple[str, list[str]]]:
+    """A host on 127.0.0.1 that answers every GET with 503 and `Retry-After: 7`; yields its URL and the
+    paths it was asked for."""
+    asked: list[str] = []
+
+    class Busy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_response(503)
+            self.send_header("Retry-After", "7")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Busy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", asked
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_busy_host_is_asked_again_as_the_http_clients_attempt_schedule_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Downloads retry on the HTTP client's schedule (attempts, backoff, Retry-After), not arithmetic of
+    their own: scripted to wait 0 s once and then stop, the fetch makes exactly two requests."""
+    asked = script_the_attempt_schedule(monkeypatch, [0.0, None])
+    with busy_file_host() as (mirror, paths):
+        monkeypatch.setenv(MIRROR_ENV, mirror)
+        with pytest.raises(
+            ConfigError, match=rf"could not fetch {mirror}/example.org/busy.csv: HTTP Error 503"
+        ):
+            fetch_public_file("https://example.org/busy.csv")
+    assert paths == ["/example.org/busy.csv"] * 2
+    assert [(entry.max_attempts, entry.attempts, entry.retry_after_s) for entry in asked] == [
+        (FETCH_ATTEMPTS, 1, 7.0),
+        (FETCH_ATTEMPTS, 2, 7.0),
+    ]

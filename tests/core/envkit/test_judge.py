@@ -17,12 +17,15 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 import pytest
+from omegaconf import OmegaConf
 from pydantic import ValidationError
 
-from nemo_gym.config_types import ConfigError
-from nemo_gym.judge import CircuitBreaker, JudgeConfig, shared_gate
+from nemo_gym.config_types import BaseServerConfig, ConfigError
+from nemo_gym.judge import CircuitBreaker, Judge, JudgeConfig, JudgeFailed, shared_gate
+from nemo_gym.server_utils import ServerClient
 from nemo_gym.testing import StartedServer, instance_config, post_json, response_with, run_instance
-from tests.helpers import running_deployment, write_config
+from tests.helpers import running_deployment, script_the_attempt_schedule, write_config
+from tests.shared_fixtures import closed_port
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
 
 EQUAL = "Same thing. [[A=B]]"
@@ -81,7 +84,7 @@ def stack(scripted_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPath
             openai_base_url=scripted_upstream.base_url,
             openai_api_key="sk-judge-layer",
             openai_model=model,
-            max_retries=1,  # the judge layer owns the retries
+            max_attempts=1,  # the judge layer owns the retries
             timeout_s=5,
         ),
         "raw_upstream": {
@@ -331,6 +334,39 @@ async def test_a_model_server_passes_the_upstream_retry_after_on_to_the_judge(st
     failure = (await verify(stack.storm))["judge_failure"]
     assert (failure["kind"], failure["attempts"]) == ("rate_limited", 1), failure
     assert len(stack.storm.received()) == 1
+
+
+async def test_the_judge_calls_again_only_as_the_http_clients_attempt_schedule_says(
+    scripted_upstream, monkeypatch
+):
+    """In process, so the schedule can be scripted: it says stop after the first 429, although the judge's
+    own attempts (3) and deadline would allow more; the layer asks it with the call count and Retry-After."""
+    model = fresh_model("scheduled-judge")
+    upstream = {"entrypoint": "app.py", "host": scripted_upstream.host, "port": scripted_upstream.port}
+    client = ServerClient(
+        head_server_config=BaseServerConfig(host="127.0.0.1", port=closed_port()),
+        global_config_dict=OmegaConf.create(
+            {"scheduled_judge": {"responses_api_models": {"scripted": upstream}}}
+        ),
+    )
+    config = JudgeConfig(
+        judge_model_server={"type": "responses_api_models", "name": "scheduled_judge"},
+        judge_responses_create_params={"input": [], "model": model},
+        judge_max_attempts=3,
+        judge_deadline_s=30,
+        judge_circuit_breaker_failures=None,
+    )
+    judge = Judge(config, client, owner="test")
+    scripted_upstream.script(
+        model, [{"status": 429, "retry_after": 0.25}, {"output": [assistant_message(EQUAL)]}]
+    )
+    asked = script_the_attempt_schedule(monkeypatch, [None])
+    with pytest.raises(JudgeFailed) as raised:
+        await judge.ask(judge.params_for([{"role": "user", "content": "Same?"}]))
+    assert (raised.value.failure.kind, raised.value.failure.attempts) == ("rate_limited", 1)
+    assert [(entry.max_attempts, entry.attempts, entry.retry_after_s) for entry in asked] == [(3, 1, 0.25)]
+    assert 0 < asked[0].remaining_s <= 30
+    assert len(scripted_upstream.requests(model)) == 1
 
 
 # ---- shared limits, config -----------------------------------------------------------------------------

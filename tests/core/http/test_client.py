@@ -22,7 +22,7 @@ from nemo_gym.http.client import (
     request,
 )
 from nemo_gym.openai_utils import RETRY_ERROR_CODES, NeMoGymAsyncOpenAI
-from tests.helpers import StartedServer, run_server
+from tests.helpers import StartedServer, run_server, script_the_attempt_schedule
 from tests.reliability import faulty_upstream as faulty_upstream_server
 from tests.shared_fixtures import closed_port, unique_key
 from tests.upstream_script import fresh_model
@@ -65,6 +65,40 @@ def test_backoff_grows_exponentially_with_jitter_up_to_the_cap():
         delays = {policy.backoff_delay(attempt) for _ in range(50)}
         assert all(step / 2 <= delay <= step for delay in delays)
         assert len(delays) > 1, "jitter spreads the delays"
+
+
+def test_the_attempt_schedule_stops_when_the_attempts_or_the_deadline_run_out():
+    policy = RetryPolicy(max_attempts=3, backoff_base_s=0.5, backoff_max_s=4.0)
+    assert 0.25 <= policy.next_delay(1) <= 0.5
+    assert policy.next_delay(2, retry_after_s=3.0) == 3.0, "a longer Retry-After wins over the backoff"
+    assert 0.5 <= policy.next_delay(2, retry_after_s=0.1) <= 1.0, "a shorter one does not cut the backoff"
+    assert policy.next_delay(3) is None, "the attempts are spent"
+    assert policy.next_delay(1, retry_after_s=3.0, remaining_s=3.0) is None, (
+        "the wait would reach the deadline"
+    )
+    assert policy.next_delay(1, remaining_s=0.6) is not None
+
+
+async def test_the_client_retries_a_status_as_the_attempt_schedule_says(flaky_server, monkeypatch):
+    key = unique_key()
+    asked = script_the_attempt_schedule(monkeypatch, [0.0, None])
+    url = f"{flaky_server.url}/s/{key}/429/99/?retry_after=7"
+    response = await request("GET", url, retry_policy=FAST)
+    assert response.status == 429, "the schedule said stop after the second attempt, well within the five"
+    assert (await attempts_seen(flaky_server, key))["hits"] == 2
+    assert [(entry.max_attempts, entry.attempts, entry.retry_after_s) for entry in asked] == [
+        (5, 1, 7.0),
+        (5, 2, 7.0),
+    ]
+    assert all(0 < entry.remaining_s <= FAST.deadline_s for entry in asked)
+
+
+async def test_the_client_retries_a_refused_connection_as_the_attempt_schedule_says(monkeypatch):
+    asked = script_the_attempt_schedule(monkeypatch, [0.0, 0.0, None])
+    with pytest.raises(ConnectionFailedError) as raised:
+        await request("GET", f"http://127.0.0.1:{closed_port()}/", retry_policy=FAST)
+    assert raised.value.attempts == 3
+    assert [(entry.attempts, entry.retry_after_s) for entry in asked] == [(1, None), (2, None), (3, None)]
 
 
 async def test_persistent_retry_status_stops_at_max_attempts_and_keeps_body(flaky_server):
@@ -159,14 +193,16 @@ def test_parse_retry_after_accepts_seconds_and_dates():
 async def test_upstream_client_retries_statuses_then_succeeds(flaky_server):
     key = unique_key()
     client = NeMoGymAsyncOpenAI(
-        base_url=f"{flaky_server.url}/s/{key}/502/2/v1", api_key="sk-test", max_retries=4
+        base_url=f"{flaky_server.url}/s/{key}/502/2/v1", api_key="sk-test", max_attempts=4
     )
     assert (await client.create_response(input="hi"))["attempts"] == 3
 
 
 async def test_upstream_client_caps_attempts_and_raises_with_the_body(flaky_server):
     key = unique_key()
-    client = NeMoGymAsyncOpenAI(base_url=f"{flaky_server.url}/s/{key}/500/99/v1", api_key="sk", max_retries=2)
+    client = NeMoGymAsyncOpenAI(
+        base_url=f"{flaky_server.url}/s/{key}/500/99/v1", api_key="sk", max_attempts=2
+    )
     with pytest.raises(HTTPStatusError) as raised:
         await client.create_chat_completion(messages=[{"role": "user", "content": "hi"}])
     assert raised.value.status == 500
@@ -176,7 +212,9 @@ async def test_upstream_client_caps_attempts_and_raises_with_the_body(flaky_serv
 
 async def test_upstream_client_does_not_retry_a_400(flaky_server):
     key = unique_key()
-    client = NeMoGymAsyncOpenAI(base_url=f"{flaky_server.url}/s/{key}/400/99/v1", api_key="sk", max_retries=5)
+    client = NeMoGymAsyncOpenAI(
+        base_url=f"{flaky_server.url}/s/{key}/400/99/v1", api_key="sk", max_attempts=5
+    )
     with pytest.raises(HTTPStatusError) as raised:
         await client.create_response(input="hi")
     assert raised.value.status == 400

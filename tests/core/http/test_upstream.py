@@ -40,7 +40,7 @@ def test_clients_carry_the_key_headers_and_bounds() -> None:
         API_KEY,
         {"X-Team": "gym"},
     )
-    assert (client.max_retries, client.timeout) == (2, 7.5)
+    assert (client.max_attempts, client.timeout) == (2, 7.5)
 
 
 class QueryClient(NeMoGymAsyncOpenAI):
@@ -52,7 +52,7 @@ class QueryClient(NeMoGymAsyncOpenAI):
 def test_a_client_class_gets_its_own_fields_beside_the_bounds() -> None:
     client = upstream(max_attempts=3).client(QueryClient, UPSTREAM_URL, query={"api-version": "2024-10-21"})
     assert isinstance(client, QueryClient)
-    assert (client.query, client.api_key, client.max_retries) == ({"api-version": "2024-10-21"}, API_KEY, 3)
+    assert (client.query, client.api_key, client.max_attempts) == ({"api-version": "2024-10-21"}, API_KEY, 3)
 
 
 def test_without_timeout_s_a_client_has_the_deployment_deadline() -> None:
@@ -64,7 +64,8 @@ def test_without_timeout_s_a_client_has_the_deployment_deadline() -> None:
 
 def test_the_old_name_max_retries_still_sets_max_attempts() -> None:
     assert UpstreamCallConfig.model_validate({"max_retries": 2}).max_attempts == 2
-    assert upstream(max_retries=4).client(NeMoGymAsyncOpenAI, UPSTREAM_URL).max_retries == 4
+    assert upstream(max_retries=4).client(NeMoGymAsyncOpenAI, UPSTREAM_URL).max_attempts == 4
+    assert NeMoGymAsyncOpenAI(base_url=UPSTREAM_URL, max_retries=3).max_attempts == 3
 
 
 def test_both_names_for_the_attempts_setting_is_an_error_naming_both() -> None:
@@ -127,7 +128,7 @@ async def test_a_refused_key_fails_at_once_and_then_without_calling_the_upstream
 ) -> None:
     model = fresh_model()
     scripted_upstream.script(model, [{"status": status, "body": {"error": error}, "repeat": 10}])
-    client = NeMoGymAsyncOpenAI(base_url=scripted_upstream.base_url, api_key=API_KEY, max_retries=5)
+    client = NeMoGymAsyncOpenAI(base_url=scripted_upstream.base_url, api_key=API_KEY, max_attempts=5)
     for _ in range(3):
         with pytest.raises(PermanentEndpointError) as raised:
             await client.create_chat_completion(model=model, messages=[])
@@ -141,6 +142,6 @@ async def test_a_rate_limit_that_is_not_a_spent_quota_is_retried(scripted_upstre
         model, [{"status": 429, "body": {"error": {"code": "rate_limit_exceeded"}}, "retry_after": 0}]
     )
     scripted_upstream.script(model, [{"response": COMPLETION}])
-    client = NeMoGymAsyncOpenAI(base_url=scripted_upstream.base_url, api_key=API_KEY, max_retries=3)
+    client = NeMoGymAsyncOpenAI(base_url=scripted_upstream.base_url, api_key=API_KEY, max_attempts=3)
     assert (await client.create_chat_completion(model=model, messages=[]))["id"] == "chatcmpl-1"
     assert len(scripted_upstream.requests(model)) == 2

@@ -9,10 +9,21 @@ import time
 
 import pytest
 import yaml
+from omegaconf import OmegaConf
 
+from nemo_gym.config import deployment
 from nemo_gym.config_types import BaseServerConfig
+from nemo_gym.global_config import reset_global_config_dict_cache, set_global_config_dict
+from nemo_gym.http import client as http_client
 from nemo_gym.http.client import get_response_json, request
-from nemo_gym.server_utils import ServerClient
+from nemo_gym.http.protocol import RequestLimits
+from nemo_gym.server_utils import (
+    CHECK_CONFIG_ONLY_ENV_VAR_NAME,
+    NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME,
+    ServerClient,
+)
+from nemo_gym.serving.workers import cpu_pool
+from tests.fixtures.counter_resources_server import CounterResourcesServer
 from tests.helpers import REPO_ROOT, StartedServer
 from tests.shared_fixtures import COOKIE_NAME, FIXTURES, SECRET, closed_port, unique_key
 
@@ -289,3 +300,51 @@ async def test_a_resources_server_answers_reverify_mode_and_close_session(counte
     assert (response.status, body) == (200, {"resources_session_id": "resources-session-1"})
     response, body = await post(counter_server, "/close_session", {"resources_session_id": "x"})
     assert response.status == 422 and ["body", "episode_id"] in [error["loc"] for error in body["detail"]]
+
+
+def test_a_server_start_reads_the_deployment_settings_once(monkeypatch, tmp_path):
+    """In process, up to the point a server would serve (`NEMO_GYM_CHECK_CONFIG_ONLY`): the settings are
+    read from the raw config and checked once, and that one object is what the start passes down (pool,
+    request limits, head server address), so no part re-reads or re-checks them."""
+    reads = []
+    real_read = deployment._validated_settings
+
+    def counted(given_json):
+        reads.append(real_read(given_json))
+        return reads[-1]
+
+    monkeypatch.setattr(deployment, "_validated_settings", counted)
+    limits = []
+    monkeypatch.setattr(RequestLimits, "of", classmethod(lambda cls, knobs: limits.append(knobs) or "limits"))
+    # What the start sets for its process, put back afterwards: the pool and the CPU pool's backend.
+    monkeypatch.setattr(http_client, "_state", http_client._ClientState())
+    monkeypatch.setattr(cpu_pool, "_backend", cpu_pool._backend)
+    monkeypatch.setattr(cpu_pool, "_cluster_config", cpu_pool._cluster_config)
+    monkeypatch.setenv(NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME, "counter")
+    monkeypatch.setenv(CHECK_CONFIG_ONLY_ENV_VAR_NAME, "1")
+    monkeypatch.chdir(tmp_path)
+    config = {
+        "counter": {
+            "resources_servers": {
+                "counter": {
+                    "entrypoint": "app.py",
+                    "domain": "other",
+                    "host": "127.0.0.1",
+                    "port": closed_port(),
+                }
+            }
+        },
+        "head_server": {"host": "127.0.0.1", "port": closed_port()},
+        "global_http_max_attempts": 7,
+        "global_max_request_body_mb": 3,
+    }
+    set_global_config_dict(global_config_dict=OmegaConf.create(config))
+    try:
+        with pytest.raises(SystemExit) as exited:
+            CounterResourcesServer.run_webserver()
+    finally:
+        reset_global_config_dict_cache()
+    assert exited.value.code == 0
+    assert len(reads) == 1, f"the deployment settings were read {len(reads)} times in one server start"
+    assert limits == [reads[0].knobs], "the request limits come from the one settings object"
+    assert http_client.default_retry_policy().max_attempts == 7
