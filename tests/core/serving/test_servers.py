@@ -22,7 +22,7 @@ from nemo_gym.server_utils import (
     NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME,
     ServerClient,
 )
-from nemo_gym.serving.workers import cpu_pool
+from nemo_gym.serving import cpu_pool
 from tests.fixtures.counter_resources_server import CounterResourcesServer
 from tests.helpers import REPO_ROOT, StartedServer
 from tests.shared_fixtures import COOKIE_NAME, FIXTURES, SECRET, closed_port, unique_key
