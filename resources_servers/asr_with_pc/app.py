@@ -42,9 +42,6 @@ class ASRWithPCConfig(BaseResourcesServerConfig):
     normalization_mode: Literal["standard"] = Field(
         default="standard", description="Whisper's English normalizer; the only mode supported here"
     )
-    grading_timeout_s: float = Field(
-        default=10.0, gt=0, description="deadline of one grading; a slower one is masked"
-    )
 
 
 class ASRWithPCVerifyRequest(BaseVerifyRequest):

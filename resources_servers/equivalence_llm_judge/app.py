@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from fastapi import FastAPI
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
@@ -45,6 +45,8 @@ FOLDER = Path(__file__).resolve().parent
 
 
 class EquivalenceLLMJudgeConfig(JudgeConfig, BaseResourcesServerConfig):
+    # The base `grading_timeout_s` (10 s) bounds the answer extraction (regexes run in the CPU pool).
+    OLD_KEY_NAMES: ClassVar[dict[str, str]] = {"extraction_timeout_s": "grading_timeout_s"}
     judge_model_server: ModelServerRef
     judge_system_message: str | None = None
     judge_prompt_template_fpath: str = "prompt_templates/equivalence_llm_judge.txt"
@@ -59,7 +61,6 @@ class EquivalenceLLMJudgeConfig(JudgeConfig, BaseResourcesServerConfig):
     extraction_length_threshold: int | None = Field(default=120, ge=0)
     check_full_generation_on_fail: bool = True
     reward_if_full_generation_succeeds: float = 0.5
-    extraction_timeout_s: float = Field(default=10.0, gt=0)
 
     @field_validator("question_extract_regex", "response_extract_regex")
     @classmethod
@@ -167,7 +168,7 @@ class EquivalenceLLMJudgeResourcesServer(SimpleResourcesServer):
             question_regex,
             full,
             regex,
-            timeout_s=self.config.extraction_timeout_s,
+            timeout_s=self.config.grading_timeout_s,
             on_timeout=None,
         )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -30,7 +30,8 @@ class FormatVerificationConfig(BaseResourcesServerConfig):
     grading_mode: GradingMode | None = Field(
         default=None, description="when set, used for every row instead of the row's own grading_mode"
     )
-    check_timeout_seconds: float = Field(
+    OLD_KEY_NAMES: ClassVar[dict[str, str]] = {"check_timeout_seconds": "grading_timeout_s"}
+    grading_timeout_s: float = Field(
         default=5.0, gt=0, description="deadline for running one row's checks; a slower row scores 0.0"
     )
 
@@ -99,7 +100,7 @@ class FormatVerificationResourcesServer(SimpleResourcesServer):
         if not text.strip():
             return []
         return await run_cpu_bound(
-            run_checks, text, checks, timeout_s=self.config.check_timeout_seconds, on_timeout=None
+            run_checks, text, checks, timeout_s=self.config.grading_timeout_s, on_timeout=None
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ pool under a deadline; past it the rollout is marked as not measured (`mask_samp
 import statistics
 from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import PrivateAttr, model_validator
 
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
@@ -27,7 +27,7 @@ GradingMode = Literal["binary", "fraction"]
 
 
 class IFBenchConfig(BaseResourcesServerConfig):
-    grading_timeout_s: float = Field(default=10.0, gt=0)
+    """Only base settings: `grading_timeout_s` bounds checking one reply's instructions."""
 
 
 class IFBenchVerifyRequest(BaseVerifyRequest):

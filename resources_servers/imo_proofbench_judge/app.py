@@ -12,7 +12,7 @@ that fails, is reported in `judge_failure`, never scored as a wrong proof.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from fastapi import FastAPI
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
@@ -60,7 +60,8 @@ class ImoProofBenchConfig(JudgeConfig, BaseResourcesServerConfig):
     judge_model_server: ModelServerRef
     judge_prompt_path: str = "prompts/judge.yaml"
     use_chat_completions_for_judge: bool = False
-    library_verifier_timeout_seconds: float = Field(default=10.0, gt=0)
+    # The base `grading_timeout_s` (10 s) bounds the symbolic check; NeMo Gym's key still sets it.
+    OLD_KEY_NAMES: ClassVar[dict[str, str]] = {"library_verifier_timeout_seconds": "grading_timeout_s"}
     library_verifier_max_concurrency: int = Field(default=32, ge=1)
 
     @field_validator("use_chat_completions_for_judge")
@@ -133,7 +134,7 @@ class ImoProofBenchJudgeServer(SimpleResourcesServer):
         self._prompt = load_judge_prompt(FOLDER, self.config.judge_prompt_path)
         self._judge = Judge(self.config, self.server_client, self.config.name)
         self._library = LibraryGrader(
-            self.config.library_verifier_timeout_seconds, self.config.library_verifier_max_concurrency
+            self.config.grading_timeout_s, self.config.library_verifier_max_concurrency
         )
         return app
 

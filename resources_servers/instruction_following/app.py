@@ -9,7 +9,7 @@ import logging
 import statistics
 from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import PrivateAttr, model_validator
 
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
@@ -29,7 +29,7 @@ MAX_WARNED = 1000
 
 
 class InstructionFollowingConfig(BaseResourcesServerConfig):
-    grading_timeout_s: float = Field(default=10.0, gt=0)
+    """Only base settings: `grading_timeout_s` bounds checking one reply's instructions."""
 
 
 class InstructionFollowingVerifyRequest(BaseVerifyRequest):

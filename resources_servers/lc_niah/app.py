@@ -36,9 +36,6 @@ class LCNIAHConfig(BaseResourcesServerConfig):
     overlap_grading_rule: OverlapGradingRule = Field(
         default="multiply", description="how answer_score and reasoning_overlap combine into the reward"
     )
-    grading_timeout_s: float = Field(
-        default=10.0, gt=0, description="deadline of one overlap computation; a slower one is masked"
-    )
 
 
 def expected_nodes(expected_answer: str) -> set[str]:

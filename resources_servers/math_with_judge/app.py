@@ -35,9 +35,7 @@ class MathWithJudgeResourcesServer(SimpleResourcesServer):
     def model_post_init(self, context: object) -> None:
         super().model_post_init(context)
         config = self.config
-        self._library = LibraryGrader(
-            config.library_verifier_timeout_seconds, config.library_verifier_max_concurrency
-        )
+        self._library = LibraryGrader(config.grading_timeout_s, config.library_verifier_max_concurrency)
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field, model_validator
 
 from nemo_gym.base_resources_server import BaseResourcesServerConfig, BaseVerifyRequest, BaseVerifyResponse
@@ -13,7 +15,8 @@ class MathWithJudgeConfig(JudgeConfig, BaseResourcesServerConfig):
     the symbolic check fails and `should_use_judge` is true."""
 
     should_use_judge: bool = False
-    library_verifier_timeout_seconds: float = Field(default=10.0, gt=0)
+    # The base `grading_timeout_s` (10 s) bounds the symbolic check; NeMo Gym's key still sets it.
+    OLD_KEY_NAMES: ClassVar[dict[str, str]] = {"library_verifier_timeout_seconds": "grading_timeout_s"}
     library_verifier_max_concurrency: int = Field(default=32, ge=1)
 
     @model_validator(mode="after")

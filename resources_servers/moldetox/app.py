@@ -52,7 +52,6 @@ class MoldetoxConfig(BaseResourcesServerConfig):
         ge=1,
         description="longest answer handed to RDKit; a longer one scores 0 (answer_too_long)",
     )
-    grading_timeout_s: float = Field(default=10.0, gt=0, description="deadline of one scoring (CPU pool)")
 
 
 class VerifierMetadata(BaseModel):

@@ -42,9 +42,6 @@ class NvarcConfig(BaseResourcesServerConfig):
         default=30, description="inductive: time limit of one program (its module code and transform())"
     )
     python_max_concurrency: PositiveInt = Field(default=32, description="inductive: programs running at once")
-    grading_timeout_s: float = Field(
-        default=10.0, gt=0, description="transductive: deadline of one grid extraction (CPU pool)"
-    )
     sandbox: SandboxLimits = Field(
         default_factory=lambda: SandboxLimits(memory_mb=2048, max_processes=8, scratch_mb=64),
         description="isolation and limits; wall and CPU time are derived from python_timeout_seconds",

@@ -6,6 +6,8 @@ partial credit in [0, 1]) is the reward. Scoring runs in the CPU worker pool: so
 simulate (sudoku grids, Brainf*ck programs, ARC boards) and must not stall the event loop.
 """
 
+from typing import ClassVar
+
 from fastapi import HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,8 +23,9 @@ from resources_servers.reasoning_gym.grading import Grade, UnknownTaskError, gra
 
 
 class ReasoningGymConfig(BaseResourcesServerConfig):
+    OLD_KEY_NAMES: ClassVar[dict[str, str]] = {"verify_timeout_s": "grading_timeout_s"}
     # Generous: the first call in a worker also imports the library (about a second).
-    verify_timeout_s: float = Field(default=30.0, gt=0)
+    grading_timeout_s: float = Field(default=30.0, gt=0, description="deadline of scoring one answer")
 
 
 class ReasoningGymMetadata(BaseModel):
@@ -59,7 +62,7 @@ class ReasoningGymResourcesServer(SimpleResourcesServer):
                 task_name,
                 body.response.output_text,
                 entry,
-                timeout_s=self.config.verify_timeout_s,
+                timeout_s=self.config.grading_timeout_s,
                 on_timeout=Grade(score=0.0, extracted_answer=None),
             )
         except UnknownTaskError:

@@ -38,9 +38,6 @@ class RoleMRCConfig(BaseResourcesServerConfig):
     include_bertscore: bool = Field(
         default=False, description="accepted for NeMo Gym configs; BERTScore is never computed here"
     )
-    grading_timeout_s: float = Field(
-        default=10.0, gt=0, description="deadline of one reply's metrics; a slower one is masked"
-    )
 
     @field_validator("mode")
     @classmethod

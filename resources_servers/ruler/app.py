@@ -37,9 +37,7 @@ KNOWN_SUBSETS = frozenset(
 
 
 class RulerConfig(BaseResourcesServerConfig):
-    grading_timeout_s: float = Field(
-        default=10.0, gt=0, description="deadline of one string-match grading; a slower one scores 0.0"
-    )
+    """Only base settings: `grading_timeout_s` bounds one string-match grading (past it: 0.0)."""
 
 
 class RulerVerifyRequest(BaseVerifyRequest):

@@ -45,7 +45,6 @@ class SwePivotConfig(BaseResourcesServerConfig):
     similarity_full_credit: float = Field(default=0.8, ge=0, le=1, description="full credit from here")
     enable_diff_size_shaping: bool = Field(default=True, description="continuous only: cost for large edits")
     diff_size_alpha: float = Field(default=0.1, ge=0, le=1)
-    grading_timeout_s: float = Field(default=10.0, gt=0, description="past it the sample is masked")
 
     @model_validator(mode="after")
     def _ordered_thresholds(self) -> SwePivotConfig:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict
 
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
@@ -33,7 +33,6 @@ CATEGORY_NAMES = {category.value: category.name for category in StepRewardCatego
 
 class TerminalMultiHarnessConfig(BaseResourcesServerConfig):
     tool_call_comparator_config: ToolCallComparatorConfig
-    grading_timeout_s: float = Field(default=10.0, gt=0, description="past it the sample is masked")
 
 
 class TerminalMultiHarnessVerifyRequest(BaseVerifyRequest):

@@ -52,7 +52,6 @@ class TerminusJudgeConfig(JudgeConfig, BaseResourcesServerConfig):
     enable_string_similarity: bool = True
     string_similarity_threshold: float | None = Field(default=None, ge=0, le=1)
     enable_llm_judge: bool = False
-    grading_timeout_s: float = Field(default=10.0, gt=0, description="past it the sample is masked")
 
     @model_validator(mode="after")
     def _some_command_check(self) -> TerminusJudgeConfig:

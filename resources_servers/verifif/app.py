@@ -50,7 +50,6 @@ class VerifIFConfig(JudgeConfig, BaseResourcesServerConfig):
     judge_model_server: ModelServerRef
     judge_prompt_path: str = "prompts/judge.yaml"
     aggregation_mode: AggregationMode = "all"
-    grading_timeout_s: float = Field(default=10.0, gt=0)
 
 
 class Instruction(BaseModel):

@@ -51,7 +51,6 @@ class WmtTranslationConfig(BaseResourcesServerConfig):
     bleu_tokenizer: str = Field(
         default="auto", description="auto: by target language (zh, ja-mecab, ko-mecab, else 13a); or one name"
     )
-    grading_timeout_s: float = Field(default=10.0, gt=0, description="deadline of one scoring; later: marked")
 
     @field_validator("compute_comet")
     @classmethod

@@ -7,7 +7,7 @@ rewards 1.0 when the resulting tables agree, so any sequence of calls with the r
 read-only calls never matter. The replay is CPU work and runs in the shared process pool.
 """
 
-from typing import Any
+from typing import Any, ClassVar
 
 from fastapi import Body, FastAPI, HTTPException, Request
 from pydantic import Field
@@ -30,7 +30,8 @@ NOT_SEEDED = "Session not initialized. Please call seed_session first."
 class WorkplaceAssistantConfig(BaseResourcesServerConfig):
     # A workspace shares the base rows and holds one list per table: a few tens of kB per session.
     max_sessions: int = Field(default=20_000, ge=1)
-    verify_timeout_s: float = Field(default=30.0, gt=0)
+    OLD_KEY_NAMES: ClassVar[dict[str, str]] = {"verify_timeout_s": "grading_timeout_s"}
+    grading_timeout_s: float = Field(default=30.0, gt=0, description="deadline of one state replay")
 
 
 class WorkplaceAssistantResourcesServer(SimpleResourcesServer):
@@ -68,7 +69,7 @@ class WorkplaceAssistantResourcesServer(SimpleResourcesServer):
             replay_reward,
             calls.predicted_calls(body.response),
             calls.ground_truth_calls(body.ground_truth),
-            timeout_s=self.config.verify_timeout_s,
+            timeout_s=self.config.grading_timeout_s,
             on_timeout=0.0,
         )
         return calls.WorkplaceVerifyResponse(**body.model_dump(), reward=reward)

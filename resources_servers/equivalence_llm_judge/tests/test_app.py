@@ -46,7 +46,7 @@ FEATURED = {
     "extraction_length_threshold": LENGTH_THRESHOLD,
     "check_full_generation_on_fail": True,
     "reward_if_full_generation_succeeds": 0.5,
-    "extraction_timeout_s": 0.5,
+    "grading_timeout_s": 0.5,
     "judge_failure_reward": -0.25,
     "judge_backoff_base_s": 0.05,
     "judge_backoff_max_s": 0.1,
@@ -310,7 +310,7 @@ def test_config_declares_the_environment_with_the_reference_settings():
 
 @pytest.mark.parametrize(
     ("setting", "value"),
-    [("response_extract_regex", "(unclosed"), ("question_extract_regex", "*"), ("extraction_timeout_s", 0)],
+    [("response_extract_regex", "(unclosed"), ("question_extract_regex", "*"), ("grading_timeout_s", 0)],
 )
 def test_a_bad_setting_is_refused_naming_its_key(setting, value):
     with pytest.raises(ValidationError, match=setting):

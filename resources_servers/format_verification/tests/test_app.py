@@ -183,7 +183,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(workdir: Path) -> Iterator[StartedServer]:
     """Rows choose their grading mode; a deadline far above any sane check yet short for a runaway regex."""
     with run_resources_server(
-        "format_verification", workdir, domain="instruction_following", check_timeout_seconds=DEADLINE_S
+        "format_verification", workdir, domain="instruction_following", grading_timeout_s=DEADLINE_S
     ) as started:
         yield started
 

@@ -65,7 +65,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(workdir: Path) -> Iterator[StartedServer]:
     """Judge off, as the shipped config has it; a symbolic deadline generous enough for the slowest recorded
     check (seconds of sympy) on a loaded machine."""
-    inner = {"domain": "math", "library_verifier_timeout_seconds": REPLAY_DEADLINE_S}
+    inner = {"domain": "math", "grading_timeout_s": REPLAY_DEADLINE_S}
     with run_resources_server("math", workdir, implementation=IMPLEMENTATION, **inner) as started:
         yield started
 
@@ -73,7 +73,7 @@ def server(workdir: Path) -> Iterator[StartedServer]:
 @pytest.fixture(scope="module")
 def hurried_server(workdir: Path) -> Iterator[StartedServer]:
     """A symbolic-check deadline short enough for a slow but legitimate check to miss it."""
-    inner = {"domain": "math", "library_verifier_timeout_seconds": SHORT_DEADLINE_S}
+    inner = {"domain": "math", "grading_timeout_s": SHORT_DEADLINE_S}
     with run_resources_server("hurried", workdir, implementation=IMPLEMENTATION, **inner) as started:
         yield started
 
@@ -336,7 +336,7 @@ def test_judging_without_a_judge_model_is_refused_at_startup(workdir):
 
 
 @pytest.mark.parametrize(
-    ("field", "value"), [("library_verifier_timeout_seconds", 0), ("library_verifier_max_concurrency", 0)]
+    ("field", "value"), [("grading_timeout_s", 0), ("library_verifier_max_concurrency", 0)]
 )
 def test_nonpositive_limits_are_refused_at_startup(workdir, field, value):
     config = {"bad": instance_config("resources_servers", IMPLEMENTATION, domain="math", **{field: value})}

@@ -95,7 +95,7 @@ def test_a_weight_that_is_not_a_positive_number_counts_as_1(weight):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartedServer]:
-    inner = {"domain": "math", "library_verifier_timeout_seconds": DEADLINE_S}
+    inner = {"domain": "math", "grading_timeout_s": DEADLINE_S}
     with run_resources_server(INSTANCE, tmp_path_factory.mktemp(INSTANCE), **inner) as started:
         yield started
 

@@ -191,7 +191,7 @@ async def test_the_default_library_scorer_gives_length_ratio_credit(server):
 
 async def test_scoring_past_its_deadline_earns_0_and_the_server_keeps_answering(tmp_path):
     """A fresh worker must import the library (about a second) before scoring: a 10 ms deadline cannot hold."""
-    inner = {"domain": "other", "verify_timeout_s": 0.01}
+    inner = {"domain": "other", "grading_timeout_s": 0.01}
     config = {"hasty": instance_config("resources_servers", INSTANCE, **inner)}
     with run_instance(config, "hasty", tmp_path, {"NEMO_GYM_CPU_WORKERS": "1"}) as hasty:
         row = ROWS[0]
@@ -207,8 +207,8 @@ async def test_scoring_past_its_deadline_earns_0_and_the_server_keeps_answering(
 
 
 def test_a_deadline_not_above_0_is_refused_at_startup(tmp_path):
-    config = {"bad": instance_config("resources_servers", INSTANCE, domain="other", verify_timeout_s=0)}
-    with pytest.raises(RuntimeError, match="verify_timeout_s"):
+    config = {"bad": instance_config("resources_servers", INSTANCE, domain="other", grading_timeout_s=0)}
+    with pytest.raises(RuntimeError, match="grading_timeout_s"):
         with run_instance(config, "bad", tmp_path):
             pass
 

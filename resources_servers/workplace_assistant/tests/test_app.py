@@ -80,7 +80,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartedServer]:
 def hasty_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartedServer]:
     """An instance whose replay deadline (100 µs) no replay can meet."""
     config = {
-        "hasty": instance_config("resources_servers", INSTANCE, domain="agent", verify_timeout_s=0.0001)
+        "hasty": instance_config("resources_servers", INSTANCE, domain="agent", grading_timeout_s=0.0001)
     }
     with run_instance(config, "hasty", tmp_path_factory.mktemp("hasty")) as started:
         yield started
@@ -478,8 +478,8 @@ async def test_a_replay_past_its_deadline_earns_0_instead_of_failing(hasty_serve
 
 
 def test_a_non_positive_replay_deadline_is_refused_at_startup(tmp_path):
-    config = {"bad": instance_config("resources_servers", INSTANCE, domain="agent", verify_timeout_s=0)}
-    with pytest.raises(RuntimeError, match="verify_timeout_s"):
+    config = {"bad": instance_config("resources_servers", INSTANCE, domain="agent", grading_timeout_s=0)}
+    with pytest.raises(RuntimeError, match="grading_timeout_s"):
         with run_instance(config, "bad", tmp_path):
             pass
 
