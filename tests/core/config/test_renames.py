@@ -11,7 +11,7 @@ import pytest
 from nemo_gym.config.renames import AmbiguousAgentRenameError
 from nemo_gym.config_types import ConfigPathNotFoundError
 from nemo_gym.global_config import get_first_server_config_dict, parse_global_config_dict
-from tests import test_global_config
+from tests.core.config import test_global_config
 from tests.core.config.test_global_config import write
 
 MODEL = {"responses_api_models": {"vllm_model": {"entrypoint": "app.py", "base_url": "x", "model": "m"}}}
