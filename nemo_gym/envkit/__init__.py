@@ -1,0 +1,1 @@
+"""What an environment author builds on: judging, grading helpers, sandboxes, test helpers."""
