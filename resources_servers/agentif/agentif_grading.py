@@ -10,25 +10,15 @@ from typing import Any
 
 from nemo_gym.reward_profile import count_of
 from nemo_gym.sandbox import SandboxLimits, python_command, run_sandboxed
+from nemo_gym.text_extraction import without_reasoning
 
 HARNESS = (Path(__file__).resolve().parent / "checker_harness.py").read_text(encoding="utf-8")
 VERDICT = re.compile(r"\b(YES|NO)\b")
-THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
 RESPONSE_SLOT = "{response}"
 # Appended to a row's judge prompt that has no {response} slot.
 RESPONSE_SUFFIX = "\n\nThe response to check:\n{response}"
 DIMENSIONS = {"unconditional": "vanilla", "conditional": "condition", "example_driven": "example"}
 TYPES = {"formatting": "formatting", "semantic": "semantic", "resource": "tool"}
-
-
-def without_reasoning(text: str) -> str:
-    """The text without `<think>` blocks (an unclosed one drops the rest), stripped."""
-    text = THINK_BLOCK.sub("", text)
-    if "<think>" in text:
-        text = text.split("<think>", 1)[0]
-    elif "</think>" in text:
-        text = text.rsplit("</think>", 1)[1]
-    return text.strip()
 
 
 def parse_yes_no(judge_text: str) -> bool | None:
