@@ -34,7 +34,7 @@ BUILDS_ON: dict[str, str | tuple[str, ...]] = {
     "resources_servers.bird_sql": "resources_servers.text_to_sql",  # its read-only, time-limited run_query
     "resources_servers.spider2_lite": "resources_servers.bird_sql",  # its database lookup and SQL runner
     "resources_servers.proof_verification": "resources_servers.proof_judge",  # its score reading, judge keys
-    "resources_servers.code_fim": "resources_servers.evalplus",  # its code extraction and sandbox end reasons
+    "resources_servers.code_fim": "resources_servers.evalplus",  # its code extraction
     "resources_servers.scicode": "resources_servers.scicodepile",  # its verdict reading and encodable()
     "resources_servers.arena_judge": "resources_servers.arena",  # its pairwise judging and win-rate fit
     "resources_servers.inverse_if": "resources_servers.multichallenge",  # its per-item rubric judging

@@ -24,7 +24,16 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from nemo_gym.sandbox import SandboxLimits, python_command, resolve_isolation, run_sandboxed
+from nemo_gym.sandbox import (
+    SandboxLimits,
+    SandboxResult,
+    SandboxSlots,
+    SandboxUnavailableError,
+    python_command,
+    resolve_isolation,
+    run_sandboxed,
+)
+from nemo_gym.sandbox import slots as sandbox_slots
 from nemo_gym.sandbox.isolation import probe
 from nemo_gym.testing import StartedServer, run_resources_server
 
@@ -292,3 +301,98 @@ def test_a_server_whose_virtualenv_lives_under_tmp_can_still_run_code(isolation,
     finally:
         shutil.rmtree(under_tmp, ignore_errors=True)
     assert finished.stdout.split()[:2] == ["0", str(under_tmp)], finished.stdout + finished.stderr
+
+
+# ---- SandboxSlots: one server's sandbox, set up once ------------------------------------------------------
+
+
+@pytest.mark.parametrize("isolation", ISOLATED)
+async def test_slots_run_the_servers_python_on_a_script_among_the_files(isolation):
+    sandbox = SandboxSlots(limits(isolation, output_bytes=1000), size=2)
+    run = await sandbox.run_python("main.py", files={"main.py": "print(input() * 2)"}, stdin="ab", seconds=15)
+    assert (run.stdout, run.exit_code, run.isolation, run.early_end()) == ("abab\n", 0, isolation, None)
+
+
+def test_slots_refuse_a_server_whose_isolation_cannot_work(monkeypatch):
+    def unavailable(requested: str) -> str:
+        raise SandboxUnavailableError(f"{requested} cannot run here")
+
+    monkeypatch.setattr(sandbox_slots, "resolve_isolation", unavailable)
+    with pytest.raises(SandboxUnavailableError, match="bwrap cannot run here"):
+        SandboxSlots(SandboxLimits(isolation="bwrap"), size=1)
+
+
+def test_slots_give_a_run_its_own_time_budget_over_the_configured_limits(monkeypatch):
+    monkeypatch.setattr(sandbox_slots, "resolve_isolation", lambda requested: requested)
+    configured = SandboxLimits(memory_mb=2048, output_bytes=10)
+    sandbox = SandboxSlots(configured, size=1)
+    assert sandbox.limits_for() is configured
+    budget = sandbox.limits_for(7, output_bytes=99)
+    assert (budget.wall_seconds, budget.cpu_seconds, budget.output_bytes, budget.memory_mb) == (
+        7,
+        7,
+        99,
+        2048,
+    )
+    assert sandbox.limits_for(memory_mb=64).wall_seconds == configured.wall_seconds
+    assert configured.output_bytes == 10, "the configured limits stay as they were"
+
+
+async def test_slots_bound_the_runs_at_once(monkeypatch):
+    """Three runs on two slots: the third starts only when one of the first two has finished."""
+    monkeypatch.setattr(sandbox_slots, "resolve_isolation", lambda requested: requested)
+    started: list[object] = []
+    two_started, release = asyncio.Event(), asyncio.Event()
+
+    async def held_run(command, *, stdin, files, limits):
+        started.append((command, stdin, files, limits))
+        if len(started) == 2:
+            two_started.set()
+        await release.wait()
+        return command
+
+    monkeypatch.setattr(sandbox_slots, "run_sandboxed", held_run)
+    sandbox = SandboxSlots(SandboxLimits(), size=2)
+    runs = [asyncio.ensure_future(sandbox.run(f"print({index})")) for index in range(3)]
+    await two_started.wait()  # by now the third has run up to its slot, and waits there
+    assert len(started) == 2 and not runs[2].done()
+    release.set()
+    assert await asyncio.gather(*runs) == ["print(0)", "print(1)", "print(2)"]
+    assert started[0][3] is sandbox.limits, "a plain run takes the configured limits"
+    script = await sandbox.run_python("runner.py", files={"runner.py": ""}, seconds=3)
+    assert script == [*python_command(), "runner.py"] and started[-1][3].wall_seconds == 3
+
+
+def _result(**fields: object) -> SandboxResult:
+    defaults = {
+        "exit_code": 0,
+        "signal": None,
+        "stdout": "",
+        "stderr": "",
+        "stdout_bytes": 0,
+        "stderr_bytes": 0,
+        "timed_out": False,
+        "limit_hit": None,
+        "truncated": False,
+        "seconds": 0.1,
+        "isolation": "bwrap",
+    }
+    return SandboxResult(**{**defaults, **fields})
+
+
+@pytest.mark.parametrize(
+    ("fields", "ended"),
+    [
+        ({}, None),
+        ({"exit_code": None, "signal": 9, "timed_out": True, "limit_hit": "wall_time"}, "timeout"),
+        ({"exit_code": None, "signal": 9, "limit_hit": "memory"}, "killed by signal 9 (memory limit)"),
+        ({"exit_code": None, "signal": 11}, "killed by signal 11"),
+        ({"exit_code": 1, "stderr": "x" * 400 + "Boom"}, "exit status 1: " + "x" * 296 + "Boom"),
+    ],
+)
+def test_early_end_says_why_a_run_stopped_before_its_end(fields, ended):
+    assert _result(**fields).early_end() == ended
+
+
+def test_early_end_keeps_as_much_stderr_as_asked():
+    assert _result(exit_code=2, stderr="abcdef").early_end(stderr_chars=3) == "exit status 2: def"

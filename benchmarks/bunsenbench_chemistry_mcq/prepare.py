@@ -17,6 +17,7 @@ from typing import Any
 
 from nemo_gym.benchmarks import load_folder_module, load_public_file, write_prepared_rows
 from nemo_gym.config.errors import ConfigError
+from nemo_gym.envkit.multiple_choice import lettered_options, option_letter
 
 SOURCE = "nvidia/bunsen-bench"
 SUBSET = "chemistry_mcq"
@@ -61,14 +62,13 @@ def to_task(row: dict[str, Any]) -> dict[str, Any]:
         )
     seed = hashlib.sha256(f"{question_id}:{PROMPT_VERSION}".encode()).digest()[:8]
     random.Random(int.from_bytes(seed, "big")).shuffle(choices)
-    letters = [chr(ord("A") + index) for index in range(len(choices))]
     listed = "\n".join(f"<choice>{html.escape(choice, quote=False)}</choice>" for choice in choices)
     metadata = {key: row[key] for key in METADATA_FIELDS if key in row}
     return {
         "question": row["question"],
         "options_text": f"<choices>\n{listed}\n</choices>",
-        "options": [{letter: choice} for letter, choice in zip(letters, choices, strict=True)],
-        "expected_answer": letters[choices.index(answer)],
+        "options": lettered_options(choices),
+        "expected_answer": option_letter(choices.index(answer)),
         "uuid": question_id,
         "metadata": {
             **metadata,

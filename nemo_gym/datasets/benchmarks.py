@@ -32,6 +32,7 @@ from nemo_gym.config import server_kinds
 from nemo_gym.config.datasets import BenchmarkDatasetConfig
 from nemo_gym.config.errors import ConfigError
 from nemo_gym.config.jsonl import write_atomically
+from nemo_gym.envkit.multiple_choice import multiple_choice_row  # noqa: F401  prepare scripts import it from here
 from nemo_gym.http.client import RetryPolicy, parse_retry_after
 from nemo_gym.wire.validation_errors import first_problem
 
@@ -458,23 +459,3 @@ def write_prepared_rows(output_fpath: Path, rows: Iterable[dict[str, Any]]) -> P
     write_atomically(output_fpath, lines())
     print(f"Wrote {written} tasks to {output_fpath}")
     return output_fpath
-
-
-def multiple_choice_row(
-    question: str, choices: Sequence[str], correct_index: int, instruction: str = "", **extra: Any
-) -> dict[str, Any]:
-    """An mcqa task: options lettered A, B, ... in the given order, the right letter as `expected_answer`,
-    and `problem` (question, then one `X) text` line per option) for the mcq prompt configs to show. With an
-    `instruction` (how to answer, for a benchmark whose prompt config passes `question` through), `question`
-    is that instruction, then `problem`."""
-    letters = [chr(ord("A") + index) for index in range(len(choices))]
-    options_text = "\n".join(f"{letter}) {text}" for letter, text in zip(letters, choices, strict=True))
-    problem = f"{question.strip()}\n\n{options_text}"
-    return {
-        "question": f"{instruction}\n\n{problem}" if instruction else question,
-        "options_text": options_text,
-        "problem": problem,
-        "options": [{letter: text} for letter, text in zip(letters, choices, strict=True)],
-        "expected_answer": letters[correct_index],
-        **extra,
-    }

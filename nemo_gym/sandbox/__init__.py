@@ -27,18 +27,24 @@ Isolation (`SandboxLimits.isolation`):
   explicit opt-in for hosts without namespaces. That uid must be able to run the server's Python (not
   so when it lives under a private /root, as pyenv's does): otherwise `none` raises SandboxUnavailableError.
 
+A server builds one `SandboxSlots` from its config at start: the isolation is checked then (it refuses to
+start rather than run code unprotected), at most so many runs go at once, and each run takes the
+configured limits with its own time budget; `SandboxResult.early_end()` says why a run stopped early.
+
 Runs are awaited, never computed on the event loop: the program is a child process the loop waits for.
 """
 
 from nemo_gym.sandbox.isolation import SandboxUnavailableError, python_command, resolve_isolation
 from nemo_gym.sandbox.models import Isolation, LimitHit, SandboxLimits, SandboxResult
 from nemo_gym.sandbox.runner import run_sandboxed
+from nemo_gym.sandbox.slots import SandboxSlots
 
 __all__ = [
     "Isolation",
     "LimitHit",
     "SandboxLimits",
     "SandboxResult",
+    "SandboxSlots",
     "SandboxUnavailableError",
     "python_command",
     "resolve_isolation",

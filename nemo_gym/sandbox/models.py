@@ -53,3 +53,16 @@ class SandboxResult(BaseModel):
     truncated: bool
     seconds: float
     isolation: Isolation
+
+    def early_end(self, stderr_chars: int = 300) -> str | None:
+        """Why the program stopped before its end (out of time, a signal, a non-zero exit with the tail of
+        its stderr), or None when it ended normally: the words the code environments' failure details use."""
+        if self.timed_out:
+            return "timeout"
+        if self.signal is not None:
+            return f"killed by signal {self.signal}" + (
+                f" ({self.limit_hit} limit)" if self.limit_hit else ""
+            )
+        if self.exit_code:
+            return f"exit status {self.exit_code}: {self.stderr[-stderr_chars:]}"
+        return None

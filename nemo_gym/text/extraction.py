@@ -1,7 +1,8 @@
 """Pieces that several environments and agents cut out of model text the same way, each in one linear pass.
 
-The text of a message's content, boxed answers, fenced code blocks, the option letter a multiple-choice answer picks, and error text
-flattened to one bounded line for a response field or a log.
+The text of a message's content, the answer without its `<think>` reasoning, boxed answers and `\\text{}`
+wrappers, the last match of a pattern, fenced code blocks, the option letter a multiple-choice answer
+picks, and error text flattened to one bounded line for a response field or a log.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ FENCE = "```"
 
 _BOXED_OPEN = re.compile(r"\\boxed\s*\{")
 _BRACE = re.compile(r"[{}]")
+_TEXT_WRAPPER = re.compile(r"\\text\s*\{([^{}]*)\}")
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
 
 
 def content_text(content: Any) -> str:
@@ -33,6 +36,24 @@ def one_line(text: str, max_chars: int = ONE_LINE_MAX_CHARS, ellipsis: str = "â€
     """`text` with every whitespace run made one space, cut to `max_chars` (the cut marked by `ellipsis`)."""
     flat = " ".join(text.split())
     return flat if len(flat) <= max_chars else flat[: max_chars - len(ellipsis)] + ellipsis
+
+
+def last_match(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    """The last match of `pattern` in `text`, holding one match at a time: models correct themselves, so
+    the last marker is the answer."""
+    tail = collections.deque(pattern.finditer(text), maxlen=1)
+    return tail[0] if tail else None
+
+
+def without_reasoning(text: str) -> str:
+    """The text without `<think>` blocks (an unclosed one drops the rest, a lone `</think>` all before it),
+    stripped: a grader or judge must not read the policy's hidden reasoning."""
+    text = _THINK_BLOCK.sub("", text)
+    if "<think>" in text:
+        text = text.split("<think>", 1)[0]
+    elif "</think>" in text:
+        text = text.rsplit("</think>", 1)[1]
+    return text.strip()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -66,6 +87,24 @@ def last_boxed(text: str) -> str | None:
     when there is none. Answers are read from the last box because models restate options first."""
     spans = boxed_spans(text)
     return text[spans[-1][0] : spans[-1][1]] if spans else None
+
+
+def final_boxed(text: str) -> str | None:
+    r"""The content of the text's final `\boxed`, None when it is not followed by `{` or never closes: unlike
+    `last_boxed`, an answer cut off inside its box does not fall back on an earlier one."""
+    start = text.rfind("\\boxed")
+    opening = _BOXED_OPEN.match(text, start) if start >= 0 else None
+    if opening is None:
+        return None
+    return next((text[begin:end] for begin, end in boxed_spans(text) if begin == opening.end()), None)
+
+
+def strip_text_wrappers(text: str) -> str:
+    r"""`\text{B}` -> `B`, repeatedly (nested wrappers too), so LaTeX-wrapped answers compare like plain ones."""
+    previous = None
+    while previous != text:
+        previous, text = text, _TEXT_WRAPPER.sub(r"\1", text)
+    return text
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -132,8 +171,8 @@ def letter_from_patterns(text: str, patterns: Sequence[str], options: Options) -
             compiled = re.compile(pattern, re.IGNORECASE)
         except (re.error, OverflowError, RecursionError):
             continue
-        tail = collections.deque(compiled.finditer(text), maxlen=1)
-        raw = (tail[0].group(1) if compiled.groups else tail[0].group(0)) if tail else None
+        match = last_match(compiled, text)
+        raw = (match.group(1) if compiled.groups else match.group(0)) if match else None
         if not raw:
             continue
         candidate = raw.strip().translate(LOCALIZED_OPTION_LETTERS)

@@ -9,26 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from nemo_gym.reward_profile import count_of
-from nemo_gym.sandbox import SandboxLimits, python_command, run_sandboxed
+from nemo_gym.sandbox import SandboxSlots
+from nemo_gym.text.extraction import without_reasoning
 
 HARNESS = (Path(__file__).resolve().parent / "checker_harness.py").read_text(encoding="utf-8")
 VERDICT = re.compile(r"\b(YES|NO)\b")
-THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
 RESPONSE_SLOT = "{response}"
 # Appended to a row's judge prompt that has no {response} slot.
 RESPONSE_SUFFIX = "\n\nThe response to check:\n{response}"
 DIMENSIONS = {"unconditional": "vanilla", "conditional": "condition", "example_driven": "example"}
 TYPES = {"formatting": "formatting", "semantic": "semantic", "resource": "tool"}
-
-
-def without_reasoning(text: str) -> str:
-    """The text without `<think>` blocks (an unclosed one drops the rest), stripped."""
-    text = THINK_BLOCK.sub("", text)
-    if "<think>" in text:
-        text = text.split("<think>", 1)[0]
-    elif "</think>" in text:
-        text = text.rsplit("</think>", 1)[1]
-    return text.strip()
 
 
 def parse_yes_no(judge_text: str) -> bool | None:
@@ -45,13 +35,13 @@ def fill_prompt(template: str, text: str) -> str:
     return template.replace(RESPONSE_SLOT, text)
 
 
-async def run_checker(source: str, text: str, limits: SandboxLimits) -> tuple[bool | None, str | None]:
+async def run_checker(source: str, text: str, sandbox: SandboxSlots) -> tuple[bool | None, str | None]:
     """(verdict, None), or (None, why) when the checker raised, returned a non-bool or hit a limit. The
     row's code runs only in the sandbox, never in this process."""
     files = {"harness.py": HARNESS, "checker.py": source}
-    run = await run_sandboxed([*python_command(), "harness.py"], stdin=text, files=files, limits=limits)
+    run = await sandbox.run_python("harness.py", stdin=text, files=files)
     if run.timed_out:
-        return None, f"the checker ran out of time ({limits.wall_seconds:g} s)"
+        return None, f"the checker ran out of time ({sandbox.limits.wall_seconds:g} s)"
     if run.signal is not None or run.exit_code:
         detail = f"signal {run.signal}" if run.signal is not None else f"exit status {run.exit_code}"
         return None, f"the checker stopped: {detail} {run.stderr[-200:]}".strip()

@@ -10,7 +10,6 @@ fails, or a judge answer without YES/NO, is reported in `judge_failure`, never c
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Literal
 
 from fastapi import FastAPI
@@ -34,7 +33,7 @@ from nemo_gym.judge import (
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.sandbox import SandboxLimits, resolve_isolation
+from nemo_gym.sandbox import SandboxLimits, SandboxSlots
 from resources_servers.agentif.agentif_grading import (
     agentif_metrics,
     fill_prompt,
@@ -116,14 +115,11 @@ without_yes_no = unusable_unless(parse_yes_no, "has no YES or NO")
 class AgentIFResourcesServer(SimpleResourcesServer):
     config: AgentIFConfig
     _judge: Judge = PrivateAttr()
-    _slots: asyncio.Semaphore = PrivateAttr()
+    _sandbox: SandboxSlots = PrivateAttr()
 
     def model_post_init(self, context: object) -> None:
         super().model_post_init(context)
-        resolve_isolation(
-            self.config.sandbox.isolation
-        )  # refuse to start rather than run row code unprotected
-        self._slots = asyncio.Semaphore(self.config.checker_processes)
+        self._sandbox = SandboxSlots(self.config.sandbox, self.config.checker_processes)
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
@@ -152,8 +148,7 @@ class AgentIFResourcesServer(SimpleResourcesServer):
             elif step.type == "llm":
                 working = without_reasoning(await self._ask(fill_prompt(step.exec, working), evaluations))
             else:
-                async with self._slots:
-                    verdict, problem = await run_checker(step.exec, working, self.config.sandbox)
+                verdict, problem = await run_checker(step.exec, working, self._sandbox)
                 if verdict is None:
                     return ConstraintResult(verdict=None, reason=problem)
                 working = verdict

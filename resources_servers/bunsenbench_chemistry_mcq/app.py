@@ -24,6 +24,7 @@ from nemo_gym.base_resources_server import (
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
+from nemo_gym.envkit.multiple_choice import choice_reward, option_letter
 from nemo_gym.envkit.pass_at_k_metrics import (
     PER_SAMPLE_AGGREGATE_KEY,
     PassAtK,
@@ -79,7 +80,7 @@ class BunsenChemVerifyRequest(BaseVerifyRequest):
             return option_pairs(self.options)
         pairs: list[tuple[str, str]] = []
         for index, choice in enumerate((self.choices or [])[:MAX_CHOICES]):
-            letter: Any = chr(ord("A") + index)
+            letter: Any = option_letter(index)
             if isinstance(choice, dict):
                 letter = next(
                     (choice[key] for key in ("letter", "label", "key", "id") if choice.get(key)), letter
@@ -170,7 +171,7 @@ class BunsenChemResourcesServer(SimpleResourcesServer):
         echoed = body.model_dump(exclude={"expected_answer", *GROUP_FIELDS, "bunsen_id"})
         return BunsenChemVerifyResponse(
             **echoed,
-            reward=1.0 if predicted == gold else 0.0,
+            reward=choice_reward(gold, predicted),
             expected_answer=gold,
             extracted_answer=predicted,
             no_answer=predicted is None,

@@ -5,12 +5,11 @@ task's prefix and suffix, the task's check() is appended, and the program runs i
 Rows point at a problem by `verifier_metadata.task_id`; the problems are bundled in data/problems.json
 (made by data/make_problems.py) instead of coming from the human-eval-infilling package. A benchmark row
 carries its problem itself (`verifier_metadata.problem`, as evalplus's rows do). Code extraction and the
-sandbox's end reasons are evalplus's (this folder builds on it).
+problem lookup are evalplus's (this folder builds on it).
 """
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 from pathlib import Path
 from typing import Any, Literal
@@ -24,8 +23,8 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.reward_profile import compute_pass_majority_metrics
-from nemo_gym.sandbox import SandboxLimits, python_command, resolve_isolation, run_sandboxed
-from resources_servers.evalplus.app import early_end, inline_problem, key_metrics, problem_for, read_problems
+from nemo_gym.sandbox import SandboxLimits, SandboxSlots
+from resources_servers.evalplus.app import inline_problem, key_metrics, problem_for, read_problems
 from resources_servers.evalplus.grading import extract_code_strict
 
 FOLDER = Path(__file__).parent
@@ -107,13 +106,12 @@ def postprocess(code: str, prefix: str, suffix: str) -> str:
 
 class CodeFimResourcesServer(SimpleResourcesServer):
     config: CodeFimConfig
-    _slots: asyncio.Semaphore = PrivateAttr()
+    _sandbox: SandboxSlots = PrivateAttr()
     _problems: dict[str, Problem] = PrivateAttr()
 
     def model_post_init(self, context: object) -> None:
         super().model_post_init(context)
-        resolve_isolation(self.config.sandbox.isolation)  # refuse to start rather than run code unprotected
-        self._slots = asyncio.Semaphore(self.config.num_processes)
+        self._sandbox = SandboxSlots(self.config.sandbox, self.config.num_processes)
         self._problems = load_problems(self.config.problems_path, self.config.split)
 
     async def verify(self, body: CodeFimVerifyRequest) -> CodeFimVerifyResponse:
@@ -153,13 +151,10 @@ class CodeFimResourcesServer(SimpleResourcesServer):
             f"{problem.prompt}{completion}{problem.suffix}\n{problem.test}\n"
             f"check({problem.entry_point})\nprint({marker!r})\n"
         )
-        timeout = self.config.timeout
-        limits = self.config.sandbox.model_copy(update={"wall_seconds": timeout, "cpu_seconds": timeout})
-        async with self._slots:
-            run = await run_sandboxed(
-                [*python_command(), "program.py"], files={"program.py": program}, limits=limits
-            )
-        ended = early_end(run)
+        run = await self._sandbox.run_python(
+            "program.py", files={"program.py": program}, seconds=self.config.timeout
+        )
+        ended = run.early_end()
         details: dict[str, Any] = {"sandbox_ended": ended}
         if run.timed_out:
             return TIMED_OUT, details

@@ -7,7 +7,6 @@ the outputs; the expected outputs never enter the sandbox, and the comparison ru
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
@@ -29,7 +28,10 @@ from nemo_gym.reward_profile import (
     compute_subset_metrics,
     highest_k_metrics,
 )
-from nemo_gym.sandbox import SandboxLimits, SandboxResult, python_command, resolve_isolation, run_sandboxed
+from nemo_gym.sandbox import (
+    SandboxLimits,
+    SandboxSlots,
+)
 from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.code_gen.grading import (
     GLOBAL_TIMEOUT,
@@ -94,12 +96,11 @@ class CodeGenVerifyResponse(BaseVerifyResponse):
 
 class CodeGenResourcesServer(SimpleResourcesServer):
     config: CodeGenConfig
-    _slots: asyncio.Semaphore = PrivateAttr()
+    _sandbox: SandboxSlots = PrivateAttr()
 
     def model_post_init(self, context: object) -> None:
         super().model_post_init(context)
-        resolve_isolation(self.config.sandbox.isolation)  # refuse to start rather than run code unprotected
-        self._slots = asyncio.Semaphore(self.config.num_processes)
+        self._sandbox = SandboxSlots(self.config.sandbox, self.config.num_processes)
 
     async def verify(self, body: CodeGenVerifyRequest) -> CodeGenVerifyResponse:
         text = body.response.output_text
@@ -133,13 +134,11 @@ class CodeGenResourcesServer(SimpleResourcesServer):
         caps = output_caps(tests.outputs)
         spec = {"inputs": tests.inputs, "fn_name": tests.fn_name, "timeout": timeout, "output_caps": caps}
         budget = (timeout + 1) * len(tests.inputs) + 5
-        limits = self.config.sandbox.model_copy(
-            update={"wall_seconds": budget, "cpu_seconds": budget, "output_bytes": 6 * sum(caps) + 65536}
-        )
         files = {"harness.py": HARNESS, "solution.py": code, "tests.json": json.dumps(spec)}
-        async with self._slots:
-            run = await run_sandboxed([*python_command(), "harness.py"], files=files, limits=limits)
-        grading = (run.stdout, tests.inputs, tests.outputs, tests.fn_name, _early_end(run))
+        run = await self._sandbox.run_python(
+            "harness.py", files=files, seconds=budget, output_bytes=6 * sum(caps) + 65536
+        )
+        grading = (run.stdout, tests.inputs, tests.outputs, tests.fn_name, run.early_end(stderr_chars=500))
         if len(run.stdout) <= INLINE_GRADING_CHARS:  # a few milliseconds: not worth a trip to the pool
             result, metadata = grade_reports(*grading)
         else:
@@ -182,17 +181,6 @@ class CodeGenResourcesServer(SimpleResourcesServer):
 
 def _accuracy(rollout: dict[str, Any]) -> dict[str, float]:
     return {"accuracy": float(rollout["reward"] > 0)}
-
-
-def _early_end(run: SandboxResult) -> str | None:
-    """Why the sandbox stopped before the harness finished, in the words of the failure metadata."""
-    if run.timed_out:
-        return "timeout"
-    if run.signal is not None:
-        return f"killed by signal {run.signal}" + (f" ({run.limit_hit} limit)" if run.limit_hit else "")
-    if run.exit_code:
-        return f"exit status {run.exit_code}: {run.stderr[-500:]}"
-    return None
 
 
 if __name__ == "__main__":

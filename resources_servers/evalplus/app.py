@@ -9,7 +9,6 @@ release.py). Only the inputs enter the sandbox (harness.py); the outputs are com
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +24,10 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.reward_profile import compute_pass_majority_metrics, highest_k_metrics
-from nemo_gym.sandbox import SandboxLimits, SandboxResult, python_command, resolve_isolation, run_sandboxed
+from nemo_gym.sandbox import (
+    SandboxLimits,
+    SandboxSlots,
+)
 from nemo_gym.wire.validation_errors import first_problem
 from resources_servers.evalplus.grading import PASS, extract_code_strict, grade_group, parse_reports
 
@@ -122,17 +124,18 @@ def inline_problem(text: str, model: type[AnyProblem]) -> AnyProblem:
 
 
 async def run_harness(
-    code: str, entry_point: str, spec: dict[str, Any], limits: SandboxLimits
+    code: str, entry_point: str, spec: dict[str, Any], sandbox: SandboxSlots, seconds: float, **limits: Any
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """The harness's reports of one sandboxed run of `code` (the spec: groups of inputs, time limit), and
-    why the run ended early (None when it finished)."""
+    """The harness's reports of one sandboxed run of `code` (the spec: groups of inputs, time limit) within
+    `seconds` (and other `limits` over the sandbox's own), and why the run ended early (None when it
+    finished)."""
     files = {
         "harness.py": HARNESS,
         "solution.py": code,
         "tests.json": json.dumps({**spec, "entry_point": entry_point}),
     }
-    run = await run_sandboxed([*python_command(), "harness.py"], files=files, limits=limits)
-    return parse_reports(run.stdout), early_end(run)
+    run = await sandbox.run_python("harness.py", files=files, seconds=seconds, **limits)
+    return parse_reports(run.stdout), run.early_end()
 
 
 def key_metrics(agent_metrics: dict[str, Any], score_names: Sequence[str]) -> dict[str, Any]:
@@ -149,13 +152,12 @@ def key_metrics(agent_metrics: dict[str, Any], score_names: Sequence[str]) -> di
 
 class EvalPlusResourcesServer(SimpleResourcesServer):
     config: EvalPlusConfig
-    _slots: asyncio.Semaphore = PrivateAttr()
+    _sandbox: SandboxSlots = PrivateAttr()
     _problems: dict[str, Problem] = PrivateAttr()
 
     def model_post_init(self, context: object) -> None:
         super().model_post_init(context)
-        resolve_isolation(self.config.sandbox.isolation)  # refuse to start rather than run code unprotected
-        self._slots = asyncio.Semaphore(self.config.num_processes)
+        self._sandbox = SandboxSlots(self.config.sandbox, self.config.num_processes)
         self._problems = load_problems(self.config.problems_path, self.config.dataset)
 
     async def verify(self, body: EvalPlusVerifyRequest) -> EvalPlusVerifyResponse:
@@ -200,14 +202,10 @@ class EvalPlusResourcesServer(SimpleResourcesServer):
         budget = (limit + 1) * (len(problem.base_input) + len(problem.plus_input)) + 5
         # Room for every report line even when the expected values are large (a right answer is never cut).
         room = 4 * len(json.dumps([problem.base_expected, problem.plus_expected])) + 65536
-        update = {
-            "wall_seconds": budget,
-            "cpu_seconds": budget,
-            "output_bytes": max(room, self.config.sandbox.output_bytes),
-        }
-        limits = self.config.sandbox.model_copy(update=update)
-        async with self._slots:
-            reports, ended = await run_harness(code, problem.entry_point, spec, limits)
+        output_bytes = max(room, self.config.sandbox.output_bytes)
+        reports, ended = await run_harness(
+            code, problem.entry_point, spec, self._sandbox, budget, output_bytes=output_bytes
+        )
         base, base_details = grade_group(
             reports, "base", problem.base_input, problem.base_expected, problem.atol, ended
         )
@@ -232,17 +230,6 @@ def _scores(rollout: dict[str, Any]) -> dict[str, float]:
         "passing_base_tests": float(bool(rollout.get("is_correct"))),
         "passing_plus_tests": float(bool(rollout.get("is_correct_plus"))),
     }
-
-
-def early_end(run: SandboxResult) -> str | None:
-    """Why the sandbox stopped before the harness finished, or None when it ended normally."""
-    if run.timed_out:
-        return "timeout"
-    if run.signal is not None:
-        return f"killed by signal {run.signal}" + (f" ({run.limit_hit} limit)" if run.limit_hit else "")
-    if run.exit_code:
-        return f"exit status {run.exit_code}: {run.stderr[-300:]}"
-    return None
 
 
 if __name__ == "__main__":

@@ -19,11 +19,17 @@ import os
 from typing import Any
 
 from nemo_gym.config.errors import ConfigError
-from nemo_gym.sandbox import SandboxLimits, SandboxUnavailableError, resolve_isolation
+from nemo_gym.sandbox import SandboxLimits, SandboxSlots, SandboxUnavailableError
 from resources_servers.evalplus.app import run_harness
 
 REFERENCE_CALL_SECONDS = 10.0
 REFERENCE_OUTPUT_BYTES = 256 * 1024 * 1024
+REFERENCE_LIMITS = SandboxLimits(
+    memory_mb=2048,
+    max_processes=4,
+    output_bytes=REFERENCE_OUTPUT_BYTES,
+    file_size_mb=REFERENCE_OUTPUT_BYTES // (1024 * 1024),
+)
 GROUPS = ("base", "plus")
 
 
@@ -67,19 +73,11 @@ def argument_shapes(prompt: str, entry_point: str) -> list[dict[str, Any] | None
     return None
 
 
-async def reference_problem(release_row: dict[str, Any], slots: asyncio.Semaphore) -> dict[str, Any]:
+async def reference_problem(release_row: dict[str, Any], sandbox: SandboxSlots) -> dict[str, Any]:
     """The row's problem with the inputs its reference answers and their outputs; `dropped` counts the rest."""
     inputs = {group: release_row[f"{group}_input"] for group in GROUPS}
     calls = sum(len(group_inputs) for group_inputs in inputs.values())
     budget = (REFERENCE_CALL_SECONDS + 1) * calls + 5
-    limits = SandboxLimits(
-        memory_mb=2048,
-        max_processes=4,
-        wall_seconds=budget,
-        cpu_seconds=budget,
-        output_bytes=REFERENCE_OUTPUT_BYTES,
-        file_size_mb=REFERENCE_OUTPUT_BYTES // (1024 * 1024),
-    )
     shapes = argument_shapes(release_row["prompt"], release_row["entry_point"])
     spec = {
         "time_limit": REFERENCE_CALL_SECONDS,
@@ -88,8 +86,7 @@ async def reference_problem(release_row: dict[str, Any], slots: asyncio.Semaphor
         "argument_shapes": shapes,
     }
     code = release_row["prompt"] + release_row["canonical_solution"]
-    async with slots:
-        reports, _ = await run_harness(code, release_row["entry_point"], spec, limits)
+    reports, _ = await run_harness(code, release_row["entry_point"], spec, sandbox, budget)
     values = {(report["group"], report["index"]): report["value"] for report in reports if "value" in report}
     problem: dict[str, Any] = {
         "task_id": release_row["task_id"],
@@ -107,19 +104,20 @@ async def reference_problem(release_row: dict[str, Any], slots: asyncio.Semaphor
     return problem
 
 
-async def _reference_problems(release_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    slots = asyncio.Semaphore(os.cpu_count() or 1)
-    return await asyncio.gather(*(reference_problem(row, slots) for row in release_rows))
+async def _reference_problems(
+    release_rows: list[dict[str, Any]], sandbox: SandboxSlots
+) -> list[dict[str, Any]]:
+    return await asyncio.gather(*(reference_problem(row, sandbox) for row in release_rows))
 
 
 def benchmark_rows(release_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Task rows: `question` (the prompt, four spaces as a tab, as NeMo Gym 0.7 writes it), `task_id`,
     `entry_point`, and `verifier_metadata` with the task id and the problem as JSON text."""
     try:
-        resolve_isolation("auto")
+        sandbox = SandboxSlots(REFERENCE_LIMITS, os.cpu_count() or 1)
     except SandboxUnavailableError as error:
         raise ConfigError(f"preparing runs the reference solutions in the sandbox: {error}") from None
-    problems = asyncio.run(_reference_problems(release_rows))
+    problems = asyncio.run(_reference_problems(release_rows, sandbox))
     rows, dropped_inputs, dropped_tasks = [], 0, []
     for release_row, problem in zip(release_rows, problems, strict=True):
         dropped_inputs += problem.pop("dropped")

@@ -7,19 +7,18 @@ runs in the CPU worker pool because template regexes come from the data; past it
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
-    BaseVerifyRequest,
-    BaseVerifyResponse,
-    SimpleResourcesServer,
+from nemo_gym.base_resources_server import BaseResourcesServerConfig, SimpleResourcesServer
+from nemo_gym.envkit.multiple_choice import template_patterns
+from nemo_gym.envkit.multiple_choice_verify import (
+    MultipleChoiceVerifyRequest,
+    MultipleChoiceVerifyResponse,
+    grade_choice,
 )
 from nemo_gym.envkit.pass_at_k_metrics import PassAtK
-from nemo_gym.serving.cpu_pool import run_cpu_bound
-from nemo_gym.text.extraction import option_pairs
 from resources_servers.gpqa_diamond.grading import extract_letter
 
 
@@ -29,34 +28,13 @@ class GPQADiamondConfig(BaseResourcesServerConfig):
     )
 
 
-class TemplateMetadata(BaseModel):
-    """Prompt-template details some rows carry; only `output_regex` matters for grading."""
-
-    model_config = ConfigDict(extra="allow")
-
-    output_regex: str | list[str] | None = None
-
-
-class GPQADiamondVerifyRequest(BaseVerifyRequest):
-    options: list[dict[str, str | None]] = Field(default_factory=list)
-    expected_answer: str
+class GPQADiamondVerifyRequest(MultipleChoiceVerifyRequest):
     # Kept for mcqa-schema compatibility; GPQA's extraction rules apply whatever it says.
     grading_mode: Literal["strict_single_letter_boxed", "lenient_boxed", "lenient_answer_colon"] | None = None
-    uuid: str | None = None
-    metadata: Any = None
-    template_metadata: TemplateMetadata | None = None
 
 
-class GPQADiamondVerifyResponse(BaseVerifyResponse):
-    expected_answer: str
-    extracted_answer: str | None
-
-
-def template_patterns(template: TemplateMetadata | None) -> tuple[str, ...]:
-    if template is None or template.output_regex is None:
-        return ()
-    regex = template.output_regex
-    return (regex,) if isinstance(regex, str) else tuple(regex)
+class GPQADiamondVerifyResponse(MultipleChoiceVerifyResponse):
+    pass
 
 
 class GPQADiamondResourcesServer(SimpleResourcesServer):
@@ -72,21 +50,12 @@ class GPQADiamondResourcesServer(SimpleResourcesServer):
     )
 
     async def verify(self, body: GPQADiamondVerifyRequest) -> GPQADiamondVerifyResponse:
-        gold = body.expected_answer.strip().upper()
-        extracted = await run_cpu_bound(
+        return await grade_choice(
+            body,
             extract_letter,
-            body.response.output_text,
-            option_pairs(body.options),
             template_patterns(body.template_metadata),
             timeout_s=self.config.grading_timeout_s,
-            on_timeout=None,
-        )
-        return GPQADiamondVerifyResponse(
-            responses_create_params=body.responses_create_params,
-            response=body.response,
-            reward=1.0 if gold and extracted == gold else 0.0,
-            expected_answer=gold,
-            extracted_answer=extracted,
+            response_type=GPQADiamondVerifyResponse,
         )
 
 

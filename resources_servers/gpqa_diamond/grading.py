@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from nemo_gym.text.extraction import Options, last_boxed, letter_from_patterns
+from nemo_gym.text.extraction import Options, last_boxed, last_match, letter_from_patterns
 
 _STANDALONE_CAPITAL = re.compile(r"\b([A-Z])\b")
 # `Answer: C`, `**Answer:** C`, `__Answer__: c`; the letter must not start a longer word.
@@ -31,8 +31,8 @@ def from_boxed(text: str) -> str | None:
 
 
 def from_answer_line(text: str) -> str | None:
-    matches = _ANSWER_LINE.findall(text)
-    return matches[-1].upper() if matches else None
+    last = last_match(_ANSWER_LINE, text)
+    return last.group(1).upper() if last else None
 
 
 def extract_letter(text: str, options: Options, template_patterns: Sequence[str]) -> str | None:

@@ -14,11 +14,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nemo_gym.text.extraction import last_boxed
+from nemo_gym.text.extraction import last_boxed, last_match, strip_text_wrappers
 
 _ARTICLES = re.compile(r"\b(?:a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
-_TEXT_WRAPPER = re.compile(r"\\text\s*\{([^{}]*)\}")
 _ANSWER_LINE = re.compile(r"^[ \t>*_#]*(?:final )?answer[*_]*\s*:[ \t*_]*(.*)$", re.IGNORECASE | re.MULTILINE)
 # Answers that HotpotQA scores all-or-nothing: "yes" against "no" shares no credit.
 _CLOSED_ANSWERS = frozenset({"yes", "no", "noanswer"})
@@ -80,12 +79,12 @@ def _json_answer(text: str) -> str | None:
 def _last_boxed(text: str) -> str | None:
     r"""The content of the last closed `\boxed{...}`, `\text{}` wrappers removed."""
     content = last_boxed(text)
-    return None if content is None else _TEXT_WRAPPER.sub(r"\1", content)
+    return None if content is None else strip_text_wrappers(content)
 
 
 def _answer_line(text: str) -> str | None:
-    lines = _ANSWER_LINE.findall(text)
-    return lines[-1].strip().strip("*_").strip() if lines else None
+    last = last_match(_ANSWER_LINE, text)
+    return last.group(1).strip().strip("*_").strip() if last else None
 
 
 def extract_answer(text: str) -> str | None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from nemo_gym.text.extraction import final_boxed as last_boxed  # noqa: F401  the app and tests read it here
+
 PASS_POINTS = 6  # a proof scored 6 or 7 out of 7 counts as correct
 MAX_POINTS = 7
 
@@ -26,26 +28,6 @@ def without_reasoning(text: str) -> str:
     if UNCLOSED_OPEN.search(text):
         return ""
     return text.strip()
-
-
-def last_boxed(text: str) -> str | None:
-    """The content of the last `\\boxed{...}` of `text` (nested braces kept), or None when there is none or
-    its braces never close."""
-    start = text.rfind("\\boxed")
-    if start < 0:
-        return None
-    opening = text.find("{", start)
-    if opening < 0 or text[start + len("\\boxed") : opening].strip():
-        return None
-    depth = 0
-    for position in range(opening, len(text)):
-        if text[position] == "{":
-            depth += 1
-        elif text[position] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[opening + 1 : position]
-    return None
 
 
 def read_points(judge_text: str) -> int | None:

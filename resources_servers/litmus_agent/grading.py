@@ -8,11 +8,12 @@ data and may backtrack badly, so `extract_value` is meant to run in the CPU pool
 
 from __future__ import annotations
 
-import collections
 import math
 import re
 from collections.abc import Callable
 from typing import Any, Literal
+
+from nemo_gym.text.extraction import last_match
 
 AnswerType = Literal["float", "bool", "string"]
 RuleName = Literal["exact", "isclose", "abs_window", "rel_window", "bool_eq", "string_eq"]
@@ -91,11 +92,11 @@ def compile_output_regex(output_regex: str) -> re.Pattern[str]:
 
 def last_capture(text: str, pattern: re.Pattern[str]) -> str | None:
     """The stripped group of the last match (a model that corrects itself is scored on its last word)."""
-    last = collections.deque(pattern.finditer(text), maxlen=1)
-    if not last:
+    last = last_match(pattern, text)
+    if last is None:
         return None
-    groups = last[0].groups()
-    return next((group for group in groups if group), "").strip() if groups else last[0].group(0).strip()
+    groups = last.groups()
+    return next((group for group in groups if group), "").strip() if groups else last.group(0).strip()
 
 
 def parse_number(text: str) -> float | None:

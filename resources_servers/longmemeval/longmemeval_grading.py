@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from nemo_gym.config_types import ConfigError
+from nemo_gym.text.extraction import without_reasoning
 
 QUESTION_TYPES = (
     "single-session-user",
@@ -24,7 +25,6 @@ QUESTION_TYPES = (
 ABSTENTION = "abstention"
 RUBRICS = (*QUESTION_TYPES, ABSTENTION)
 PLACEHOLDERS = {"question": "", "answer": "", "response": ""}
-THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
 VERDICT_WORD = re.compile(r"[a-z]+")
 
 
@@ -62,17 +62,6 @@ def load_prompts(folder: Path, paths: dict[str, str]) -> dict[str, str]:
             ) from None
         prompts[rubric] = prompt
     return prompts
-
-
-def without_reasoning(text: str) -> str:
-    """The answer without `<think>` blocks (an unclosed one drops the rest): the judge must not read the
-    policy's hidden reasoning, which often names the gold answer."""
-    text = THINK_BLOCK.sub("", text)
-    if "<think>" in text:
-        text = text.split("<think>", 1)[0]
-    elif "</think>" in text:
-        text = text.rsplit("</think>", 1)[1]
-    return text.strip()
 
 
 def parse_verdict(judge_text: str) -> bool | None:

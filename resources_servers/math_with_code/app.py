@@ -7,7 +7,6 @@ checked against `expected_answer` with math-verify in the CPU pool (past its dea
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from fastapi import FastAPI
@@ -22,7 +21,7 @@ from nemo_gym.base_resources_server import (
 from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseFunctionToolCall, assistant_texts
 from nemo_gym.reward_profile import compute_pass_majority_metrics
-from nemo_gym.sandbox import SandboxLimits, resolve_isolation, run_sandboxed
+from nemo_gym.sandbox import SandboxLimits, SandboxSlots
 from nemo_gym.serving.cpu_pool import run_cpu_bound
 from resources_servers.math_with_code.grading import Grade, grade
 
@@ -60,12 +59,11 @@ class MathWithCodeVerifyResponse(BaseVerifyResponse):
 
 class MathWithCodeResourcesServer(SimpleResourcesServer):
     config: MathWithCodeConfig
-    _executions: asyncio.Semaphore = PrivateAttr()
+    _sandbox: SandboxSlots = PrivateAttr()
 
     def model_post_init(self, context: object) -> None:
         super().model_post_init(context)
-        resolve_isolation(self.config.sandbox.isolation)  # refuse to start rather than run code unprotected
-        self._executions = asyncio.Semaphore(self.config.max_concurrent_executions)
+        self._sandbox = SandboxSlots(self.config.sandbox, self.config.max_concurrent_executions)
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
@@ -74,8 +72,7 @@ class MathWithCodeResourcesServer(SimpleResourcesServer):
 
     async def execute_python(self, body: ExecutePythonRequest) -> ExecutePythonResponse:
         """Run the code as a Python 3 program; what it printed comes back, cut (and marked) past the limit."""
-        async with self._executions:
-            run = await run_sandboxed(body.code, limits=self.config.sandbox)
+        run = await self._sandbox.run(body.code)
         stderr = run.stderr
         if run.timed_out:
             stderr += f"\n[killed: the program exceeded its {run.limit_hit.replace('_', ' ')} limit]"

@@ -5,21 +5,18 @@ mode (boxed letter, boxed option text, or an `Answer:` line). Extraction runs in
 because template regexes come from the data and may backtrack badly; past the deadline it scores 0.0.
 """
 
-from typing import Any
-
 from pydantic import Field
 
-from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
-    BaseVerifyRequest,
-    BaseVerifyResponse,
-    SimpleResourcesServer,
+from nemo_gym.base_resources_server import BaseResourcesServerConfig, SimpleResourcesServer
+from nemo_gym.envkit.multiple_choice import template_patterns
+from nemo_gym.envkit.multiple_choice_verify import (
+    MultipleChoiceVerifyRequest,
+    MultipleChoiceVerifyResponse,
+    grade_choice,
 )
 from nemo_gym.envkit.pass_at_k_metrics import PassAtK
-from nemo_gym.serving.cpu_pool import run_cpu_bound
-from nemo_gym.text.extraction import option_pairs
 from resources_servers.mcqa.mcqa_grading import extract_answer
-from resources_servers.mcqa.rows import ConfigGradingMode, RowGradingMode, TemplateMetadata, regex_list
+from resources_servers.mcqa.rows import ConfigGradingMode, RowGradingMode
 
 
 class MCQAConfig(BaseResourcesServerConfig):
@@ -31,18 +28,12 @@ class MCQAConfig(BaseResourcesServerConfig):
     )
 
 
-class MCQAVerifyRequest(BaseVerifyRequest):
-    options: list[dict[str, str | None]] = Field(default_factory=list)
-    expected_answer: str
+class MCQAVerifyRequest(MultipleChoiceVerifyRequest):
     grading_mode: RowGradingMode = "strict_single_letter_boxed"
-    uuid: str | None = None
-    metadata: Any = None
-    template_metadata: TemplateMetadata | None = None
 
 
-class MCQAVerifyResponse(BaseVerifyResponse):
-    expected_answer: str
-    extracted_answer: str | None
+class MCQAVerifyResponse(MultipleChoiceVerifyResponse):
+    pass
 
 
 class MCQAResourcesServer(SimpleResourcesServer):
@@ -57,21 +48,13 @@ class MCQAResourcesServer(SimpleResourcesServer):
     )
 
     async def verify(self, body: MCQAVerifyRequest) -> MCQAVerifyResponse:
-        gold = body.expected_answer.strip().upper()
-        extracted = await run_cpu_bound(
+        return await grade_choice(
+            body,
             extract_answer,
-            body.response.output_text,
-            option_pairs(body.options),
             self.config.grading_mode or body.grading_mode,
-            regex_list(body.template_metadata),
+            template_patterns(body.template_metadata),
             timeout_s=self.config.grading_timeout_s,
-            on_timeout=None,
-        )
-        return MCQAVerifyResponse(
-            **body.model_dump(include={"responses_create_params", "response"}),
-            reward=1.0 if gold and extracted == gold else 0.0,
-            expected_answer=gold,
-            extracted_answer=extracted,
+            response_type=MCQAVerifyResponse,
         )
 
 

@@ -11,14 +11,19 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from nemo_gym.text.extraction import Options, boxed_spans, letter_from_patterns, option_letter_for_text
+from nemo_gym.text.extraction import (
+    Options,
+    boxed_spans,
+    letter_from_patterns,
+    option_letter_for_text,
+    strip_text_wrappers,
+)
 
 STRICT = "strict_single_letter_boxed"
 LENIENT_BOXED = "lenient_boxed"
 LENIENT_ANSWER_COLON = "lenient_answer_colon"
 LENIENT_ANSWER_COLON_MD = "lenient_answer_colon_md"
 
-_TEXT_WRAPPER = re.compile(r"\\text\s*\{([^{}]*)\}")
 _LONE_UPPERCASE = re.compile(r"[^A-Za-z]*([A-Z])[^A-Za-z]*")
 _ANSWER_COLON = re.compile(r"answer\s*:", re.IGNORECASE)
 _ANSWER_COLON_MD = re.compile(r"[*_]*answer[*_]*\s*:", re.IGNORECASE)
@@ -27,14 +32,6 @@ _ANSWER_COLON_MD = re.compile(r"[*_]*answer[*_]*\s*:", re.IGNORECASE)
 def normalize_text(text: str) -> str:
     """Lowercase, whitespace collapsed, ends trimmed: the form option texts are compared in."""
     return " ".join(text.lower().split())
-
-
-def strip_text_wrappers(text: str) -> str:
-    r"""`\text{B}` -> `B`, repeatedly, so LaTeX-wrapped answers compare like plain ones."""
-    previous = None
-    while previous != text:
-        previous, text = text, _TEXT_WRAPPER.sub(r"\1", text)
-    return text
 
 
 def extract_strict_boxed(text: str, allowed: frozenset[str]) -> str | None:

@@ -10,7 +10,6 @@ The mode is the row's `agent_mode`, else the config's. The expected grid never e
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -25,7 +24,11 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.openai_utils import NeMoGymResponse, assistant_texts
-from nemo_gym.sandbox import SandboxLimits, SandboxResult, python_command, resolve_isolation, run_sandboxed
+from nemo_gym.sandbox import (
+    SandboxLimits,
+    SandboxResult,
+    SandboxSlots,
+)
 from nemo_gym.serving.cpu_pool import run_cpu_bound
 from nemo_gym.wire.failure_kinds import VERIFIER_ERROR
 from resources_servers.nvarc.grading import Grid, extract_code, is_grid, parse_grid, read_report
@@ -75,12 +78,11 @@ def answer_text(response: NeMoGymResponse) -> str:
 
 class NvarcResourcesServer(SimpleResourcesServer):
     config: NvarcConfig
-    _slots: asyncio.Semaphore = PrivateAttr()
+    _sandbox: SandboxSlots = PrivateAttr()
 
     def model_post_init(self, context: object) -> None:
         super().model_post_init(context)
-        resolve_isolation(self.config.sandbox.isolation)  # refuse to start rather than run code unprotected
-        self._slots = asyncio.Semaphore(self.config.python_max_concurrency)
+        self._sandbox = SandboxSlots(self.config.sandbox, self.config.python_max_concurrency)
 
     async def verify(self, body: NvarcVerifyRequest) -> NvarcVerifyResponse:
         """reward 1.0 iff an answer grid was found (written, or returned by transform()) and equals
@@ -134,16 +136,12 @@ class NvarcResourcesServer(SimpleResourcesServer):
         if code is None:
             return None, "no program in the answer", True
         timeout = self.config.python_timeout_seconds
-        limits = self.config.sandbox.model_copy(
-            update={"wall_seconds": timeout + SANDBOX_GRACE_S, "cpu_seconds": timeout + SANDBOX_GRACE_S}
-        )
         files = {
             "runner.py": RUNNER,
             "solution.py": code,
             "task.json": json.dumps({"test_input": test_input, "timeout": timeout}),
         }
-        async with self._slots:
-            run = await run_sandboxed([*python_command(), "runner.py"], files=files, limits=limits)
+        run = await self._sandbox.run_python("runner.py", files=files, seconds=timeout + SANDBOX_GRACE_S)
         return run_outcome(run)
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections import deque
 from functools import lru_cache
 from typing import Any
+
+from nemo_gym.text.extraction import last_match
 
 LIST_KEY = "hallucination list"
 FENCE = "```"
@@ -35,9 +36,9 @@ def strip_reasoning(text: str, tag: str = "think") -> str:
         pieces.append(text[position : start.start()])
         position = end.end()
     text = "".join(pieces) + text[position:]
-    last_close = deque(closing.finditer(text), maxlen=1)
+    last_close = last_match(closing, text)
     if last_close:
-        text = text[_LEADING_SPACE.match(text, last_close[0].end()).end() :]
+        text = text[_LEADING_SPACE.match(text, last_close.end()).end() :]
     return opening_and_space.sub("", text).strip()
 
 

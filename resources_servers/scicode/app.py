@@ -34,7 +34,11 @@ from nemo_gym.base_resources_server import (
 )
 from nemo_gym.envkit.pass_at_k_metrics import compute_pass_majority_metrics, highest_k_metrics
 from nemo_gym.reward_profile import count_of
-from nemo_gym.sandbox import SandboxLimits, SandboxResult, python_command, resolve_isolation, run_sandboxed
+from nemo_gym.sandbox import (
+    SandboxLimits,
+    SandboxResult,
+    SandboxSlots,
+)
 from nemo_gym.wire.failure_kinds import VERIFIER_ERROR
 from resources_servers.scicode.example_problems import write_test_data
 from resources_servers.scicode.grading import OUT_OF_CONTEXT, extract_code, sanitize_test, step_targets
@@ -86,14 +90,13 @@ class ScicodeVerifyResponse(BaseVerifyResponse):
 
 class ScicodeResourcesServer(SimpleResourcesServer):
     config: ScicodeConfig
-    _slots: asyncio.Semaphore = PrivateAttr()
+    _sandbox: SandboxSlots = PrivateAttr()
     _test_data: Path = PrivateAttr()
     _scratch: tempfile.TemporaryDirectory | None = PrivateAttr(default=None)
 
     def model_post_init(self, context: object) -> None:
         super().model_post_init(context)
-        resolve_isolation(self.config.sandbox.isolation)  # refuse to start rather than run code unprotected
-        self._slots = asyncio.Semaphore(self.config.num_processes)
+        self._sandbox = SandboxSlots(self.config.sandbox, self.config.num_processes)
         if self.config.test_data_fpath is None:
             self._scratch = tempfile.TemporaryDirectory(prefix="scicode-targets-")
             self._test_data = Path(self._scratch.name) / "test_data.h5"
@@ -166,15 +169,12 @@ class ScicodeResourcesServer(SimpleResourcesServer):
             "code": code,
             "tests": [sanitize_test(t) for t in step.test_cases],
         }
-        async with self._slots:
-            run = await run_sandboxed(
-                [*python_command(), "runner.py"],
-                stdin=token + "\n" + json.dumps(task),
-                files={"runner.py": RUNNER, "targets.h5": image},
-                limits=self.config.sandbox.model_copy(
-                    update={"wall_seconds": self.config.timeout_secs, "cpu_seconds": self.config.timeout_secs}
-                ),
-            )
+        run = await self._sandbox.run_python(
+            "runner.py",
+            stdin=token + "\n" + json.dumps(task),
+            files={"runner.py": RUNNER, "targets.h5": image},
+            seconds=self.config.timeout_secs,
+        )
         status, details = verdict_of(run, token)
         return {"step_number": step.step_number, "status": status, "details": details}
 

@@ -8,7 +8,6 @@ Reward 1.0 iff `check` returns without raising. A failure in the task's own code
 
 from __future__ import annotations
 
-import asyncio
 import json
 import secrets
 from enum import StrEnum
@@ -28,7 +27,11 @@ from nemo_gym.reward_profile import (
     compute_pass_majority_metrics,
     highest_k_metrics,
 )
-from nemo_gym.sandbox import SandboxLimits, SandboxResult, python_command, resolve_isolation, run_sandboxed
+from nemo_gym.sandbox import (
+    SandboxLimits,
+    SandboxResult,
+    SandboxSlots,
+)
 from nemo_gym.wire.failure_kinds import VERIFIER_ERROR
 from resources_servers.scicodepile.grading import encodable, extract_code, read_verdict
 
@@ -84,12 +87,11 @@ class ScicodepileVerifyResponse(BaseVerifyResponse):
 
 class ScicodepileResourcesServer(SimpleResourcesServer):
     config: ScicodepileConfig
-    _slots: asyncio.Semaphore = PrivateAttr()
+    _sandbox: SandboxSlots = PrivateAttr()
 
     def model_post_init(self, context: object) -> None:
         super().model_post_init(context)
-        resolve_isolation(self.config.sandbox.isolation)  # refuse to start rather than run code unprotected
-        self._slots = asyncio.Semaphore(self.config.num_processes)
+        self._sandbox = SandboxSlots(self.config.sandbox, self.config.num_processes)
 
     async def verify(self, body: ScicodepileVerifyRequest) -> ScicodepileVerifyResponse:
         """reward 1.0 iff the task's check() passed on the model's function."""
@@ -109,24 +111,18 @@ class ScicodepileResourcesServer(SimpleResourcesServer):
             "test": meta.test,
             "entry_point": meta.entry_point,
         }
-        async with self._slots:
-            # The task goes in on stdin, not as a file: the runner has read it before the model's code
-            # runs, so that code finds no copy of the test to read its expected values from.
-            run = await run_sandboxed(
-                [*python_command(), "runner.py"],
-                stdin=token + "\n" + json.dumps(task),
-                files={"runner.py": RUNNER},
-                limits=self._limits(),
-            )
+        # The task goes in on stdin, not as a file: the runner has read it before the model's code runs, so
+        # that code finds no copy of the test to read its expected values from.
+        memory = {"memory_mb": self.config.max_as_limit} if self.config.max_as_limit > 0 else {}
+        run = await self._sandbox.run_python(
+            "runner.py",
+            stdin=token + "\n" + json.dumps(task),
+            files={"runner.py": RUNNER},
+            seconds=self.config.subprocess_timeout,
+            **memory,
+        )
         status, details = verdict_of(run, token)
         return self._answer(body, status=status, details=details, extracted_model_code=code, **answer)
-
-    def _limits(self) -> SandboxLimits:
-        timeout = self.config.subprocess_timeout
-        update: dict[str, Any] = {"wall_seconds": timeout, "cpu_seconds": timeout}
-        if self.config.max_as_limit > 0:
-            update["memory_mb"] = self.config.max_as_limit
-        return self.config.sandbox.model_copy(update=update)
 
     @staticmethod
     def _answer(body: ScicodepileVerifyRequest, status: str, **fields: Any) -> ScicodepileVerifyResponse:

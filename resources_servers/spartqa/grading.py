@@ -10,9 +10,10 @@ Every step is linear in the response, so grading runs inline.
 
 from __future__ import annotations
 
-import collections
 import re
 import string
+
+from nemo_gym.text.extraction import last_match
 
 BOTH_LABEL = "both of them"
 NONE_LABEL = "none of them"
@@ -89,8 +90,8 @@ def extract_answer(text: str) -> str:
     text = strip_reasoning(text)
     marked = False
     for marker in ANSWER_MARKERS:
-        if last := collections.deque(marker.finditer(text), maxlen=1):
-            text, marked = text[last[0].end() :], True
+        if last := last_match(marker, text):
+            text, marked = text[last.end() :], True
             break
     lines = [line for line in map(clean_line, text.splitlines()) if line]
     lines = [line for line in lines if normalize(line) not in ("final answer", "answer")]

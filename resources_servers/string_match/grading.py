@@ -8,13 +8,12 @@ even a whole response compared in `full_response` mode is cheap enough to grade 
 
 from __future__ import annotations
 
-import collections
 import math
 import re
 import unicodedata
 from typing import Literal
 
-from nemo_gym.text.extraction import last_boxed
+from nemo_gym.text.extraction import last_boxed, last_match
 
 ExtractionMode = Literal["boxed", "final_answer", "last_line", "full_response"]
 
@@ -53,10 +52,10 @@ def boxed_answer(text: str) -> str | None:
 
 def final_answer_line(text: str) -> str | None:
     """What follows the last `Final answer:` / `Answer:`, without trailing periods; None when absent."""
-    last = collections.deque(_FINAL_ANSWER.finditer(text), maxlen=1)
-    if not last:
+    last = last_match(_FINAL_ANSWER, text)
+    if last is None:
         return None
-    return _TRAILING_PERIODS.sub("", last[0].group(1).strip())
+    return _TRAILING_PERIODS.sub("", last.group(1).strip())
 
 
 def last_nonempty_line(text: str) -> str | None:

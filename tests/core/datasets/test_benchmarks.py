@@ -18,7 +18,6 @@ from nemo_gym.benchmarks import (
     MANIFEST_FILENAME,
     BenchmarkConfig,
     discover_benchmarks,
-    multiple_choice_row,
 )
 from nemo_gym.cli.selectors import selected_config
 from nemo_gym.config.errors import ConfigError
@@ -131,19 +130,6 @@ def test_a_config_without_exactly_one_benchmark_dataset_is_refused(tmp_path: Pat
     )
     with pytest.raises(ConfigError, match=r"manifest.yaml: rows: Input should be greater than or equal to 1"):
         BenchmarkConfig.from_config_path(tmp_path / "config.yaml")
-
-
-def test_multiple_choice_rows_letter_the_options_in_order() -> None:
-    row = multiple_choice_row("Pick the even one.", ["3", "8", "5"], 1, topic="parity")
-    assert row["options"] == [{"A": "3"}, {"B": "8"}, {"C": "5"}]
-    assert (row["expected_answer"], row["topic"]) == ("B", "parity")
-    assert row["problem"] == "Pick the even one.\n\nA) 3\nB) 8\nC) 5"
-    assert row["question"] == "Pick the even one."
-    instructed = multiple_choice_row(
-        "Pick the even one.", ["3", "8"], 1, instruction="Reply with the letter."
-    )
-    assert instructed["question"] == "Reply with the letter.\n\nPick the even one.\n\nA) 3\nB) 8"
-    assert "instruction" not in instructed
 
 
 def test_eval_run_prepares_a_benchmark_that_is_not_prepared_yet(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from nemo_gym.testing import LINEAR_CPU_BUDGET_S, cpu_time_of
@@ -9,11 +11,15 @@ from nemo_gym.text.extraction import (
     boxed_spans,
     closed_fenced_blocks,
     content_text,
+    final_boxed,
     last_boxed,
+    last_match,
     letter_from_patterns,
     one_line,
     option_letter_for_text,
     option_pairs,
+    strip_text_wrappers,
+    without_reasoning,
 )
 
 OPTIONS = (("A", "Paris"), ("B", "Lyon"), ("C", "Nice"))
@@ -145,3 +151,58 @@ def test_content_text_reads_strings_and_text_parts_and_skips_the_rest():
     ]
     assert content_text(parts) == "ab"
     assert content_text(None) == ""
+
+
+# --- the last match, reasoning, final box, \\text{} wrappers -----------------------------------------
+
+
+def test_last_match_is_the_last_of_all_matches():
+    answer = re.compile(r"answer: (\w+)", re.IGNORECASE)
+    last = last_match(answer, "Answer: A ... on reflection, answer: C")
+    assert last is not None and last.group(1) == "C"
+    assert last_match(answer, "no marker") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("<think>the gold is B</think> B ", "B"),
+        ("A <think>a</think>B<think>b</think> C", "A B C"),
+        ("B <think>cut off while thinking", "B"),
+        ("reasoning with no opening tag</think>C", "C"),
+        ("  plain answer\n", "plain answer"),
+    ],
+)
+def test_without_reasoning_keeps_only_what_the_reader_may_see(text, kept):
+    assert without_reasoning(text) == kept
+
+
+@pytest.mark.parametrize(
+    ("text", "final", "last"),
+    [
+        ("\\boxed{a} then \\boxed{b{c}d}", "b{c}d", "b{c}d"),
+        ("\\boxed {x}", "x", "x"),
+        ("\\boxed{a} then \\boxed{cut off", None, "a"),  # no fallback on an earlier box
+        ("\\boxed{a} then \\boxedx{y}", None, "a"),
+        ("\\boxed{a} and \\boxed alone", None, "a"),
+        ("\\boxed{outer \\boxed{inner}}", "inner", "inner"),
+        ("no box", None, None),
+    ],
+)
+def test_final_boxed_reads_only_the_final_box(text, final, last):
+    assert final_boxed(text) == final
+    assert last_boxed(text) == last
+
+
+@pytest.mark.parametrize(
+    ("text", "plain"),
+    [
+        ("\\text{B}", "B"),
+        ("\\text {Paris} and \\text{Lyon}", "Paris and Lyon"),
+        ("\\text{\\text{ nested }}", " nested "),
+        ("\\text{a{b}}", "\\text{a{b}}"),  # braces inside are not a plain wrapper
+        ("no wrapper", "no wrapper"),
+    ],
+)
+def test_strip_text_wrappers_unwraps_every_level(text, plain):
+    assert strip_text_wrappers(text) == plain
