@@ -1,13 +1,36 @@
-"""Small pieces that environments grading with an LLM judge share around `nemo_gym.judge`."""
+"""What environments grading with an LLM judge share around `nemo_gym.judge`: their config, the judge asked
+with a filled prompt and read by a parser, what a failed judgment puts in the verify answer, the checks and
+headline metrics."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
-from nemo_gym.judge import JUDGE_FAILURE_RATE_KEY, Unusable, last_assistant_text
-from nemo_gym.openai_utils import NeMoGymResponse
+from nemo_gym.base_resources_server import BaseResourcesServerConfig
+from nemo_gym.config_types import ModelServerRef
+from nemo_gym.judge import (
+    JUDGE_FAILURE_RATE_KEY,
+    Judge,
+    JudgeConfig,
+    JudgeEvaluation,
+    JudgeFailed,
+    Unusable,
+    last_assistant_text,
+)
+from nemo_gym.openai_utils import NeMoGymResponse, assistant_texts
 from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
+from nemo_gym.server_utils import SimpleServer
+
+T = TypeVar("T")
+
+
+class JudgedEnvConfig(JudgeConfig, BaseResourcesServerConfig):
+    """The config of a resources server that always grades with a judge: the flat `judge_*` keys, with
+    `judge_model_server` required (a missing one is refused when the config is read, not at first verify)."""
+
+    judge_model_server: ModelServerRef
 
 
 def unusable_unless(parse: Callable[[str], object | None], missing: str) -> Unusable:
@@ -21,6 +44,76 @@ def unusable_unless(parse: Callable[[str], object | None], missing: str) -> Unus
         return None
 
     return unusable
+
+
+def first_label(response: NeMoGymResponse, labels: Sequence[str]) -> str | None:
+    """Whichever of `labels` comes first in the last text of the final output item (of two starting at the
+    same place, the one that sorts first); None when that item is not a message or carries none of them."""
+    texts = assistant_texts(response.output[-1]) if response.output else []
+    text = texts[-1] if texts else ""
+    positions = [(text.find(label), label) for label in labels if label in text]
+    return min(positions)[1] if positions else None
+
+
+def prompt_messages(prompt: str, system: str | None = None) -> list[dict[str, str]]:
+    """A filled prompt as the judge's input: one user message, after the system message when there is one."""
+    user = {"role": "user", "content": prompt}
+    return [{"role": "system", "content": system}, user] if system else [user]
+
+
+@dataclass(frozen=True)
+class Judgment(Generic[T]):
+    """One judge call: the record the verify answer keeps, the judge's answer text and what `read` made of it."""
+
+    evaluation: JudgeEvaluation
+    text: str
+    verdict: T
+
+
+class PromptJudge:
+    """An environment's judge, asked with a filled prompt and read by a parser.
+
+    `ask` raises `JudgeFailed` when no usable judgment can be had; `failure_fields` turns that into the
+    verify answer's `reward` (`judge_failure_reward`) and `judge_failure`, so a broken judge never reads as
+    a wrong answer."""
+
+    def __init__(self, config: JudgeConfig, judge: Judge) -> None:
+        self.config, self.judge = config, judge
+
+    @classmethod
+    def of(
+        cls, server: SimpleServer, config: JudgeConfig | None = None, owner: str | None = None
+    ) -> PromptJudge:
+        """The judge a server's config (or `config`) names, logging as the server (or `owner`)."""
+        config = config if config is not None else server.config
+        return cls(config, Judge(config, server.server_client, owner or server.config.name))
+
+    async def ask(
+        self,
+        prompt: str | Sequence[Mapping[str, Any]],
+        read: Callable[[str], T] | None = None,
+        *,
+        system: str | None = None,
+        missing: str | None = None,
+        unusable: Unusable | None = None,
+    ) -> Judgment[T | None]:
+        """Ask with `prompt` (a filled template: a user message, after `system`; or the messages themselves).
+        With `missing`, an answer `read` makes None of is unusable ("the judge's answer <missing>: ..."),
+        as is one `unusable` refuses; the verdict is `read(text)`, or None without `read`."""
+        messages = prompt_messages(prompt, system) if isinstance(prompt, str) else list(prompt)
+        if missing is not None:
+            if read is None or unusable is not None:
+                raise ValueError("`missing` needs `read` and no `unusable` of its own")
+            unusable = unusable_unless(read, missing)
+        params = self.judge.params_for(messages)
+        response = await self.judge.ask(params, unusable)
+        text = last_assistant_text(response)
+        evaluation = JudgeEvaluation(responses_create_params=params, response=response)
+        return Judgment(evaluation, text, read(text) if read is not None else None)
+
+    def failure_fields(self, failed: JudgeFailed) -> dict[str, Any]:
+        """The verify answer's fields for a judgment that could not be had."""
+        return {"reward": self.config.judge_failure_reward, "judge_failure": failed.failure}
 
 
 def judged_key_metrics(agent_metrics: Mapping[str, Any]) -> dict[str, Any]:
