@@ -33,14 +33,16 @@ class JudgedEnvConfig(JudgeConfig, BaseResourcesServerConfig):
     judge_model_server: ModelServerRef
 
 
-def unusable_unless(parse: Callable[[str], object | None], missing: str) -> Unusable:
+def unusable_unless(parse: Callable[[str], object | None], missing: str, from_end: bool = False) -> Unusable:
     """An `unusable` check for `Judge.ask`: the judge's answer (its last assistant text) is refused when
-    `parse` reads None from it, with the message "the judge's answer <missing>: <its first 100 chars>"."""
+    `parse` reads None from it, with the message "the judge's answer <missing>: <its first 100 chars>"
+    (its last 100 with `from_end`, for judges that reason first and give the verdict last)."""
 
     def unusable(response: NeMoGymResponse) -> str | None:
         text = last_assistant_text(response)
         if parse(text) is None:
-            return f"the judge's answer {missing}: {text[:100]!r}"
+            shown = text[-100:] if from_end else text[:100]
+            return f"the judge's answer {missing}: {shown!r}"
         return None
 
     return unusable
