@@ -19,7 +19,7 @@ from nemo_gym.judge import (
     Unusable,
     last_assistant_text,
 )
-from nemo_gym.openai_utils import NeMoGymResponse, assistant_texts
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming, assistant_texts
 from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
 from nemo_gym.server_utils import SimpleServer
 
@@ -92,22 +92,27 @@ class PromptJudge:
 
     async def ask(
         self,
-        prompt: str | Sequence[Mapping[str, Any]],
+        prompt: str | Sequence[Mapping[str, Any]] | NeMoGymResponseCreateParamsNonStreaming,
         read: Callable[[str], T] | None = None,
         *,
         system: str | None = None,
         missing: str | None = None,
         unusable: Unusable | None = None,
     ) -> Judgment[T | None]:
-        """Ask with `prompt` (a filled template: a user message, after `system`; or the messages themselves).
+        """Ask with `prompt`: a filled template (a user message, after `system`), the messages themselves, or
+        the whole request when the environment builds it.
         With `missing`, an answer `read` makes None of is unusable ("the judge's answer <missing>: ..."),
         as is one `unusable` refuses; the verdict is `read(text)`, or None without `read`."""
-        messages = prompt_messages(prompt, system) if isinstance(prompt, str) else list(prompt)
         if missing is not None:
             if read is None or unusable is not None:
                 raise ValueError("`missing` needs `read` and no `unusable` of its own")
             unusable = unusable_unless(read, missing)
-        params = self.judge.params_for(messages)
+        if isinstance(prompt, NeMoGymResponseCreateParamsNonStreaming):
+            params = prompt
+        else:
+            params = self.judge.params_for(
+                prompt_messages(prompt, system) if isinstance(prompt, str) else list(prompt)
+            )
         response = await self.judge.ask(params, unusable)
         text = last_assistant_text(response)
         evaluation = JudgeEvaluation(responses_create_params=params, response=response)

@@ -18,23 +18,19 @@ from fastapi import FastAPI
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.openai_utils import NeMoGymResponse
+from nemo_gym.judged_env import JudgedEnvConfig, PromptJudge, unusable_unless
 from nemo_gym.pass_at_k_metrics import (
     TOKEN_MEANS,
     compute_pass_majority_metrics,
@@ -56,8 +52,7 @@ SUBSET_KEYS = ("category", "level")
 SCORED_POINTS = (7, 6, 1, 0)  # the scores the rubric names; each gets its own rate
 
 
-class ImoProofBenchConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class ImoProofBenchConfig(JudgedEnvConfig):
     judge_prompt_path: str = "prompts/judge.yaml"
     use_chat_completions_for_judge: bool = False
     library_verifier_timeout_seconds: float = Field(default=10.0, gt=0)
@@ -102,11 +97,7 @@ class ImoProofBenchVerifyResponse(BaseVerifyResponse):
 GRADING_FIELDS = set(ImoProofBenchVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
 
 
-def without_verdict(response: NeMoGymResponse) -> str | None:
-    judge_text = last_assistant_text(response)
-    if read_verdict(judge_text) is None:
-        return f"the judge's answer has no verdict (<points>N out of 7</points>): {judge_text[-100:]!r}"
-    return None
+without_verdict = unusable_unless(read_verdict, "has no verdict (<points>N out of 7</points>)", from_end=True)
 
 
 def rollout_scores(rollout: dict[str, Any]) -> dict[str, float]:
@@ -124,14 +115,14 @@ def rollout_scores(rollout: dict[str, Any]) -> dict[str, float]:
 
 class ImoProofBenchJudgeServer(SimpleResourcesServer):
     config: ImoProofBenchConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _prompt: PromptConfig = PrivateAttr()
     _library: LibraryGrader = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._prompt = load_judge_prompt(FOLDER, self.config.judge_prompt_path)
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         self._library = LibraryGrader(
             self.config.library_verifier_timeout_seconds, self.config.library_verifier_max_concurrency
         )
@@ -154,15 +145,14 @@ class ImoProofBenchJudgeServer(SimpleResourcesServer):
             "rubric": body.rubric or "",
             "predicted_answer": answered,
         }
-        params = self._judge.params_for(fill_prompt(self._prompt, fields))
         try:
-            judgment = await self._judge.ask(params, unusable=without_verdict)
-        except JudgeFailed as failed:
-            return ImoProofBenchVerifyResponse(
-                **graded, reward=self.config.judge_failure_reward, judge_failure=failed.failure
+            judgment = await self._judge.ask(
+                fill_prompt(self._prompt, fields), read_verdict, unusable=without_verdict
             )
-        judge_output = last_assistant_text(judgment)
-        correct = float(bool(read_verdict(judge_output)))
+        except JudgeFailed as failed:
+            return ImoProofBenchVerifyResponse(**graded, **self._judge.failure_fields(failed))
+        judge_output = judgment.text
+        correct = float(bool(judgment.verdict))
         return ImoProofBenchVerifyResponse(
             **graded,
             reward=correct,
@@ -170,7 +160,7 @@ class ImoProofBenchJudgeServer(SimpleResourcesServer):
             judge_points=read_points(judge_output),
             judge_correct=correct,
             any_correct=correct,
-            judge_evaluations=[JudgeEvaluation(responses_create_params=params, response=judgment)],
+            judge_evaluations=[judgment.evaluation],
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:

@@ -26,7 +26,6 @@ from nemo_gym.base_resources_server import (
 from nemo_gym.config_types import ModelServerRef
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
-    Judge,
     JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
@@ -34,6 +33,7 @@ from nemo_gym.judge import (
     judge_failure_metrics,
     last_assistant_text,
 )
+from nemo_gym.judged_env import PromptJudge
 from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, PassAtK, pass_at_k_key_metrics
 from nemo_gym.prompt import PromptConfig, fill_prompt, load_judge_prompt_file
 from resources_servers.proof_judge.scoring import (
@@ -109,7 +109,7 @@ PASS_AT_K = PassAtK(score_fn=rollout_scores, answer_key="predicted_score")
 
 class ProofVerificationResourcesServer(SimpleResourcesServer):
     config: ProofVerificationConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _meta_verifier_prompt: PromptConfig = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
@@ -117,7 +117,7 @@ class ProofVerificationResourcesServer(SimpleResourcesServer):
         self._meta_verifier_prompt = load_judge_prompt_file(
             FOLDER, self.config.meta_verifier_prompt_path, META_VERIFIER_FIELDS
         )
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     def _read_answer(self, body: ProofVerificationVerifyRequest) -> tuple[str, float] | str:
@@ -152,21 +152,18 @@ class ProofVerificationResourcesServer(SimpleResourcesServer):
             "candidate_judgement": analysis,
         }
         prompt = self._meta_verifier_prompt
-        params = self._judge.params_for(fill_prompt(prompt, fields))
         try:
-            judgment = await self._judge.ask(params, unusable=without_score)
+            judgment = await self._judge.ask(fill_prompt(prompt, fields), read_score, unusable=without_score)
         except JudgeFailed as failed:
-            return ProofVerificationVerifyResponse(
-                **graded, reward=self.config.judge_failure_reward, judge_failure=failed.failure
-            )
-        meta_output = last_assistant_text(judgment)
-        r_meta = read_score(meta_output) or 0.0  # never None: `without_score` checked it
+            return ProofVerificationVerifyResponse(**graded, **self._judge.failure_fields(failed))
+        meta_output = judgment.text
+        r_meta = judgment.verdict or 0.0  # never None: `without_score` checked it
         return ProofVerificationVerifyResponse(
             **graded,
             reward=r_score * r_meta,
             r_meta=r_meta,
             meta_verifier_output=meta_output,
-            judge_evaluations=[JudgeEvaluation(responses_create_params=params, response=judgment)],
+            judge_evaluations=[judgment.evaluation],
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
