@@ -25,7 +25,6 @@ from nemo_gym.base_resources_server import (
 )
 from nemo_gym.config_types import ModelServerRef
 from nemo_gym.judge import (
-    Judge,
     JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
@@ -33,7 +32,7 @@ from nemo_gym.judge import (
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.judged_env import judged_key_metrics
+from nemo_gym.judged_env import PromptJudge, judged_key_metrics
 from nemo_gym.pass_at_k_metrics import PassAtK
 from nemo_gym.prompt import PromptConfig, fill_prompt, load_judge_prompt_file
 from resources_servers.proof_judge.scoring import (
@@ -100,7 +99,7 @@ PASS_AT_K = PassAtK(score_fn=rollout_scores)
 
 class ProofJudgeResourcesServer(SimpleResourcesServer):
     config: ProofJudgeConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _verifier_prompt: PromptConfig = PrivateAttr()
     _meta_verifier_prompt: PromptConfig = PrivateAttr()
 
@@ -112,20 +111,17 @@ class ProofJudgeResourcesServer(SimpleResourcesServer):
         self._meta_verifier_prompt = load_judge_prompt_file(
             FOLDER, self.config.meta_verifier_prompt_path, META_VERIFIER_FIELDS
         )
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     async def _score(
         self, prompt: PromptConfig, fields: dict[str, str], evaluations: list[JudgeEvaluation]
     ) -> tuple[float, str]:
         """One judge call: its boxed score and its text; the call is appended to `evaluations`."""
-        params = self._judge.params_for(fill_prompt(prompt, fields))
-        judgment = await self._judge.ask(params, unusable=without_score)
-        evaluations.append(JudgeEvaluation(responses_create_params=params, response=judgment))
-        text = last_assistant_text(judgment)
-        score = read_score(text)
-        assert score is not None  # `without_score` refused any other answer
-        return score, text
+        judgment = await self._judge.ask(fill_prompt(prompt, fields), read_score, unusable=without_score)
+        evaluations.append(judgment.evaluation)
+        assert judgment.verdict is not None  # `without_score` refused any other answer
+        return judgment.verdict, judgment.text
 
     async def verify(self, body: ProofJudgeVerifyRequest) -> ProofJudgeVerifyResponse:
         graded = body.model_dump(exclude=GRADING_FIELDS | {"reward"})
@@ -158,9 +154,8 @@ class ProofJudgeResourcesServer(SimpleResourcesServer):
             return ProofJudgeVerifyResponse(
                 **graded,
                 **found,
-                reward=self.config.judge_failure_reward,
+                **self._judge.failure_fields(failed),
                 judge_evaluations=evaluations,
-                judge_failure=failed.failure,
             )
         return ProofJudgeVerifyResponse(**graded, **found, reward=reward, judge_evaluations=evaluations)
 
