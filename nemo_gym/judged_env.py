@@ -90,6 +90,14 @@ class PromptJudge:
         config = config if config is not None else server.config
         return cls(config, Judge(config, server.server_client, owner or server.config.name))
 
+    def params_for(
+        self, prompt: str | Sequence[Mapping[str, Any]], system: str | None = None
+    ) -> NeMoGymResponseCreateParamsNonStreaming:
+        """The request `ask` would send for `prompt`, for an environment that adds to it first."""
+        return self.judge.params_for(
+            prompt_messages(prompt, system) if isinstance(prompt, str) else list(prompt)
+        )
+
     async def ask(
         self,
         prompt: str | Sequence[Mapping[str, Any]] | NeMoGymResponseCreateParamsNonStreaming,
@@ -107,12 +115,9 @@ class PromptJudge:
             if read is None or unusable is not None:
                 raise ValueError("`missing` needs `read` and no `unusable` of its own")
             unusable = unusable_unless(read, missing)
-        if isinstance(prompt, NeMoGymResponseCreateParamsNonStreaming):
-            params = prompt
-        else:
-            params = self.judge.params_for(
-                prompt_messages(prompt, system) if isinstance(prompt, str) else list(prompt)
-            )
+        params = prompt
+        if not isinstance(params, NeMoGymResponseCreateParamsNonStreaming):
+            params = self.params_for(params, system)
         response = await self.judge.ask(params, unusable)
         text = last_assistant_text(response)
         evaluation = JudgeEvaluation(responses_create_params=params, response=response)

@@ -206,3 +206,14 @@ def test_the_first_label_of_the_final_message_is_the_verdict():
     })  # fmt: skip
     assert first_label(NeMoGymResponse.model_validate(reasoning_last), labels) is None
     assert first_label(NeMoGymResponse.model_validate(response_with()), labels) is None
+
+
+async def test_a_request_the_environment_built_from_params_for_is_sent_as_it_is(scripted_upstream):
+    model = fresh_model("prompt-judge")
+    scripted_upstream.script(model, [as_step("YES")])
+    judge = prompt_judge(scripted_upstream, model)
+    params = judge.params_for("Is it?", "Be brief.").model_copy(update={"max_output_tokens": 7})
+    judgment = await judge.ask(params, yes_or_no)
+    assert (judgment.verdict, judgment.evaluation.responses_create_params) == (True, params)
+    assert sent_messages(scripted_upstream, model) == [[("system", "Be brief."), ("user", "Is it?")]]
+    assert scripted_upstream.requests(model)[0]["body"]["max_output_tokens"] == 7

@@ -130,7 +130,7 @@ class AalcrResourcesServer(SimpleResourcesServer):
         messages = [{"role": "user", "content": self._user.format(**values)}]
         if self._system is not None:
             messages.insert(0, {"role": "system", "content": self._system.format(**values)})
-        params = self._judge.judge.params_for(messages).model_dump(mode="json", exclude_unset=True)
+        params = self._judge.params_for(messages).model_dump(mode="json", exclude_unset=True)
         overrides = self.config.judge_responses_create_params_overrides
         return NeMoGymResponseCreateParamsNonStreaming.model_validate({**params, **overrides})
 
