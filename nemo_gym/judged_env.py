@@ -16,6 +16,7 @@ from nemo_gym.judge import (
     JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
+    JudgeFailure,
     Unusable,
     last_assistant_text,
 )
@@ -123,9 +124,10 @@ class PromptJudge:
         evaluation = JudgeEvaluation(responses_create_params=params, response=response)
         return Judgment(evaluation, text, read(text) if read is not None else None)
 
-    def failure_fields(self, failed: JudgeFailed) -> dict[str, Any]:
-        """The verify answer's fields for a judgment that could not be had."""
-        return {"reward": self.config.judge_failure_reward, "judge_failure": failed.failure}
+    def failure_fields(self, failed: JudgeFailed | JudgeFailure) -> dict[str, Any]:
+        """The verify answer's fields for a judgment that could not be had (or could not be used)."""
+        failure = failed.failure if isinstance(failed, JudgeFailed) else failed
+        return {"reward": self.config.judge_failure_reward, "judge_failure": failure}
 
 
 def judged_key_metrics(agent_metrics: Mapping[str, Any]) -> dict[str, Any]:

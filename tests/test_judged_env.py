@@ -162,7 +162,8 @@ async def test_an_answer_read_as_none_fails_the_judgment_and_becomes_the_failure
         "message": "the judge's answer has no YES or NO: 'I cannot decide.'",
         "attempts": 1,
     }
-    assert judge.failure_fields(failed.value) == {"reward": -1.0, "judge_failure": failed.value.failure}
+    fields = {"reward": -1.0, "judge_failure": failed.value.failure}
+    assert judge.failure_fields(failed.value) == judge.failure_fields(failed.value.failure) == fields
 
 
 async def test_missing_needs_a_reader_and_no_check_of_its_own(scripted_upstream):
