@@ -49,13 +49,18 @@ def unusable_unless(parse: Callable[[str], object | None], missing: str, from_en
     return unusable
 
 
-def first_label(response: NeMoGymResponse, labels: Sequence[str]) -> str | None:
-    """Whichever of `labels` comes first in the last text of the final output item (of two starting at the
-    same place, the one that sorts first); None when that item is not a message or carries none of them."""
-    texts = assistant_texts(response.output[-1]) if response.output else []
-    text = texts[-1] if texts else ""
+def first_label(text: str, labels: Sequence[str]) -> str | None:
+    """Whichever of `labels` comes first in `text` (of two starting at the same place, the one that sorts
+    first); None when it carries none of them."""
     positions = [(text.find(label), label) for label in labels if label in text]
     return min(positions)[1] if positions else None
+
+
+def final_item_text(response: NeMoGymResponse) -> str:
+    """The last text of the final output item; "" when that item is not a message (a judge that ends on
+    reasoning or a tool call gave no verdict)."""
+    texts = assistant_texts(response.output[-1]) if response.output else []
+    return texts[-1] if texts else ""
 
 
 def prompt_messages(prompt: str, system: str | None = None) -> list[dict[str, str]]:

@@ -12,6 +12,7 @@ from nemo_gym.judge import JUDGE_FAILURE_RATE_KEY, Judge, JudgeConfig, JudgeFail
 from nemo_gym.judged_env import (
     JudgedEnvConfig,
     PromptJudge,
+    final_item_text,
     first_label,
     judged_key_metrics,
     unusable_unless,
@@ -196,17 +197,21 @@ def test_an_unreadable_answer_can_be_shown_by_its_end():
     assert unusable(judge_answer(text)) == f"the judge's answer has no verdict: {text[-100:]!r}"
 
 
-def test_the_first_label_of_the_final_message_is_the_verdict():
+def test_the_label_written_first_is_the_verdict():
     labels = ("[[A=B]]", "[[A!=B]]")
-    assert first_label(judge_answer("[[A!=B]] then [[A=B]]"), labels) == "[[A!=B]]"
-    assert first_label(judge_answer("equal: [[A=B]]"), labels) == "[[A=B]]"
-    assert first_label(judge_answer("[[A=B]]", "no label here"), labels) is None  # only the final item
-    assert first_label(judge_answer("YES!"), ("YES!", "YES")) == "YES"  # same start: the one sorting first
+    assert first_label("[[A!=B]] then [[A=B]]", labels) == "[[A!=B]]"
+    assert first_label("equal: [[A=B]]", labels) == "[[A=B]]"
+    assert first_label("no label here", labels) is None
+    assert first_label("YES!", ("YES!", "YES")) == "YES"  # same start: the one sorting first
+
+
+def test_the_final_item_text_is_the_last_text_of_the_final_output_item():
+    assert final_item_text(judge_answer("[[A=B]]", "no label here")) == "no label here"
     reasoning_last = response_with(message_item("[[A=B]]", id="msg_0"), {
         "type": "reasoning", "id": "rs_0", "summary": [{"type": "summary_text", "text": "[[A=B]]"}],
     })  # fmt: skip
-    assert first_label(NeMoGymResponse.model_validate(reasoning_last), labels) is None
-    assert first_label(NeMoGymResponse.model_validate(response_with()), labels) is None
+    assert final_item_text(NeMoGymResponse.model_validate(reasoning_last)) == ""
+    assert final_item_text(NeMoGymResponse.model_validate(response_with())) == ""
 
 
 async def test_a_request_the_environment_built_from_params_for_is_sent_as_it_is(scripted_upstream):

@@ -25,7 +25,7 @@ from nemo_gym.judge import (
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.judged_env import JudgedEnvConfig, PromptJudge, first_label
+from nemo_gym.judged_env import JudgedEnvConfig, PromptJudge, final_item_text, first_label
 from nemo_gym.reward_profile import compute_pass_majority_metrics, default_key_metrics
 from resources_servers.equivalence_llm_judge.equivalence_judging import (
     extract_with_regexes,
@@ -173,9 +173,8 @@ class EquivalenceLLMJudgeResourcesServer(SimpleResourcesServer):
         )
         judgment = await self._judge.ask(prompt, system=self.config.judge_system_message)
         evaluation = judgment.evaluation
-        label = first_label(
-            evaluation.response, (self.config.judge_equal_label, self.config.judge_not_equal_label)
-        )
+        labels = (self.config.judge_equal_label, self.config.judge_not_equal_label)
+        label = first_label(final_item_text(evaluation.response), labels)
         evaluations.append(LabelledJudgeEvaluation(**dict(evaluation), verdict_label=label))
         return label == self.config.judge_equal_label
 

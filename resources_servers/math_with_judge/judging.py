@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from nemo_gym.judge import JudgeEvaluation
-from nemo_gym.judged_env import PromptJudge, first_label
+from nemo_gym.judged_env import PromptJudge, final_item_text, first_label
 from nemo_gym.reward_profile import is_metric
 
 EQUAL_LABEL = "[[A=B]]"
@@ -51,7 +51,10 @@ async def judge_equal(
         prompt = JUDGE_USER_TEMPLATE.format(question=question, first_answer=first, second_answer=second)
         judgment = await judge.ask(prompt, system=JUDGE_SYSTEM_PROMPT)
         evaluations.append(judgment.evaluation)
-        if first_label(judgment.evaluation.response, (EQUAL_LABEL, NOT_EQUAL_LABEL)) != EQUAL_LABEL:
+        if (
+            first_label(final_item_text(judgment.evaluation.response), (EQUAL_LABEL, NOT_EQUAL_LABEL))
+            != EQUAL_LABEL
+        ):
             return 0.0
     return 1.0
 
