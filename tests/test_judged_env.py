@@ -182,6 +182,9 @@ def test_a_server_judges_with_its_config_under_its_name(scripted_upstream):
     server = SimpleResourcesServer(config=config, server_client=server_client(scripted_upstream))
     judge = PromptJudge.of(server)
     assert (judge.config, judge.judge.owner, judge.judge.server) == (config, "graded", UPSTREAM_NAME)
+    other = JudgeConfig(**judge_settings(fresh_model("simulator")))
+    simulator = PromptJudge.of(server, other, "graded tool simulator")
+    assert (simulator.config, simulator.judge.owner) == (other, "graded tool simulator")
 
 
 def test_a_judged_env_config_without_a_judge_model_server_is_refused():
