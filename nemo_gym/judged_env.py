@@ -135,9 +135,11 @@ class PromptJudge:
         return {"reward": self.config.judge_failure_reward, "judge_failure": failure}
 
 
-def judged_key_metrics(agent_metrics: Mapping[str, Any]) -> dict[str, Any]:
+def judged_key_metrics(
+    agent_metrics: Mapping[str, Any], best_of: Sequence[str] = ("pass@{k}",)
+) -> dict[str, Any]:
     """The headline metrics of a judged environment: the token means and `judge_failure_rate`, then the
-    highest-k pass@1[avg-of-k] and pass@k entries."""
+    highest-k pass@1[avg-of-k] entries and those of the `best_of` families (pass@k by default)."""
     return pass_at_k_key_metrics(
-        agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY), best_of=("pass@{k}",)
+        agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY), best_of=best_of
     )

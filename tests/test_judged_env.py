@@ -85,6 +85,9 @@ def test_the_key_metrics_lead_with_token_means_and_judge_failures_then_the_best_
         JUDGE_FAILURE_RATE_KEY,
     ]
     assert "majority@4/accuracy" in pass_at_k_key_metrics(agent_metrics)  # the default it narrows
+    with_majority = judged_key_metrics(agent_metrics, best_of=("pass@{k}", "majority@{k}"))
+    assert with_majority["majority@4/accuracy"] == 0.9 and with_majority["pass@4/accuracy"] == 0.8
+    assert "pass@4/accuracy" not in judged_key_metrics(agent_metrics, best_of=())
 
 
 # PromptJudge against a real judge model server: the scripted upstream, named in the deployment config.

@@ -20,16 +20,14 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.judge import (
-    JUDGE_FAILURE_RATE_KEY,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.judged_env import JudgedEnvConfig, PromptJudge
+from nemo_gym.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
 from nemo_gym.openai_utils import NeMoGymResponse
-from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
 from resources_servers.false_statement_judge.false_statement_grading import (
     POINTS_MAX,
     false_statement_metrics,
@@ -118,9 +116,7 @@ class FalseStatementJudgeServer(SimpleResourcesServer):
         return {**false_statement_metrics(tasks), **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return pass_at_k_key_metrics(
-            agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY), best_of=()
-        )
+        return judged_key_metrics(agent_metrics, best_of=())
 
 
 if __name__ == "__main__":

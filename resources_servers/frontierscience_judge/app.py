@@ -23,16 +23,15 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.judge import (
-    JUDGE_FAILURE_RATE_KEY,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.judged_env import JudgedEnvConfig, PromptJudge
+from nemo_gym.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
 from nemo_gym.openai_utils import NeMoGymResponse
-from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, PassAtK, pass_at_k_key_metrics
+from nemo_gym.pass_at_k_metrics import PassAtK
 from nemo_gym.prompt import PromptConfig, fill_prompt, load_judge_prompt_file
 
 FOLDER = Path(__file__).resolve().parent
@@ -225,7 +224,7 @@ class FrontierScienceJudgeServer(SimpleResourcesServer):
         return {**super().compute_metrics(tasks), **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return pass_at_k_key_metrics(agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY))
+        return judged_key_metrics(agent_metrics, best_of=("pass@{k}", "majority@{k}"))
 
 
 if __name__ == "__main__":

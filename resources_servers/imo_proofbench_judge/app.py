@@ -23,19 +23,16 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.judge import (
-    JUDGE_FAILURE_RATE_KEY,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.judged_env import JudgedEnvConfig, PromptJudge, unusable_unless
+from nemo_gym.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics, unusable_unless
 from nemo_gym.pass_at_k_metrics import (
-    TOKEN_MEANS,
     compute_pass_majority_metrics,
     compute_subset_metrics,
-    pass_at_k_key_metrics,
 )
 from nemo_gym.prompt import PromptConfig, fill_prompt
 from resources_servers.imo_proofbench_judge.grading import (
@@ -170,7 +167,7 @@ class ImoProofBenchJudgeServer(SimpleResourcesServer):
         return {**metrics, **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return pass_at_k_key_metrics(agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY))
+        return judged_key_metrics(agent_metrics, best_of=("pass@{k}", "majority@{k}"))
 
 
 if __name__ == "__main__":

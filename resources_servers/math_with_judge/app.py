@@ -15,9 +15,9 @@ from fastapi import FastAPI
 from pydantic import PrivateAttr
 
 from nemo_gym.base_resources_server import SimpleResourcesServer
-from nemo_gym.judge import JUDGE_FAILURE_RATE_KEY, JudgeFailed, judge_failure_metrics
-from nemo_gym.judged_env import PromptJudge
-from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, PassAtK, pass_at_k_key_metrics
+from nemo_gym.judge import JudgeFailed, judge_failure_metrics
+from nemo_gym.judged_env import PromptJudge, judged_key_metrics
+from nemo_gym.pass_at_k_metrics import PassAtK
 from resources_servers.math_with_judge.judging import judge_equal, rollout_scores
 from resources_servers.math_with_judge.library import LibraryGrader
 from resources_servers.math_with_judge.models import (
@@ -71,7 +71,7 @@ class MathWithJudgeResourcesServer(SimpleResourcesServer):
         return {**super().compute_metrics(tasks), **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return pass_at_k_key_metrics(agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY))
+        return judged_key_metrics(agent_metrics, best_of=("pass@{k}", "majority@{k}"))
 
 
 if __name__ == "__main__":

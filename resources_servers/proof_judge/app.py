@@ -18,21 +18,18 @@ from fastapi import FastAPI
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
 from nemo_gym.judge import (
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.judged_env import PromptJudge, judged_key_metrics
+from nemo_gym.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
 from nemo_gym.pass_at_k_metrics import PassAtK
 from nemo_gym.prompt import PromptConfig, fill_prompt, load_judge_prompt_file
 from resources_servers.proof_judge.scoring import (
@@ -48,8 +45,7 @@ VERIFIER_FIELDS = ("problem", "proof")
 META_VERIFIER_FIELDS = ("problem", "proof", "proof_analysis")
 
 
-class ProofJudgeConfig(NemoGymJudgeKeys, JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class ProofJudgeConfig(NemoGymJudgeKeys, JudgedEnvConfig):
     alpha: float = Field(default=1.0, allow_inf_nan=False)
     beta: float = Field(default=0.0, allow_inf_nan=False)
     verifier_prompt_path: str = "prompts/verifier.yaml"

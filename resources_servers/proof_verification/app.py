@@ -18,23 +18,19 @@ from fastapi import FastAPI
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
 from nemo_gym.judge import (
-    JUDGE_FAILURE_RATE_KEY,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.judged_env import PromptJudge
-from nemo_gym.pass_at_k_metrics import TOKEN_MEANS, PassAtK, pass_at_k_key_metrics
+from nemo_gym.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
+from nemo_gym.pass_at_k_metrics import PassAtK
 from nemo_gym.prompt import PromptConfig, fill_prompt, load_judge_prompt_file
 from resources_servers.proof_judge.scoring import (
     SCORES,
@@ -49,8 +45,7 @@ FOLDER = Path(__file__).resolve().parent
 META_VERIFIER_FIELDS = ("problem", "proof", "ground_truth_judgement", "candidate_judgement")
 
 
-class ProofVerificationConfig(NemoGymJudgeKeys, JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class ProofVerificationConfig(NemoGymJudgeKeys, JudgedEnvConfig):
     meta_verifier_prompt_path: str = "prompts/meta_verifier.yaml"
     max_proof_chars: int = Field(default=40_000, ge=1)
     max_verification_chars: int = Field(default=20_000, ge=1)
@@ -170,7 +165,7 @@ class ProofVerificationResourcesServer(SimpleResourcesServer):
         return {**PASS_AT_K.compute(tasks), **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return pass_at_k_key_metrics(agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY))
+        return judged_key_metrics(agent_metrics, best_of=("pass@{k}", "majority@{k}"))
 
 
 if __name__ == "__main__":
