@@ -19,17 +19,12 @@ from fastapi import FastAPI, HTTPException
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
-from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
 from nemo_gym.judge import (
-    JUDGE_FAILURE_RATE_KEY,
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
@@ -53,8 +48,7 @@ from resources_servers.aalcr.aalcr_grading import (
 FOLDER = Path(__file__).resolve().parent
 
 
-class AalcrConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class AalcrConfig(JudgedEnvConfig):
     judge_protocol: JudgeProtocol = "legacy_v1_0"
     # NeMo Gym's key: request fields laid over `judge_responses_create_params` (not `input`).
     judge_responses_create_params_overrides: dict[str, Any] = {}
@@ -114,7 +108,7 @@ GRADING_FIELDS = set(AalcrVerifyResponse.model_fields) - set(BaseVerifyRequest.m
 
 class AalcrResourcesServer(SimpleResourcesServer):
     config: AalcrConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _system: str | None = PrivateAttr()
     _user: str = PrivateAttr()
 
@@ -122,7 +116,7 @@ class AalcrResourcesServer(SimpleResourcesServer):
         app = super().setup_webserver()
         path = self.config.judge_prompt_path or DEFAULT_PROMPTS[self.config.judge_protocol]
         self._system, self._user = load_prompts(FOLDER, path)
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     def _unreadable(self, response: NeMoGymResponse) -> str | None:
@@ -169,11 +163,10 @@ class AalcrResourcesServer(SimpleResourcesServer):
         except JudgeFailed as failed:
             return AalcrVerifyResponse(
                 **graded,
-                reward=self.config.judge_failure_reward,
+                **self._judge.failure_fields(failed),
                 invalid_judge_response=failed.failure.kind == "bad_response",
-                judge_failure=failed.failure,
             )
-        judge_output = last_assistant_text(judgment)
+        judge_output = judgment.text
         # `_unreadable` turned anything but a verdict into a judge failure.
         verdict: Verdict = (
             "CORRECT" if parse_verdict(judge_output, self.config.judge_protocol) == "CORRECT" else "INCORRECT"
@@ -184,7 +177,7 @@ class AalcrResourcesServer(SimpleResourcesServer):
             reward=reward,
             verdict=verdict,
             judge_output=judge_output,
-            judge_evaluations=[JudgeEvaluation(responses_create_params=params, response=judgment)],
+            judge_evaluations=[judgment.evaluation],
             invalid_judge_response=False,
             **{band_field: reward},
         )
@@ -193,9 +186,7 @@ class AalcrResourcesServer(SimpleResourcesServer):
         return {**aalcr_metrics(tasks), **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return pass_at_k_key_metrics(
-            agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY), best_of=("pass@{k}",)
-        )
+        return judged_key_metrics(agent_metrics)
 
 
 if __name__ == "__main__":

@@ -15,24 +15,18 @@ from fastapi import FastAPI
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
-from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
 from nemo_gym.judge import (
-    JUDGE_FAILURE_RATE_KEY,
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.openai_utils import NeMoGymResponse
 from resources_servers.abstention.abstention_grading import (
     Verdict,
     abstention_metrics,
@@ -47,8 +41,7 @@ from resources_servers.abstention.abstention_grading import (
 FOLDER = Path(__file__).resolve().parent
 
 
-class AbstentionConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class AbstentionConfig(JudgedEnvConfig):
     # A YAML file with the prompt under `user`; `judge_prompt_template` (NeMo Gym's key: the prompt text
     # itself) wins when set.
     judge_prompt_path: str = "prompts/judge.yaml"
@@ -111,16 +104,9 @@ class AbstentionVerifyResponse(BaseVerifyResponse):
 GRADING_FIELDS = set(AbstentionVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
 
 
-def without_grade(response: NeMoGymResponse) -> str | None:
-    judge_text = last_assistant_text(response)
-    if parse_grade(judge_text) is None:
-        return f"the judge's answer has no grade (A, B or C): {judge_text[:100]!r}"
-    return None
-
-
 class AbstentionResourcesServer(SimpleResourcesServer):
     config: AbstentionConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _prompt: str = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
@@ -129,7 +115,7 @@ class AbstentionResourcesServer(SimpleResourcesServer):
             self._prompt = checked_template(self.config.judge_prompt_template, "judge_prompt_template")
         else:
             self._prompt = load_prompt(FOLDER, self.config.judge_prompt_path)
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     def _reward(self, verdict: Verdict) -> float:
@@ -156,16 +142,13 @@ class AbstentionResourcesServer(SimpleResourcesServer):
             prompt = self._prompt.format(
                 question=body.question or "", target=ground_truth, predicted_answer=extracted
             )
-            params = self._judge.params_for([{"role": "user", "content": prompt}])
             try:
-                judgment = await self._judge.ask(params, unusable=without_grade)
+                judgment = await self._judge.ask(prompt, parse_grade, missing="has no grade (A, B or C)")
             except JudgeFailed as failed:
-                return AbstentionVerifyResponse(
-                    **graded, reward=self.config.judge_failure_reward, judge_failure=failed.failure
-                )
-            evaluations.append(JudgeEvaluation(responses_create_params=params, response=judgment))
-            judge_output = last_assistant_text(judgment)
-            verdict = parse_grade(judge_output) or "incorrect"  # never None: `without_grade` checked it
+                return AbstentionVerifyResponse(**graded, **self._judge.failure_fields(failed))
+            evaluations.append(judgment.evaluation)
+            judge_output = judgment.text
+            verdict = judgment.verdict or "incorrect"  # never None: `missing` refused an answer without one
         is_correct, is_incorrect = float(verdict == "correct"), float(verdict == "incorrect")
         return AbstentionVerifyResponse(
             **graded,
@@ -183,9 +166,7 @@ class AbstentionResourcesServer(SimpleResourcesServer):
         return {**abstention_metrics(tasks), **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return pass_at_k_key_metrics(
-            agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY), best_of=("pass@{k}",)
-        )
+        return judged_key_metrics(agent_metrics)
 
 
 if __name__ == "__main__":

@@ -16,17 +16,13 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
-from nemo_gym.envkit.judged_env import unusable_unless
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
@@ -44,8 +40,7 @@ from resources_servers.agentif.agentif_grading import (
 )
 
 
-class AgentIFConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class AgentIFConfig(JudgedEnvConfig):
     checker_processes: int = Field(default=4, ge=1, description="code checkers (sandboxes) at once")
     sandbox: SandboxLimits = Field(
         default_factory=lambda: SandboxLimits(wall_seconds=10, cpu_seconds=5, memory_mb=1024),
@@ -109,12 +104,9 @@ class AgentIFVerifyResponse(BaseVerifyResponse):
 GRADING_FIELDS = set(AgentIFVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
 
 
-without_yes_no = unusable_unless(parse_yes_no, "has no YES or NO")
-
-
 class AgentIFResourcesServer(SimpleResourcesServer):
     config: AgentIFConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _sandbox: SandboxSlots = PrivateAttr()
 
     def model_post_init(self, context: object) -> None:
@@ -123,14 +115,13 @@ class AgentIFResourcesServer(SimpleResourcesServer):
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     async def _ask(self, prompt: str, evaluations: list[JudgeEvaluation]) -> str:
-        params = self._judge.params_for([{"role": "user", "content": prompt}])
-        judgment = await self._judge.ask(params, unusable=without_yes_no)
-        evaluations.append(JudgeEvaluation(responses_create_params=params, response=judgment))
-        return last_assistant_text(judgment)
+        judgment = await self._judge.ask(prompt, parse_yes_no, missing="has no YES or NO")
+        evaluations.append(judgment.evaluation)
+        return judgment.text
 
     async def _score(
         self, constraint: Constraint, answer: str, evaluations: list[JudgeEvaluation]
@@ -179,9 +170,8 @@ class AgentIFResourcesServer(SimpleResourcesServer):
                 except JudgeFailed as failed:
                     return AgentIFVerifyResponse(
                         **graded,
-                        reward=self.config.judge_failure_reward,
+                        **self._judge.failure_fields(failed),
                         judge_evaluations=evaluations,
-                        judge_failure=failed.failure,
                     )
         by_dimension: dict[str, dict[str, int]] = {}
         by_type: dict[str, dict[str, int]] = {}

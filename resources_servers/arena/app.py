@@ -15,12 +15,12 @@ from fastapi import FastAPI
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ConfigError, ModelServerRef
+from nemo_gym.config_types import ConfigError
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge
 from nemo_gym.envkit.pass_at_k_metrics import (
     TOKEN_MEANS,
     compute_pass_majority_metrics,
@@ -28,8 +28,6 @@ from nemo_gym.envkit.pass_at_k_metrics import (
 )
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
@@ -48,8 +46,7 @@ TEMPLATE_FIELDS = ("question", "answer_a", "answer_b", "answer_1", "answer_2")
 ELO_KEYS = ("arena_elo/score", "arena_elo/ci_lower", "arena_elo/ci_upper", "arena_elo/invalid_scores")
 
 
-class ArenaConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class ArenaConfig(JudgedEnvConfig):
     judge_prompt_template: str
     judge_system_message: str
     judge_system_message_by_category: dict[str, str] = {}
@@ -111,7 +108,7 @@ def game_fields(games: list[PairwiseGame]) -> dict[str, Any]:
 
 class ArenaResourcesServer(SimpleResourcesServer):
     config: ArenaConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
@@ -119,7 +116,7 @@ class ArenaResourcesServer(SimpleResourcesServer):
         check_template(self.config.judge_system_message, "judge_system_message")
         for category, message in self.config.judge_system_message_by_category.items():
             check_template(message, f"judge_system_message_by_category.{category}")
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: ArenaVerifyRequest) -> ArenaVerifyResponse:
@@ -142,9 +139,7 @@ class ArenaResourcesServer(SimpleResourcesServer):
                 allow_both_bad=True,
             )
         except JudgeFailed as failed:
-            return ArenaVerifyResponse(
-                **graded, reward=self.config.judge_failure_reward, judge_failure=failed.failure
-            )
+            return ArenaVerifyResponse(**graded, **self._judge.failure_fields(failed))
         fields = {**game_fields(games), "judge_evaluations": evaluations}
         weight, as_tie = self.config.verdict_weight, self.config.score_both_bad_as_tie
         scores = policy_scores(games[0].verdict, True, weight, as_tie)
@@ -158,9 +153,7 @@ class ArenaResourcesServer(SimpleResourcesServer):
             message="no score from either order: a verdict label [[A>>B]] .. [[B>>A]] is missing or ambiguous",
             attempts=len(games),
         )
-        return ArenaVerifyResponse(
-            **graded, **fields, reward=self.config.judge_failure_reward, judge_failure=failure
-        )
+        return ArenaVerifyResponse(**graded, **fields, **self._judge.failure_fields(failure))
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         graded = [[r for r in task if r.get("judge_failure") is None] for task in tasks]

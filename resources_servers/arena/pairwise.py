@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from nemo_gym.judge import Judge, JudgeEvaluation, last_assistant_text
+from nemo_gym.envkit.judged_env import PromptJudge
+from nemo_gym.judge import JudgeEvaluation
 
 LABEL = re.compile(r"\[\[([AB<>=]+)\]\]")
 VERDICTS = ("A>>B", "A>B", "A=B", "B>A", "B>>A")
@@ -59,7 +60,7 @@ class PairwiseGame(BaseModel):
 
 
 async def judge_both_orders(
-    judge: Judge,
+    judge: PromptJudge,
     system: str | None,
     user_template: str,
     question: str,
@@ -83,14 +84,10 @@ async def judge_both_orders(
         fill["question"] = question
         messages = [{"role": "system", "content": system.format_map(fill)}] if system else []
         messages.append({"role": "user", "content": user_template.format_map(fill)})
-        params = judge.params_for(messages)
-        response = await judge.ask(params)
-        evaluations.append(JudgeEvaluation(responses_create_params=params, response=response))
-        text = last_assistant_text(response)
+        judgment = await judge.ask(messages, lambda text: parse_verdict(text, allow_both_bad))
+        evaluations.append(judgment.evaluation)
         games.append(
-            PairwiseGame(
-                policy_position=position, judge_output=text, verdict=parse_verdict(text, allow_both_bad)
-            )
+            PairwiseGame(policy_position=position, judge_output=judgment.text, verdict=judgment.verdict)
         )
     return games, evaluations
 

@@ -19,12 +19,12 @@ from fastapi import FastAPI
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ConfigError, ModelServerRef
+from nemo_gym.config_types import ConfigError
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge
 from nemo_gym.envkit.pass_at_k_metrics import (
     TOKEN_MEANS,
     compute_pass_majority_metrics,
@@ -33,8 +33,6 @@ from nemo_gym.envkit.pass_at_k_metrics import (
 )
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
@@ -51,8 +49,7 @@ WINS = ("A>>B", "A>B")
 LOSSES = ("B>A", "B>>A")
 
 
-class ArenaJudgeConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class ArenaJudgeConfig(JudgedEnvConfig):
     judge_prompt_paths: dict[str, str] = {
         "hard_prompt": "resources_servers/arena_judge/prompts/arena.yaml",
         "creative_writing": "resources_servers/arena_judge/prompts/arena_creative.yaml",
@@ -114,7 +111,7 @@ def sanitize(text: str) -> str:
 
 class ArenaJudgeResourcesServer(SimpleResourcesServer):
     config: ArenaJudgeConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _prompts: dict[str, tuple[str | None, str]] = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
@@ -127,7 +124,7 @@ class ArenaJudgeResourcesServer(SimpleResourcesServer):
                 f"default_category {self.config.default_category!r} has no prompt in judge_prompt_paths "
                 f"({sorted(self._prompts)})"
             )
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: ArenaJudgeVerifyRequest) -> ArenaJudgeVerifyResponse:
@@ -150,9 +147,7 @@ class ArenaJudgeResourcesServer(SimpleResourcesServer):
                 self._judge, system, user, body.question, answer, baseline
             )
         except JudgeFailed as failed:
-            return ArenaJudgeVerifyResponse(
-                **graded, reward=self.config.judge_failure_reward, judge_failure=failed.failure
-            )
+            return ArenaJudgeVerifyResponse(**graded, **self._judge.failure_fields(failed))
         scores = policy_scores(games[0].verdict, True, STRONG_WEIGHT, False)
         scores += policy_scores(games[1].verdict, False, STRONG_WEIGHT, False)
         fields = {
@@ -168,9 +163,7 @@ class ArenaJudgeResourcesServer(SimpleResourcesServer):
                 message="the gen-base judgment has no single verdict label [[A>>B]] .. [[B>>A]]",
                 attempts=1,
             )
-            return ArenaJudgeVerifyResponse(
-                **graded, **fields, reward=self.config.judge_failure_reward, judge_failure=failure
-            )
+            return ArenaJudgeVerifyResponse(**graded, **fields, **self._judge.failure_fields(failure))
         return ArenaJudgeVerifyResponse(**graded, **fields, reward=float(games[0].verdict in WINS))
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:

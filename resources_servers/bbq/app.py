@@ -19,20 +19,16 @@ from fastapi import FastAPI
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
-from nemo_gym.envkit.judged_env import judged_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
 from nemo_gym.envkit.pass_at_k_metrics import (
     compute_pass_majority_metrics,
     compute_subset_metrics,
 )
 from nemo_gym.judge import (
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
@@ -82,8 +78,7 @@ EXPLANATION_SCHEMA = {
 }
 
 
-class BBQConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class BBQConfig(JudgedEnvConfig):
     judge_system_message: str | None = None
     judge_prompt_templates_path: str = "prompts/verifier_prompt_templates.yaml"
     # Reward of a response with no assistant text: a policy outcome, scored without asking the judges.
@@ -136,25 +131,20 @@ def policy_prompt(params: NeMoGymResponseCreateParamsNonStreaming) -> str:
 
 class BBQResourcesServer(SimpleResourcesServer):
     config: BBQConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _templates: dict[str, dict[str, str]] = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._templates = load_templates(FOLDER, self.config.judge_prompt_templates_path)
         check_templates(self._templates)
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     def _params(
         self, check: str, prompt: str, schema: dict[str, Any]
     ) -> NeMoGymResponseCreateParamsNonStreaming:
-        messages = (
-            [{"role": "system", "content": self.config.judge_system_message}]
-            if self.config.judge_system_message
-            else []
-        )
-        params = self._judge.params_for([*messages, {"role": "user", "content": prompt}])
+        params = self._judge.params_for(prompt, self.config.judge_system_message)
         version = self._templates[check]["prompt_version"]
         text_format = {
             "type": "json_schema",
@@ -174,11 +164,10 @@ class BBQResourcesServer(SimpleResourcesServer):
             return verdict if isinstance(verdict, str) else None
 
         try:
-            response = await self._judge.ask(params, unusable=unusable)
+            judgment = await self._judge.ask(params, read, unusable=unusable)
         except JudgeFailed as failed:
             return None, None, failed.failure
-        evaluation = JudgeEvaluation(responses_create_params=params, response=response)
-        return evaluation, read(last_assistant_text(response)), None
+        return judgment.evaluation, judgment.verdict, None
 
     async def verify(self, body: BBQVerifyRequest) -> BBQVerifyResponse:
         """reward = answer reward (1/0) x explanation reward (1/0.5/0); both checks run at once."""

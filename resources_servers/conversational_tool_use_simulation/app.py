@@ -30,10 +30,9 @@ from nemo_gym.envkit.gymnasium_server import (
     StepResult,
     parse_metadata,
 )
+from nemo_gym.envkit.judged_env import PromptJudge
 from nemo_gym.judge import (
-    Judge,
     JudgeConfig,
-    JudgeEvaluation,
     JudgeFailed,
     judge_failure_metrics,
     last_assistant_text,
@@ -76,21 +75,14 @@ class ConversationalToolUseConfig(JudgeConfig, GymnasiumServerConfig):
     max_agent_steps: int = Field(default=30, ge=1, description="policy turns; the one reaching it is graded")
 
 
-def without_verdict(response: NeMoGymResponse) -> str | None:
-    text = last_assistant_text(response)
-    if parse_verdict(text) is None:
-        return f"the judge's answer has no 'VERDICT: PASS' or 'VERDICT: FAIL' line: {text[:100]!r}"
-    return None
-
-
 def without_text(response: NeMoGymResponse) -> str | None:
     return None if last_assistant_text(response) else "the tool simulator answered no text"
 
 
 class ConversationalToolUseServer(GymnasiumServer):
     config: ConversationalToolUseConfig
-    _judge: Judge = PrivateAttr()
-    _simulator: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
+    _simulator: PromptJudge = PrivateAttr()
     _judge_prompt: str = PrivateAttr()
     _simulator_prompt: str = PrivateAttr()
 
@@ -101,7 +93,7 @@ class ConversationalToolUseServer(GymnasiumServer):
         self._simulator_prompt = load_prompt(
             FOLDER, config.tool_simulator_prompt_path, "tool_simulator_prompt_path", SIMULATOR_FIELDS
         )
-        self._judge = Judge(config, self.server_client, config.name)
+        self._judge = PromptJudge.of(self)
         # The tool simulator is called like a judge (same limits, deadline and failure records).
         simulator_config = JudgeConfig.model_validate(
             {
@@ -110,7 +102,7 @@ class ConversationalToolUseServer(GymnasiumServer):
                 "judge_responses_create_params": config.tool_simulator_responses_create_params,
             }
         )
-        self._simulator = Judge(simulator_config, self.server_client, f"{config.name} tool simulator")
+        self._simulator = PromptJudge.of(self, simulator_config, f"{config.name} tool simulator")
         return app
 
     async def reset(self, metadata: dict[str, Any], session_id: str) -> tuple[str | None, dict[str, Any]]:
@@ -169,14 +161,13 @@ class ConversationalToolUseServer(GymnasiumServer):
             arguments=pretty(arguments),
             history="\n".join(f"{e['name']}({e['arguments']}) -> {e['output']}" for e in history) or "(none)",
         )
-        params = self._simulator.params_for([{"role": "user", "content": prompt}])
         try:
-            answer = await self._simulator.ask(params, unusable=without_text)
+            answer = await self._simulator.ask(prompt, unusable=without_text)
         except JudgeFailed as failed:
             state["simulator_failures"].append({"tool": tool.name, **failed.failure.model_dump()})
             return {"error": f"tool {tool.name} is unavailable (simulator {failed.failure.kind})"}
-        state["evaluations"].append(JudgeEvaluation(responses_create_params=params, response=answer))
-        result, repaired, problem = parse_tool_result(tool, last_assistant_text(answer))
+        state["evaluations"].append(answer.evaluation)
+        result, repaired, problem = parse_tool_result(tool, answer.text)
         if problem is not None:
             state["simulator_failures"].append({"tool": tool.name, "kind": "malformed", "message": problem})
             return {"error": f"tool {tool.name} failed: {problem}"}
@@ -195,16 +186,16 @@ class ConversationalToolUseServer(GymnasiumServer):
             tools=tool_catalog(task.tools),
             transcript=render_transcript(state["events"]),
         )
-        params = self._judge.params_for([{"role": "user", "content": prompt}])
         try:
-            judgment = await self._judge.ask(params, unusable=without_verdict)
+            judgment = await self._judge.ask(
+                prompt, parse_verdict, missing="has no 'VERDICT: PASS' or 'VERDICT: FAIL' line"
+            )
         except JudgeFailed as failed:
             grade = self.config.judge_failure_reward
             info.update(verdict=None, judge_output=None, judge_failure=failed.failure.model_dump())
         else:
-            state["evaluations"].append(JudgeEvaluation(responses_create_params=params, response=judgment))
-            judge_output = last_assistant_text(judgment)
-            verdict = parse_verdict(judge_output)
+            state["evaluations"].append(judgment.evaluation)
+            judge_output, verdict = judgment.text, judgment.verdict
             grade = float(verdict == "pass")
             info.update(verdict=verdict, judge_output=judge_output, judge_failure=None)
         reward, state["grade"] = grade - state["grade"], grade

@@ -15,16 +15,12 @@ from fastapi import FastAPI
 from pydantic import ConfigDict, PrivateAttr
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
-from nemo_gym.envkit.judged_env import judged_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
 from nemo_gym.judge import (
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
@@ -44,8 +40,7 @@ FOLDER = Path(__file__).resolve().parent
 PLACEHOLDERS = ("problem", "answer_type", "answer", "response")
 
 
-class DeepSearchQAConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class DeepSearchQAConfig(JudgedEnvConfig):
     # A YAML file with a `user` (and optionally `system`) template; point it at the official prompt.
     judge_prompt_path: str = "prompts/judge.yaml"
 
@@ -88,13 +83,13 @@ def unreadable(response: NeMoGymResponse) -> str | None:
 
 class DeepSearchQAResourcesServer(SimpleResourcesServer):
     config: DeepSearchQAConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _prompt: PromptConfig = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._prompt = load_judge_prompt_file(FOLDER, self.config.judge_prompt_path, PLACEHOLDERS)
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: DeepSearchQAVerifyRequest) -> DeepSearchQAVerifyResponse:
@@ -104,21 +99,20 @@ class DeepSearchQAResourcesServer(SimpleResourcesServer):
         if not answer:  # nothing to judge: no item found
             return DeepSearchQAVerifyResponse(**graded, reward=0.0, fully_incorrect=1.0)
         fields = {"problem": body.problem, "answer_type": body.answer_type, "answer": body.answer}
-        params = self._judge.params_for(fill_prompt(self._prompt, {**fields, "response": answer}))
         try:
-            judgment = await self._judge.ask(params, unusable=unreadable)
-        except JudgeFailed as failed:
-            return DeepSearchQAVerifyResponse(
-                **graded, reward=self.config.judge_failure_reward, judge_failure=failed.failure
+            judgment = await self._judge.ask(
+                fill_prompt(self._prompt, {**fields, "response": answer}), parse_judgment, unusable=unreadable
             )
-        decisions = parse_judgment(last_assistant_text(judgment))  # readable: `unreadable` checked it
+        except JudgeFailed as failed:
+            return DeepSearchQAVerifyResponse(**graded, **self._judge.failure_fields(failed))
+        decisions = judgment.verdict  # readable: `unreadable` checked it
         scores = set_scores(decisions)
         return DeepSearchQAVerifyResponse(
             **graded,
             reward=scores.f1,
             **vars(scores),
             judge_output=decisions,
-            judge_evaluations=[JudgeEvaluation(responses_create_params=params, response=judgment)],
+            judge_evaluations=[judgment.evaluation],
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:

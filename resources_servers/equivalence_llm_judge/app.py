@@ -16,16 +16,13 @@ from fastapi import FastAPI
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, final_item_text, first_label
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
@@ -38,16 +35,14 @@ from resources_servers.equivalence_llm_judge.equivalence_judging import (
     extract_with_regexes,
     last_user_text,
     load_template,
-    verdict_label,
 )
 
 FOLDER = Path(__file__).resolve().parent
 
 
-class EquivalenceLLMJudgeConfig(JudgeConfig, BaseResourcesServerConfig):
+class EquivalenceLLMJudgeConfig(JudgedEnvConfig):
     # The base `grading_timeout_s` (10 s) bounds the answer extraction (regexes run in the CPU pool).
     OLD_KEY_NAMES: ClassVar[dict[str, str]] = {"extraction_timeout_s": "grading_timeout_s"}
-    judge_model_server: ModelServerRef
     judge_system_message: str | None = None
     judge_prompt_template_fpath: str = "prompt_templates/equivalence_llm_judge.txt"
     judge_equal_label: str = Field(default="[[A=B]]", min_length=1)
@@ -95,13 +90,13 @@ class EquivalenceLLMJudgeVerifyResponse(BaseVerifyResponse):
 
 class EquivalenceLLMJudgeResourcesServer(SimpleResourcesServer):
     config: EquivalenceLLMJudgeConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _template: str = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._template = load_template(FOLDER, self.config.judge_prompt_template_fpath)
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: EquivalenceLLMJudgeVerifyRequest) -> EquivalenceLLMJudgeVerifyResponse:
@@ -113,14 +108,16 @@ class EquivalenceLLMJudgeResourcesServer(SimpleResourcesServer):
         regex = None if too_long else row_regex or self.config.response_extract_regex
         evaluations: list[LabelledJudgeEvaluation] = []
 
-        def answer(reward: float, failure: JudgeFailure | None = None) -> EquivalenceLLMJudgeVerifyResponse:
+        def answer(
+            reward: float, judge_failure: JudgeFailure | None = None
+        ) -> EquivalenceLLMJudgeVerifyResponse:
             return EquivalenceLLMJudgeVerifyResponse(
                 responses_create_params=body.responses_create_params,
                 response=body.response,
                 reward=reward,
                 expected_answer=expected,
                 judge_evaluations=evaluations,
-                judge_failure=failure,
+                judge_failure=judge_failure,
             )
 
         extracted = await self._extract(body, full, regex)
@@ -141,7 +138,7 @@ class EquivalenceLLMJudgeResourcesServer(SimpleResourcesServer):
                 return answer(1.0 if swapped_equal else config.reward_if_swap_fails)
             return answer(1.0)
         except JudgeFailed as failed:
-            return answer(config.judge_failure_reward, failed.failure)
+            return answer(**self._judge.failure_fields(failed))
 
     def _row_regex(self, body: EquivalenceLLMJudgeVerifyRequest) -> str | None:
         pattern = (body.template_metadata or {}).get("output_regex")
@@ -179,15 +176,11 @@ class EquivalenceLLMJudgeResourcesServer(SimpleResourcesServer):
         prompt = self._template.format(
             question=question, expected_answer=expected, generated_answer=generated
         )
-        messages = [{"role": "user", "content": prompt}]
-        if self.config.judge_system_message:
-            messages.insert(0, {"role": "system", "content": self.config.judge_system_message})
-        params = self._judge.params_for(messages)
-        response = await self._judge.ask(params)
-        label = verdict_label(response, self.config.judge_equal_label, self.config.judge_not_equal_label)
-        evaluations.append(
-            LabelledJudgeEvaluation(responses_create_params=params, response=response, verdict_label=label)
-        )
+        judgment = await self._judge.ask(prompt, system=self.config.judge_system_message)
+        evaluation = judgment.evaluation
+        labels = (self.config.judge_equal_label, self.config.judge_not_equal_label)
+        label = first_label(final_item_text(evaluation.response), labels)
+        evaluations.append(LabelledJudgeEvaluation(**dict(evaluation), verdict_label=label))
         return label == self.config.judge_equal_label
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:

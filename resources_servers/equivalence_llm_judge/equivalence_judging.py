@@ -13,10 +13,8 @@ from nemo_gym.config_types import ConfigError
 from nemo_gym.openai_utils import (
     NeMoGymEasyInputMessage,
     NeMoGymMessage,
-    NeMoGymResponse,
     NeMoGymResponseCreateParamsNonStreaming,
     NeMoGymResponseInputText,
-    assistant_texts,
 )
 
 REGEX_FLAGS = re.MULTILINE | re.DOTALL
@@ -65,15 +63,6 @@ def extract_with_regexes(
 ) -> tuple[str, str]:
     """Both extractions at once: one trip to the CPU pool per verify."""
     return regex_extract(question, question_regex), regex_extract(answer, answer_regex)
-
-
-def verdict_label(response: NeMoGymResponse, equal_label: str, not_equal_label: str) -> str | None:
-    """Whichever label comes first in the last text of the final output item; None when that item is not a
-    message or carries neither label."""
-    texts = assistant_texts(response.output[-1]) if response.output else []
-    text = texts[-1] if texts else ""
-    positions = [(text.find(label), label) for label in (equal_label, not_equal_label) if label in text]
-    return min(positions)[1] if positions else None
 
 
 def load_template(folder: Path, fpath: str) -> str:

@@ -15,17 +15,12 @@ from fastapi import FastAPI
 from pydantic import ConfigDict, PrivateAttr, field_validator
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
-from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
 from nemo_gym.judge import (
-    JUDGE_FAILURE_RATE_KEY,
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
@@ -45,8 +40,7 @@ from resources_servers.false_statement_judge.false_statement_grading import (
 FOLDER = Path(__file__).resolve().parent
 
 
-class FalseStatementJudgeConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class FalseStatementJudgeConfig(JudgedEnvConfig):
     judge_prompt_path: str = "prompts/judge.yaml"
     use_chat_completions_for_judge: bool = False
 
@@ -85,13 +79,13 @@ def without_points(response: NeMoGymResponse) -> str | None:
 
 class FalseStatementJudgeServer(SimpleResourcesServer):
     config: FalseStatementJudgeConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _prompt: str = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._prompt = load_prompt(FOLDER, self.config.judge_prompt_path)
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: FalseStatementVerifyRequest) -> FalseStatementVerifyResponse:
@@ -104,30 +98,25 @@ class FalseStatementJudgeServer(SimpleResourcesServer):
         prompt = self._prompt.format(
             problem=body.question or "", original_problem=body.original_problem or "", predicted_answer=reply
         )
-        params = self._judge.params_for([{"role": "user", "content": prompt}])
         try:
-            judgment = await self._judge.ask(params, unusable=without_points)
+            judgment = await self._judge.ask(prompt, read_points, unusable=without_points)
         except JudgeFailed as failed:
-            return FalseStatementVerifyResponse(
-                **graded, reward=self.config.judge_failure_reward, judge_failure=failed.failure
-            )
-        judge_output = last_assistant_text(judgment)
-        points = read_points(judge_output) or 0  # never None: `without_points` checked it
+            return FalseStatementVerifyResponse(**graded, **self._judge.failure_fields(failed))
+        judge_output = judgment.text
+        points = judgment.verdict or 0  # never None: `without_points` checked it
         return FalseStatementVerifyResponse(
             **graded,
             reward=points / POINTS_MAX,
             judge_output=judge_output,
             judge_points=points,
-            judge_evaluations=[JudgeEvaluation(responses_create_params=params, response=judgment)],
+            judge_evaluations=[judgment.evaluation],
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         return {**false_statement_metrics(tasks), **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return pass_at_k_key_metrics(
-            agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY), best_of=()
-        )
+        return judged_key_metrics(agent_metrics, best_of=())
 
 
 if __name__ == "__main__":

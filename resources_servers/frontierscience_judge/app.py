@@ -18,17 +18,13 @@ from fastapi import FastAPI
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
-from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, PassAtK, pass_at_k_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
+from nemo_gym.envkit.pass_at_k_metrics import PassAtK
 from nemo_gym.judge import (
-    JUDGE_FAILURE_RATE_KEY,
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
@@ -57,8 +53,7 @@ Mode = Literal["olympiad", "research"]
 Verdict = Literal["YES", "NO"]
 
 
-class FrontierScienceConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class FrontierScienceConfig(JudgedEnvConfig):
     judge_mode: Mode = "olympiad"
     rubric_pass_score_threshold: float = 7.0
     rubric_max_score: float = Field(default=10.0, gt=0)
@@ -160,7 +155,7 @@ def rollout_scores(rollout: dict[str, Any]) -> dict[str, float]:
 class FrontierScienceJudgeServer(SimpleResourcesServer):
     config: FrontierScienceConfig
     pass_at_k = PassAtK(answer_key="extracted_answer", score_fn=rollout_scores, subset_key="subject")
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _prompt: PromptConfig = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
@@ -168,7 +163,7 @@ class FrontierScienceJudgeServer(SimpleResourcesServer):
         self._prompt = load_judge_prompt(
             self.config.judge_prompt_path or DEFAULT_PROMPTS[self.config.judge_mode]
         )
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     def _unreadable(self, response: NeMoGymResponse) -> str | None:
@@ -198,14 +193,11 @@ class FrontierScienceJudgeServer(SimpleResourcesServer):
             "rubric": body.rubric or expected,
             "generation": generation,
         }
-        params = self._judge.params_for(fill_prompt(self._prompt, fields))
         try:
-            judgment = await self._judge.ask(params, unusable=self._unreadable)
+            judgment = await self._judge.ask(fill_prompt(self._prompt, fields), unusable=self._unreadable)
         except JudgeFailed as failed:
-            return FrontierScienceVerifyResponse(
-                **graded, reward=self.config.judge_failure_reward, judge_failure=failed.failure
-            )
-        judge_output = last_assistant_text(judgment)
+            return FrontierScienceVerifyResponse(**graded, **self._judge.failure_fields(failed))
+        judge_output = judgment.text
         verdict = read_judgement(judge_output)
         score = normalized = None
         invalid = False
@@ -225,14 +217,14 @@ class FrontierScienceJudgeServer(SimpleResourcesServer):
             rubric_score=score,
             rubric_score_normalized=normalized,
             invalid_judge_response=invalid,
-            judge_evaluations=[JudgeEvaluation(responses_create_params=params, response=judgment)],
+            judge_evaluations=[judgment.evaluation],
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         return {**super().compute_metrics(tasks), **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return pass_at_k_key_metrics(agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY))
+        return judged_key_metrics(agent_metrics, best_of=("pass@{k}", "majority@{k}"))
 
 
 if __name__ == "__main__":

@@ -18,17 +18,14 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge
 from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, highest_k_metrics
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
@@ -42,8 +39,7 @@ from resources_servers.labbench2_vlm.prompt_media import require_readable_images
 FOLDER = Path(__file__).resolve().parent
 
 
-class GdpPdfConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class GdpPdfConfig(JudgedEnvConfig):
     judge_prompt_path: str = "prompts/judge.yaml"
     judge_max_parse_attempts: int = Field(default=5, ge=1, le=10)
     # NeMo Gym's benchmark keys for a fixed denominator; not supported here (refused rather than ignored).
@@ -129,13 +125,13 @@ def without_verdict(response: NeMoGymResponse) -> str | None:
 
 class GdpPdfResourcesServer(SimpleResourcesServer):
     config: GdpPdfConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _prompt: str = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._prompt = load_prompt(FOLDER, self.config.judge_prompt_path)
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     async def _judge_criterion(
@@ -147,11 +143,10 @@ class GdpPdfResourcesServer(SimpleResourcesServer):
         prompt = self._prompt.format(
             task_prompt=task_prompt, candidate_answer=answer, criterion=criterion.criterion
         )
-        params = self._judge.params_for([{"role": "user", "content": prompt}])
         calls = 0
         for attempt in range(1, self.config.judge_max_parse_attempts + 1):
             try:
-                judgment = await self._judge.ask(params, unusable=without_verdict)
+                judgment = await self._judge.ask(prompt, read_verdict, unusable=without_verdict)
             except JudgeFailed as failed:
                 calls += failed.failure.attempts
                 if failed.failure.kind == "bad_response" and attempt < self.config.judge_max_parse_attempts:
@@ -161,8 +156,8 @@ class GdpPdfResourcesServer(SimpleResourcesServer):
                 )
                 raise JudgeFailed(failure) from None
             calls += 1
-            text = last_assistant_text(judgment)
-            verdict = read_verdict(text)
+            text = judgment.text
+            verdict = judgment.verdict
             evaluation = CriterionEvaluation(
                 criterion_id=name,
                 criterion=criterion.criterion,
@@ -171,7 +166,7 @@ class GdpPdfResourcesServer(SimpleResourcesServer):
                 judge_output=text,
                 judge_calls=calls,
             )
-            return evaluation, JudgeEvaluation(responses_create_params=params, response=judgment)
+            return evaluation, judgment.evaluation
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def verify(self, body: GdpPdfVerifyRequest) -> GdpPdfVerifyResponse:
@@ -205,10 +200,9 @@ class GdpPdfResourcesServer(SimpleResourcesServer):
             first: JudgeFailed = failures[0]  # type: ignore[assignment]
             return GdpPdfVerifyResponse(
                 **graded,
-                reward=self.config.judge_failure_reward,
+                **self._judge.failure_fields(first),
                 criterion_evaluations=[evaluation for evaluation, _ in done],
                 judge_evaluations=[judged for _, judged in done],
-                judge_failure=first.failure,
             )
         return self._scored(graded, [evaluation for evaluation, _ in done], [judged for _, judged in done])
 

@@ -18,12 +18,11 @@ from fastapi import FastAPI, HTTPException
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge
 from nemo_gym.envkit.pass_at_k_metrics import (
     TOKEN_MEANS,
     compute_pass_majority_metrics,
@@ -32,8 +31,6 @@ from nemo_gym.envkit.pass_at_k_metrics import (
 from nemo_gym.global_config import install_root
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
@@ -48,8 +45,7 @@ FOLDER = Path(__file__).resolve().parent
 DeliverableStatus = Literal["read", "from_reply", "missing", "unreadable", "empty", "timeout"]
 
 
-class GDPValConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class GDPValConfig(JudgedEnvConfig):
     reward_mode: Literal["rubric", "comparison"] = "rubric"
     rubric_scoring_mode: Literal["binary", "structured"] = "binary"
     reference_deliverables_dir: str | None = None
@@ -115,13 +111,13 @@ def without_scores(response: NeMoGymResponse) -> str | None:
 
 class GDPValResourcesServer(SimpleResourcesServer):
     config: GDPValConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _prompt: str = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._prompt = load_prompt(FOLDER, self.config.judge_prompt_template_fpath)
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     def _limits(self) -> Limits:
@@ -186,20 +182,18 @@ class GDPValResourcesServer(SimpleResourcesServer):
             deliverable = deliverable[: self.config.max_deliverable_chars]
 
         prompt = self._prompt.format(task_prompt=body.prompt or "", rubric=rubric, deliverable=deliverable)
-        params = self._judge.params_for([{"role": "user", "content": prompt}])
         try:
-            judgment = await self._judge.ask(params, unusable=without_scores)
+            judgment = await self._judge.ask(prompt, read_scores, unusable=without_scores)
         except JudgeFailed as failed:
             return GDPValVerifyResponse(
                 **base,
                 **files,
-                reward=self.config.judge_failure_reward,
+                **self._judge.failure_fields(failed),
                 deliverable_status=status,
                 invalid_judge_response=True,
-                judge_failure=failed.failure,
             )
-        judge_output = last_assistant_text(judgment)
-        overall, criteria = read_scores(judge_output)  # a tuple: `without_scores` checked it
+        judge_output = judgment.text
+        overall, criteria = judgment.verdict  # a tuple: `without_scores` checked it
         items = rubric_items(body.rubric_json) or []
         return GDPValVerifyResponse(
             **base,
@@ -214,7 +208,7 @@ class GDPValResourcesServer(SimpleResourcesServer):
             },
             invalid_judge_response=False,
             judge_output=judge_output,
-            judge_evaluations=[JudgeEvaluation(responses_create_params=params, response=judgment)],
+            judge_evaluations=[judgment.evaluation],
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:

@@ -28,10 +28,10 @@ from nemo_gym.base_resources_server import (
 )
 from nemo_gym.config.jsonl import TASK_INDEX_KEY
 from nemo_gym.config_types import ModelServerRef
+from nemo_gym.envkit.judged_env import PromptJudge
 from nemo_gym.http.client import default_retry_policy
 from nemo_gym.http.deadlines import remaining_s
 from nemo_gym.judge import (
-    Judge,
     JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
@@ -182,7 +182,7 @@ def conversation_text(body: GenRMCompareVerifyRequest) -> str:
 
 class GenRMCompareResourcesServer(SimpleResourcesServer):
     config: GenRMCompareConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _prompt: str = PrivateAttr()
     _cohorts: dict[str, Cohort] = PrivateAttr(default_factory=dict)
     _grading: set[asyncio.Task[None]] = PrivateAttr(default_factory=set)
@@ -190,7 +190,7 @@ class GenRMCompareResourcesServer(SimpleResourcesServer):
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._prompt = load_prompt(FOLDER, self.config.comparison_prompt_path)
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: GenRMCompareVerifyRequest) -> GenRMCompareVerifyResponse:
@@ -241,9 +241,9 @@ class GenRMCompareResourcesServer(SimpleResourcesServer):
         grade = (await asyncio.shield(cohort.grades))[member]
         if grade.failure is not None:
             return GenRMCompareVerifyResponse(
-                **echoed, reward=self.config.judge_failure_reward, mask_sample=True,
+                **echoed, **self._judge.failure_fields(grade.failure), mask_sample=True,
                 failure_kind=JUDGE_FAILED, failure_reason=f"{grade.failure.kind}: {grade.failure.message}",
-                judge_failure=grade.failure, cohort_size=size, cohort_member=member,
+                cohort_size=size, cohort_member=member,
                 comparisons=grade.comparisons, judge_evaluations=grade.evaluations,
             )  # fmt: skip
         return GenRMCompareVerifyResponse(
@@ -301,6 +301,9 @@ class GenRMCompareResourcesServer(SimpleResourcesServer):
         rewards, ties = simple_tiebreaker(size, verdicts, self.config.default_score)
         return [MemberGrade(rewards[i], mine[i], evaluations[i], ties) for i in range(size)]
 
+    def _read_verdict(self, text: str) -> Verdict | None:
+        return parse_verdict(text, self.config.default_score, self.config.default_ranking)
+
     async def _compare(
         self, cohort: Cohort, first: int, second: int
     ) -> tuple[Verdict, list[JudgeEvaluation]]:
@@ -311,19 +314,17 @@ class GenRMCompareResourcesServer(SimpleResourcesServer):
             response_1=cohort.answers[first],
             response_2=cohort.answers[second],
         )
-        params = self._judge.params_for([{"role": "user", "content": prompt}])
         asked: list[JudgeEvaluation] = []
         attempts = self.config.genrm_parse_retries + 1
         text = ""
         for attempt in range(attempts):
             if attempt and self.config.genrm_parse_retry_sleep_s:
                 await asyncio.sleep(self.config.genrm_parse_retry_sleep_s)
-            judgment = await self._judge.ask(params)
-            asked.append(JudgeEvaluation(responses_create_params=params, response=judgment))
-            text = last_assistant_text(judgment)
-            verdict = parse_verdict(text, self.config.default_score, self.config.default_ranking)
-            if verdict is not None:
-                return verdict, asked
+            judgment = await self._judge.ask(prompt, self._read_verdict)
+            asked.append(judgment.evaluation)
+            text = judgment.text
+            if judgment.verdict is not None:
+                return judgment.verdict, asked
         message = f"no score_1/score_2/ranking JSON in {attempts} GenRM answer(s); last: {text[:100]!r}"
         raise JudgeFailed(JudgeFailure(kind="bad_response", message=message, attempts=attempts))
 

@@ -18,29 +18,22 @@ from fastapi import FastAPI
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics, unusable_unless
 from nemo_gym.envkit.pass_at_k_metrics import (
-    TOKEN_MEANS,
     compute_pass_majority_metrics,
     compute_subset_metrics,
-    pass_at_k_key_metrics,
 )
 from nemo_gym.judge import (
-    JUDGE_FAILURE_RATE_KEY,
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.openai_utils import NeMoGymResponse
 from nemo_gym.prompt import PromptConfig, fill_prompt
 from resources_servers.imo_proofbench_judge.grading import (
     last_boxed,
@@ -56,8 +49,7 @@ SUBSET_KEYS = ("category", "level")
 SCORED_POINTS = (7, 6, 1, 0)  # the scores the rubric names; each gets its own rate
 
 
-class ImoProofBenchConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class ImoProofBenchConfig(JudgedEnvConfig):
     judge_prompt_path: str = "prompts/judge.yaml"
     use_chat_completions_for_judge: bool = False
     # The base `grading_timeout_s` (10 s) bounds the symbolic check; NeMo Gym's key still sets it.
@@ -103,11 +95,7 @@ class ImoProofBenchVerifyResponse(BaseVerifyResponse):
 GRADING_FIELDS = set(ImoProofBenchVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
 
 
-def without_verdict(response: NeMoGymResponse) -> str | None:
-    judge_text = last_assistant_text(response)
-    if read_verdict(judge_text) is None:
-        return f"the judge's answer has no verdict (<points>N out of 7</points>): {judge_text[-100:]!r}"
-    return None
+without_verdict = unusable_unless(read_verdict, "has no verdict (<points>N out of 7</points>)", from_end=True)
 
 
 def rollout_scores(rollout: dict[str, Any]) -> dict[str, float]:
@@ -125,14 +113,14 @@ def rollout_scores(rollout: dict[str, Any]) -> dict[str, float]:
 
 class ImoProofBenchJudgeServer(SimpleResourcesServer):
     config: ImoProofBenchConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _prompt: PromptConfig = PrivateAttr()
     _library: LibraryGrader = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._prompt = load_judge_prompt(FOLDER, self.config.judge_prompt_path)
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         self._library = LibraryGrader(
             self.config.grading_timeout_s, self.config.library_verifier_max_concurrency
         )
@@ -155,15 +143,14 @@ class ImoProofBenchJudgeServer(SimpleResourcesServer):
             "rubric": body.rubric or "",
             "predicted_answer": answered,
         }
-        params = self._judge.params_for(fill_prompt(self._prompt, fields))
         try:
-            judgment = await self._judge.ask(params, unusable=without_verdict)
-        except JudgeFailed as failed:
-            return ImoProofBenchVerifyResponse(
-                **graded, reward=self.config.judge_failure_reward, judge_failure=failed.failure
+            judgment = await self._judge.ask(
+                fill_prompt(self._prompt, fields), read_verdict, unusable=without_verdict
             )
-        judge_output = last_assistant_text(judgment)
-        correct = float(bool(read_verdict(judge_output)))
+        except JudgeFailed as failed:
+            return ImoProofBenchVerifyResponse(**graded, **self._judge.failure_fields(failed))
+        judge_output = judgment.text
+        correct = float(bool(judgment.verdict))
         return ImoProofBenchVerifyResponse(
             **graded,
             reward=correct,
@@ -171,7 +158,7 @@ class ImoProofBenchJudgeServer(SimpleResourcesServer):
             judge_points=read_points(judge_output),
             judge_correct=correct,
             any_correct=correct,
-            judge_evaluations=[JudgeEvaluation(responses_create_params=params, response=judgment)],
+            judge_evaluations=[judgment.evaluation],
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
@@ -181,7 +168,7 @@ class ImoProofBenchJudgeServer(SimpleResourcesServer):
         return {**metrics, **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return pass_at_k_key_metrics(agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY))
+        return judged_key_metrics(agent_metrics, best_of=("pass@{k}", "majority@{k}"))
 
 
 if __name__ == "__main__":

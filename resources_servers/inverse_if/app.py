@@ -19,16 +19,12 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
-from nemo_gym.envkit.judged_env import judged_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
 from nemo_gym.judge import (
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailure,
     judge_failure_metrics,
@@ -63,8 +59,7 @@ def check_template(template: str | None) -> str | None:
     return template
 
 
-class InverseIFConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class InverseIFConfig(JudgedEnvConfig):
     aggregation_mode: AggregationMode = AggregationMode.MEAN
     parallel_evaluation: bool = True
     # Used for tasks without their own judge prompt / system prompt.
@@ -150,11 +145,11 @@ def read_result(text: str) -> tuple[str, str | None] | None:
 
 class InverseIFServer(SimpleResourcesServer):
     config: InverseIFConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     def item_call(self, body: InverseIFVerifyRequest, criterion: Criterion, answer: str) -> ItemCall:

@@ -19,24 +19,22 @@ from fastapi import FastAPI
 from pydantic import ConfigDict, PrivateAttr, field_validator
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ConfigError, ModelServerRef
+from nemo_gym.config_types import ConfigError
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, unusable_unless
 from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, select_key_metrics
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
+    Unusable,
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.openai_utils import NeMoGymResponse
 from resources_servers.jailbreak_detection.verifiers import (
     QUALITY,
     SAFETY,
@@ -63,8 +61,7 @@ REWARD_FIELDS = {
 }
 
 
-class JailbreakDetectionConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class JailbreakDetectionConfig(JudgedEnvConfig):
     judge_system_message: str | None = None
     # Without a response policy: the safety question, and with use_combined_reward the quality one.
     # A null template takes the templates file's safety_check / quality_explanation_check prompt.
@@ -139,20 +136,14 @@ def last_user_text(body: BaseVerifyRequest) -> str:
     return ""
 
 
-def without_label(verifier: Verifier):
-    def problem(response: NeMoGymResponse) -> str | None:
-        judge_text = last_assistant_text(response)
-        if verifier.read(judge_text) is None:
-            labels = f"{verifier.labels.positive} or {verifier.labels.negative}"
-            return f"the judge's answer has neither {labels}: {judge_text[-100:]!r}"
-        return None
-
-    return problem
+def without_label(verifier: Verifier) -> Unusable:
+    labels = f"{verifier.labels.positive} or {verifier.labels.negative}"
+    return unusable_unless(verifier.read, f"has neither {labels}", from_end=True)
 
 
 class JailbreakDetectionResourcesServer(SimpleResourcesServer):
     config: JailbreakDetectionConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _templates: VerifierTemplates = PrivateAttr()
     _legacy: list[tuple[str, Verifier]] = PrivateAttr()
 
@@ -160,7 +151,7 @@ class JailbreakDetectionResourcesServer(SimpleResourcesServer):
         app = super().setup_webserver()
         self._templates = load_templates(FOLDER, self.config.policy_verifier_templates_path)
         self._legacy = self._legacy_verifiers()
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     def _legacy_verifiers(self) -> list[tuple[str, Verifier]]:
@@ -211,22 +202,22 @@ class JailbreakDetectionResourcesServer(SimpleResourcesServer):
         labels: dict[str, str] = {}
         evaluations: list[JudgeEvaluation] = []
         for name, verifier in verifiers:
-            messages = [{"role": "user", "content": verifier.prompt(adversarial_prompt, reply)}]
-            if self.config.judge_system_message:
-                messages.insert(0, {"role": "system", "content": self.config.judge_system_message})
-            params = self._judge.params_for(messages)
             try:
-                judgment = await self._judge.ask(params, unusable=without_label(verifier))
+                judgment = await self._judge.ask(
+                    verifier.prompt(adversarial_prompt, reply),
+                    verifier.read,
+                    system=self.config.judge_system_message,
+                    unusable=without_label(verifier),
+                )
             except JudgeFailed as failed:
                 return JailbreakDetectionVerifyResponse(
                     **base,
-                    reward=self.config.judge_failure_reward,
+                    **self._judge.failure_fields(failed),
                     response_policy=policy,
                     judge_evaluations=evaluations,
-                    judge_failure=failed.failure,
                 )
-            evaluations.append(JudgeEvaluation(responses_create_params=params, response=judgment))
-            label = verifier.read(last_assistant_text(judgment)) or "negative"  # `without_label` checked it
+            evaluations.append(judgment.evaluation)
+            label = judgment.verdict or "negative"  # `without_label` checked it
             labels[name] = getattr(verifier.labels, label)
             rewards[name] = getattr(verifier.rewards, label)
         reward = combine(list(rewards.values()), how)

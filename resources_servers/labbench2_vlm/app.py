@@ -16,24 +16,19 @@ from fastapi import FastAPI
 from pydantic import ConfigDict, PrivateAttr
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
-from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
 from nemo_gym.judge import (
-    JUDGE_FAILURE_RATE_KEY,
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
+from nemo_gym.openai_utils import NeMoGymResponseCreateParamsNonStreaming
 from resources_servers.labbench2_vlm.grading import (
     PLAIN_FIELDS,
     PROTOCOL_FIELDS,
@@ -48,8 +43,7 @@ FOLDER = Path(__file__).resolve().parent
 PROTOCOL_TAG_PREFIX = "protocolqa2"
 
 
-class LabbenchVLMConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class LabbenchVLMConfig(JudgedEnvConfig):
     judge_prompt_template_fpath: str = "prompt_templates/judge.txt"
     judge_prompt_template_protocol_fpath: str = "prompt_templates/judge_protocol.txt"
     judge_equal_label: str = "[[A=B]]"
@@ -97,7 +91,7 @@ def question_text(params: NeMoGymResponseCreateParamsNonStreaming) -> str:
 
 class LabbenchVLMResourcesServer(SimpleResourcesServer):
     config: LabbenchVLMConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _plain_prompt: str = PrivateAttr()
     _protocol_prompt: str = PrivateAttr()
 
@@ -112,15 +106,11 @@ class LabbenchVLMResourcesServer(SimpleResourcesServer):
             "judge_prompt_template_protocol_fpath",
             PROTOCOL_FIELDS,
         )
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
-    def _without_label(self, response: NeMoGymResponse) -> str | None:
-        text = last_assistant_text(response)
-        if read_verdict(text, self.config.judge_equal_label, self.config.judge_not_equal_label) is None:
-            labels = f"{self.config.judge_equal_label} or {self.config.judge_not_equal_label}"
-            return f"the judge's answer has no label ({labels}): {text[:100]!r}"
-        return None
+    def _read_verdict(self, text: str) -> Verdict | None:
+        return read_verdict(text, self.config.judge_equal_label, self.config.judge_not_equal_label)
 
     def _prompt_for(self, meta: dict[str, Any], question: str, ideal: str, answer: str) -> str:
         fields = {"question": question, "expected_answer": ideal, "generated_answer": answer}
@@ -144,15 +134,13 @@ class LabbenchVLMResourcesServer(SimpleResourcesServer):
         if not answer:
             return LabbenchVLMVerifyResponse(**graded, reward=0.0, verdict="not_equal")
         prompt = self._prompt_for(meta, question_text(body.responses_create_params), ideal, answer)
-        params = self._judge.params_for([{"role": "user", "content": prompt}])
+        labels = f"{self.config.judge_equal_label} or {self.config.judge_not_equal_label}"
         try:
-            judgment = await self._judge.ask(params, unusable=self._without_label)
+            judgment = await self._judge.ask(prompt, self._read_verdict, missing=f"has no label ({labels})")
         except JudgeFailed as failed:
-            return LabbenchVLMVerifyResponse(
-                **graded, reward=self.config.judge_failure_reward, judge_failure=failed.failure
-            )
-        judge_output = last_assistant_text(judgment)
-        verdict = read_verdict(judge_output, self.config.judge_equal_label, self.config.judge_not_equal_label)
+            return LabbenchVLMVerifyResponse(**graded, **self._judge.failure_fields(failed))
+        judge_output = judgment.text
+        verdict = judgment.verdict
         return LabbenchVLMVerifyResponse(
             **graded,
             reward=float(verdict == "equal"),
@@ -161,16 +149,14 @@ class LabbenchVLMResourcesServer(SimpleResourcesServer):
             if verdict == "equal"
             else self.config.judge_not_equal_label,
             judge_output=judge_output,
-            judge_evaluations=[JudgeEvaluation(responses_create_params=params, response=judgment)],
+            judge_evaluations=[judgment.evaluation],
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         return {**labbench_metrics(tasks), **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return pass_at_k_key_metrics(
-            agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY), best_of=("pass@{k}",)
-        )
+        return judged_key_metrics(agent_metrics)
 
 
 if __name__ == "__main__":

@@ -16,17 +16,13 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
-from nemo_gym.envkit.judged_env import unusable_unless
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
@@ -53,8 +49,7 @@ QuestionType = Literal[
 ]
 
 
-class LongMemEvalConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class LongMemEvalConfig(JudgedEnvConfig):
     # One YAML prompt file per rubric (key `user`, placeholders {question}, {answer}, {response}).
     judge_prompt_paths: dict[str, str] = Field(
         default_factory=lambda: {rubric: f"prompts/{rubric}.yaml" for rubric in RUBRICS}
@@ -95,18 +90,15 @@ class LongMemEvalVerifyResponse(BaseVerifyResponse):
 GRADING_FIELDS = set(LongMemEvalVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
 
 
-without_verdict = unusable_unless(parse_verdict, "is neither yes nor no")
-
-
 class LongMemEvalResourcesServer(SimpleResourcesServer):
     config: LongMemEvalConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _prompts: dict[str, str] = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._prompts = load_prompts(FOLDER, self.config.judge_prompt_paths)
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: LongMemEvalVerifyRequest) -> LongMemEvalVerifyResponse:
@@ -126,21 +118,18 @@ class LongMemEvalResourcesServer(SimpleResourcesServer):
         if not generation:
             return LongMemEvalVerifyResponse(**graded, reward=0.0, empty_response=True, judge_label=False)
         prompt = self._prompts[rubric].format(question=meta.question, answer=meta.answer, response=generation)
-        params = self._judge.params_for([{"role": "user", "content": prompt}])
         try:
-            judgment = await self._judge.ask(params, unusable=without_verdict)
+            judgment = await self._judge.ask(prompt, parse_verdict, missing="is neither yes nor no")
         except JudgeFailed as failed:
-            return LongMemEvalVerifyResponse(
-                **graded, reward=self.config.judge_failure_reward, judge_failure=failed.failure
-            )
-        judge_raw = last_assistant_text(judgment)
-        label = bool(parse_verdict(judge_raw))  # never None: `without_verdict` checked it
+            return LongMemEvalVerifyResponse(**graded, **self._judge.failure_fields(failed))
+        judge_raw = judgment.text
+        label = bool(judgment.verdict)  # never None: `missing` refused an answer without one
         return LongMemEvalVerifyResponse(
             **graded,
             reward=float(label),
             judge_label=label,
             judge_raw=judge_raw,
-            judge_evaluations=[JudgeEvaluation(responses_create_params=params, response=judgment)],
+            judge_evaluations=[judgment.evaluation],
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:

@@ -16,8 +16,8 @@ from typing import Literal
 from fastapi import FastAPI
 from pydantic import ConfigDict, PrivateAttr, field_validator
 
-from nemo_gym.judge import JudgeEvaluation, JudgeFailed, last_assistant_text
-from nemo_gym.openai_utils import NeMoGymResponse
+from nemo_gym.envkit.judged_env import unusable_unless
+from nemo_gym.judge import JudgeFailed
 from nemo_gym.prompt import PromptConfig, fill_prompt, load_judge_prompt_file
 from resources_servers.math_with_judge.app import MathWithJudgeResourcesServer
 from resources_servers.math_with_judge.models import (
@@ -88,13 +88,9 @@ def read_verdict(judge_text: str) -> Verdict | None:
     return min(positions, key=positions.__getitem__) if positions else None
 
 
-def without_verdict(response: NeMoGymResponse) -> str | None:
-    judge_text = last_assistant_text(response)
-    if read_verdict(judge_text) is None:
-        return (
-            f"the judge's answer has no verdict ({CORRECT_LABEL} or {INCORRECT_LABEL}): {judge_text[-100:]!r}"
-        )
-    return None
+without_verdict = unusable_unless(
+    read_verdict, f"has no verdict ({CORRECT_LABEL} or {INCORRECT_LABEL})", from_end=True
+)
 
 
 def load_judge_prompt(path: str) -> PromptConfig:
@@ -127,22 +123,21 @@ class MathWithAutograderResourcesServer(MathWithJudgeResourcesServer):
             "predicted_answer": judged_answer,
             "expected_answer": body.expected_answer,
         }
-        params = self._judge.params_for(fill_prompt(self._prompt, fields))
+        prompt = fill_prompt(self._prompt, fields)
         try:
-            judgment = await self._judge.ask(params, unusable=without_verdict)
+            judgment = await self._judge.ask(prompt, read_verdict, unusable=without_verdict)
         except JudgeFailed as failed:
             return AutograderVerifyResponse(
                 **graded,
                 judged_answer=judged_answer,
                 judge_evaluations=[],
-                judge_failure=failed.failure,
-                reward=self.config.judge_failure_reward,
+                **self._judge.failure_fields(failed),
             )
-        verdict = read_verdict(last_assistant_text(judgment))
+        verdict = judgment.verdict
         return AutograderVerifyResponse(
             **graded,
             judged_answer=judged_answer,
-            judge_evaluations=[JudgeEvaluation(responses_create_params=params, response=judgment)],
+            judge_evaluations=[judgment.evaluation],
             judge_verdict=verdict,
             reward=float(verdict == "correct"),
         )

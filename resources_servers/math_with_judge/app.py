@@ -15,8 +15,9 @@ from fastapi import FastAPI
 from pydantic import PrivateAttr
 
 from nemo_gym.base_resources_server import SimpleResourcesServer
-from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, PassAtK, pass_at_k_key_metrics
-from nemo_gym.judge import JUDGE_FAILURE_RATE_KEY, Judge, JudgeFailed, judge_failure_metrics
+from nemo_gym.envkit.judged_env import PromptJudge, judged_key_metrics
+from nemo_gym.envkit.pass_at_k_metrics import PassAtK
+from nemo_gym.judge import JudgeFailed, judge_failure_metrics
 from resources_servers.math_with_judge.judging import judge_equal, rollout_scores
 from resources_servers.math_with_judge.library import LibraryGrader
 from resources_servers.math_with_judge.models import (
@@ -30,7 +31,7 @@ class MathWithJudgeResourcesServer(SimpleResourcesServer):
     config: MathWithJudgeConfig
     pass_at_k = PassAtK(answer_key="extracted_answer", score_fn=rollout_scores)
     _library: LibraryGrader = PrivateAttr()
-    _judge: Judge | None = PrivateAttr(default=None)
+    _judge: PromptJudge | None = PrivateAttr(default=None)
 
     def model_post_init(self, context: object) -> None:
         super().model_post_init(context)
@@ -40,35 +41,35 @@ class MathWithJudgeResourcesServer(SimpleResourcesServer):
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         if self.config.should_use_judge:
-            self._judge = Judge(self.config, self.server_client, self.config.name)
+            self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: MathVerifyRequest) -> MathVerifyResponse:
         generated = body.response.output_text
         library = await self._library.grade(body.expected_answer, generated)
-        reward, evaluations, failure = library.library_reward, None, None
+        scored: dict[str, Any] = {"reward": library.library_reward}
+        evaluations = None
         if self._judge is not None and library.library_reward <= 0.5:
             evaluations = []
             try:
-                reward = await judge_equal(
+                scored["reward"] = await judge_equal(
                     self._judge, body.question, body.expected_answer, generated, evaluations
                 )
             except JudgeFailed as failed:
-                reward, failure = self.config.judge_failure_reward, failed.failure
+                scored = self._judge.failure_fields(failed)
         return MathVerifyResponse(
             **body.model_dump(exclude={"question"}),
             extracted_answer=library.extracted_answer,
             library_reward=library.library_reward,
             judge_evaluations=evaluations,
-            judge_failure=failure,
-            reward=reward,
+            **scored,
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         return {**super().compute_metrics(tasks), **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return pass_at_k_key_metrics(agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY))
+        return judged_key_metrics(agent_metrics, best_of=("pass@{k}", "majority@{k}"))
 
 
 if __name__ == "__main__":

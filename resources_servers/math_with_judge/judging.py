@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nemo_gym.judge import Judge, JudgeEvaluation
-from nemo_gym.openai_utils import NeMoGymResponse, assistant_texts
+from nemo_gym.envkit.judged_env import PromptJudge, final_item_text, first_label
+from nemo_gym.judge import JudgeEvaluation
 from nemo_gym.reward_profile import is_metric
 
 EQUAL_LABEL = "[[A=B]]"
@@ -38,30 +38,23 @@ JUDGE_USER_TEMPLATE = """<|Problem|>
 <|End of Assistant B's Answer|>"""
 
 
-def judge_says_equal(response: NeMoGymResponse) -> bool:
-    """The label that comes first in the last text of the final message; no message or no label: not equal."""
-    texts = assistant_texts(response.output[-1]) if response.output else []
-    if not texts:
-        return False
-    verdict = texts[-1]
-    equal_at, not_equal_at = verdict.find(EQUAL_LABEL), verdict.find(NOT_EQUAL_LABEL)
-    if equal_at < 0:
-        return False
-    return not_equal_at < 0 or equal_at < not_equal_at
-
-
 async def judge_equal(
-    judge: Judge, question: str, expected_answer: str, generated: str, evaluations: list[JudgeEvaluation]
+    judge: PromptJudge,
+    question: str,
+    expected_answer: str,
+    generated: str,
+    evaluations: list[JudgeEvaluation],
 ) -> float:
     """Expected as A and generated as B; only if that is judged equal, again with the two swapped. Each call
     is appended to `evaluations` (raises `JudgeFailed`, keeping the evaluations made before)."""
     for first, second in ((expected_answer, generated), (generated, expected_answer)):
         prompt = JUDGE_USER_TEMPLATE.format(question=question, first_answer=first, second_answer=second)
-        messages = [{"role": "system", "content": JUDGE_SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
-        params = judge.params_for(messages)
-        response = await judge.ask(params)
-        evaluations.append(JudgeEvaluation(responses_create_params=params, response=response))
-        if not judge_says_equal(response):
+        judgment = await judge.ask(prompt, system=JUDGE_SYSTEM_PROMPT)
+        evaluations.append(judgment.evaluation)
+        if (
+            first_label(final_item_text(judgment.evaluation.response), (EQUAL_LABEL, NOT_EQUAL_LABEL))
+            != EQUAL_LABEL
+        ):
             return 0.0
     return 1.0
 

@@ -16,16 +16,12 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
-from nemo_gym.envkit.judged_env import judged_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
 from nemo_gym.judge import (
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailure,
     judge_failure_metrics,
@@ -47,8 +43,7 @@ from resources_servers.multichallenge.rubric_grading import (
 PLACEHOLDERS = {"context": "", "response": "", "question": "", "pass_criteria": ""}
 
 
-class MultiChallengeConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class MultiChallengeConfig(JudgedEnvConfig):
     aggregation_mode: AggregationMode = AggregationMode.MEAN
     parallel_evaluation: bool = True
     # Placeholders {context}, {response}, {question}, {pass_criteria}; literal braces doubled.
@@ -134,11 +129,11 @@ def item_score(verdict: str, pass_criteria: str) -> float:
 
 class MultiChallengeServer(SimpleResourcesServer):
     config: MultiChallengeConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     def item_call(self, item: RubricItem, context: str, answer: str) -> ItemCall:
@@ -146,10 +141,7 @@ class MultiChallengeServer(SimpleResourcesServer):
         prompt = cfg.judge_prompt_template.format(
             context=context, response=answer, question=item.question, pass_criteria=item.pass_criteria
         )
-        messages = (
-            [{"role": "system", "content": cfg.judge_system_message}] if cfg.judge_system_message else []
-        )
-        params = self._judge.params_for([*messages, {"role": "user", "content": prompt}])
+        params = self._judge.params_for(prompt, cfg.judge_system_message)
 
         def read(text: str) -> tuple[str, float] | None:
             verdict = read_labels(text, cfg.yes_label, cfg.no_label)

@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from nemo_gym.envkit.judged_env import PromptJudge
 from nemo_gym.envkit.pass_at_k_metrics import compute_pass_majority_metrics, compute_subset_metrics
 from nemo_gym.judge import (
-    Judge,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
@@ -129,7 +129,7 @@ class RubricResult:
         return JudgeFailure(kind=first.kind, message=message + first.message, attempts=first.attempts)
 
 
-async def judge_rubric(judge: Judge, calls: Sequence[ItemCall], concurrently: bool) -> RubricResult:
+async def judge_rubric(judge: PromptJudge, calls: Sequence[ItemCall], concurrently: bool) -> RubricResult:
     """Ask the judge about every item (all at once, or one after the other) and record each verdict."""
 
     async def one(index: int, call: ItemCall) -> tuple[ItemVerdict, JudgeEvaluation | None]:
@@ -140,13 +140,16 @@ async def judge_rubric(judge: Judge, calls: Sequence[ItemCall], concurrently: bo
             return None
 
         try:
-            judgment = await judge.ask(call.params, unusable=unusable)
+            judgment = await judge.ask(
+                call.params, lambda text: call.read(without_thinking(text)), unusable=unusable
+            )
         except JudgeFailed as failed:
             return ItemVerdict(index=index, judge_failure=failed.failure), None
-        text = answer_text(judgment)
-        verdict, score = call.read(text) or ("", 0.0)  # never the fallback: `unusable` checked it
-        evaluation = JudgeEvaluation(responses_create_params=call.params, response=judgment)
-        return ItemVerdict(index=index, verdict=verdict, score=score, judge_output=text), evaluation
+        verdict, score = judgment.verdict or ("", 0.0)  # never the fallback: `unusable` checked it
+        item = ItemVerdict(
+            index=index, verdict=verdict, score=score, judge_output=without_thinking(judgment.text)
+        )
+        return item, judgment.evaluation
 
     if concurrently:
         outcomes = await asyncio.gather(*(one(index, call) for index, call in enumerate(calls)))

@@ -16,24 +16,18 @@ from fastapi import FastAPI
 from pydantic import ConfigDict, PrivateAttr, field_validator
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
-from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
 from nemo_gym.judge import (
-    JUDGE_FAILURE_RATE_KEY,
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
     judge_failure_metrics,
     last_assistant_text,
 )
-from nemo_gym.openai_utils import NeMoGymResponse
 from resources_servers.omniscience.omniscience_grading import (
     Verdict,
     final_answer,
@@ -45,8 +39,7 @@ from resources_servers.omniscience.omniscience_grading import (
 FOLDER = Path(__file__).resolve().parent
 
 
-class OmniscienceConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class OmniscienceConfig(JudgedEnvConfig):
     # A YAML file with the prompt under `user` ({question}, {expected_answer}, {generation}), relative to
     # this folder unless absolute.
     judge_prompt_path: str = "prompts/judge.yaml"
@@ -92,22 +85,15 @@ class OmniscienceVerifyResponse(BaseVerifyResponse):
 GRADING_FIELDS = set(OmniscienceVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
 
 
-def without_grade(response: NeMoGymResponse) -> str | None:
-    judge_text = last_assistant_text(response)
-    if parse_grade(judge_text) is None:
-        return f"the judge's answer has no grade (A, B, C or D): {judge_text[:100]!r}"
-    return None
-
-
 class OmniscienceResourcesServer(SimpleResourcesServer):
     config: OmniscienceConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _prompt: str = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._prompt = load_prompt(FOLDER, self.config.judge_prompt_path)
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: OmniscienceVerifyRequest) -> OmniscienceVerifyResponse:
@@ -127,16 +113,13 @@ class OmniscienceResourcesServer(SimpleResourcesServer):
             prompt = self._prompt.format(
                 question=body.question or "", expected_answer=expected, generation=extracted
             )
-            params = self._judge.params_for([{"role": "user", "content": prompt}])
             try:
-                judgment = await self._judge.ask(params, unusable=without_grade)
+                judgment = await self._judge.ask(prompt, parse_grade, missing="has no grade (A, B, C or D)")
             except JudgeFailed as failed:
-                return OmniscienceVerifyResponse(
-                    **graded, reward=self.config.judge_failure_reward, judge_failure=failed.failure
-                )
-            evaluations.append(JudgeEvaluation(responses_create_params=params, response=judgment))
-            judge_output = last_assistant_text(judgment)
-            verdict = parse_grade(judge_output) or "incorrect"  # never None: `without_grade` checked it
+                return OmniscienceVerifyResponse(**graded, **self._judge.failure_fields(failed))
+            evaluations.append(judgment.evaluation)
+            judge_output = judgment.text
+            verdict = judgment.verdict or "incorrect"  # never None: `missing` refused an answer without one
         is_correct, is_incorrect = float(verdict == "correct"), float(verdict == "incorrect")
         return OmniscienceVerifyResponse(
             **graded,
@@ -156,9 +139,7 @@ class OmniscienceResourcesServer(SimpleResourcesServer):
         return {**omniscience_metrics(tasks), **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return pass_at_k_key_metrics(
-            agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY), best_of=("pass@{k}",)
-        )
+        return judged_key_metrics(agent_metrics)
 
 
 if __name__ == "__main__":

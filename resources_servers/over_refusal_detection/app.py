@@ -15,17 +15,14 @@ from fastapi import FastAPI
 from pydantic import ConfigDict, PrivateAttr, field_validator
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge
 from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
@@ -39,8 +36,7 @@ Verdict = Literal["complied", "refused", "unclear"]
 VERDICTS: tuple[Verdict, ...] = ("complied", "refused", "unclear")
 
 
-class OverRefusalDetectionConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class OverRefusalDetectionConfig(JudgedEnvConfig):
     judge_system_message: str | None = None
     # The judge prompt itself, with the placeholders {safe_prompt} and {model_response}.
     judge_prompt_template: str
@@ -146,11 +142,11 @@ GRADING_FIELDS = set(OverRefusalDetectionVerifyResponse.model_fields) - set(Base
 
 class OverRefusalDetectionResourcesServer(SimpleResourcesServer):
     config: OverRefusalDetectionConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: OverRefusalDetectionVerifyRequest) -> OverRefusalDetectionVerifyResponse:
@@ -165,20 +161,12 @@ class OverRefusalDetectionResourcesServer(SimpleResourcesServer):
         }
         if not reply:
             return OverRefusalDetectionVerifyResponse(**graded, reward=0.0)
-        messages = (
-            [{"role": "system", "content": config.judge_system_message}]
-            if config.judge_system_message
-            else []
-        )
         prompt = config.judge_prompt_template.format(safe_prompt=safe_prompt, model_response=reply)
-        params = self._judge.params_for([*messages, {"role": "user", "content": prompt}])
         try:
-            judgment = await self._judge.ask(params)
+            judgment = await self._judge.ask(prompt, system=config.judge_system_message)
         except JudgeFailed as failed:
-            return OverRefusalDetectionVerifyResponse(
-                **graded, reward=config.judge_failure_reward, judge_failure=failed.failure
-            )
-        judge_output = last_assistant_text(judgment)
+            return OverRefusalDetectionVerifyResponse(**graded, **self._judge.failure_fields(failed))
+        judge_output = judgment.text
         verdict, label = read_verdict(judge_output, config.complied_label, config.refused_label)
         rewards = {
             "complied": config.reward_if_complied,
@@ -191,11 +179,7 @@ class OverRefusalDetectionResourcesServer(SimpleResourcesServer):
             complied=verdict == "complied",
             verdict=verdict,
             judge_output=judge_output,
-            judge_evaluations=[
-                OverRefusalJudgeEvaluation(
-                    responses_create_params=params, response=judgment, verdict_label=label
-                )
-            ],
+            judge_evaluations=[OverRefusalJudgeEvaluation(**dict(judgment.evaluation), verdict_label=label)],
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:

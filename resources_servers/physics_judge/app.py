@@ -16,9 +16,9 @@ from typing import Literal
 from fastapi import FastAPI
 from pydantic import ConfigDict, PrivateAttr, field_validator
 
+from nemo_gym.envkit.judged_env import unusable_unless
 from nemo_gym.envkit.pass_at_k_metrics import PassAtK
-from nemo_gym.judge import JudgeEvaluation, JudgeFailed, last_assistant_text
-from nemo_gym.openai_utils import NeMoGymResponse
+from nemo_gym.judge import JudgeFailed
 from nemo_gym.prompt import PromptConfig, fill_prompt
 from resources_servers.math_with_judge.app import MathWithJudgeResourcesServer
 from resources_servers.math_with_judge.judging import rollout_scores
@@ -73,11 +73,7 @@ def read_verdict(judge_text: str) -> Verdict | None:
     return None
 
 
-def without_verdict(response: NeMoGymResponse) -> str | None:
-    judge_text = last_assistant_text(response)
-    if read_verdict(judge_text) is None:
-        return f"the judge's answer has no verdict ([Correct] or [Incorrect]): {judge_text[-100:]!r}"
-    return None
+without_verdict = unusable_unless(read_verdict, "has no verdict ([Correct] or [Incorrect])", from_end=True)
 
 
 class PhysicsJudgeResourcesServer(MathWithJudgeResourcesServer):
@@ -101,20 +97,19 @@ class PhysicsJudgeResourcesServer(MathWithJudgeResourcesServer):
         if self._judge is None or library.library_reward > 0.5:
             return PhysicsVerifyResponse(**graded, judge_evaluations=None, reward=library.library_reward)
         fields = {"problem": body.question, "generation": generated, "expected_answer": body.expected_answer}
-        params = self._judge.params_for(fill_prompt(self._prompt, fields))
+        prompt = fill_prompt(self._prompt, fields)
         try:
-            judgment = await self._judge.ask(params, unusable=without_verdict)
+            judgment = await self._judge.ask(prompt, read_verdict, unusable=without_verdict)
         except JudgeFailed as failed:
             return PhysicsVerifyResponse(
                 **graded,
                 judge_evaluations=[],
-                judge_failure=failed.failure,
-                reward=self.config.judge_failure_reward,
+                **self._judge.failure_fields(failed),
             )
-        verdict = read_verdict(last_assistant_text(judgment))
+        verdict = judgment.verdict
         return PhysicsVerifyResponse(
             **graded,
-            judge_evaluations=[JudgeEvaluation(responses_create_params=params, response=judgment)],
+            judge_evaluations=[judgment.evaluation],
             judge_verdict=verdict,
             reward=float(verdict == "correct"),
         )

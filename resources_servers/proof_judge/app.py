@@ -18,17 +18,13 @@ from fastapi import FastAPI
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
-from nemo_gym.envkit.judged_env import judged_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
 from nemo_gym.envkit.pass_at_k_metrics import PassAtK
 from nemo_gym.judge import (
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
@@ -49,8 +45,7 @@ VERIFIER_FIELDS = ("problem", "proof")
 META_VERIFIER_FIELDS = ("problem", "proof", "proof_analysis")
 
 
-class ProofJudgeConfig(NemoGymJudgeKeys, JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class ProofJudgeConfig(NemoGymJudgeKeys, JudgedEnvConfig):
     alpha: float = Field(default=1.0, allow_inf_nan=False)
     beta: float = Field(default=0.0, allow_inf_nan=False)
     verifier_prompt_path: str = "prompts/verifier.yaml"
@@ -100,7 +95,7 @@ PASS_AT_K = PassAtK(score_fn=rollout_scores)
 
 class ProofJudgeResourcesServer(SimpleResourcesServer):
     config: ProofJudgeConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _verifier_prompt: PromptConfig = PrivateAttr()
     _meta_verifier_prompt: PromptConfig = PrivateAttr()
 
@@ -112,20 +107,17 @@ class ProofJudgeResourcesServer(SimpleResourcesServer):
         self._meta_verifier_prompt = load_judge_prompt_file(
             FOLDER, self.config.meta_verifier_prompt_path, META_VERIFIER_FIELDS
         )
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     async def _score(
         self, prompt: PromptConfig, fields: dict[str, str], evaluations: list[JudgeEvaluation]
     ) -> tuple[float, str]:
         """One judge call: its boxed score and its text; the call is appended to `evaluations`."""
-        params = self._judge.params_for(fill_prompt(prompt, fields))
-        judgment = await self._judge.ask(params, unusable=without_score)
-        evaluations.append(JudgeEvaluation(responses_create_params=params, response=judgment))
-        text = last_assistant_text(judgment)
-        score = read_score(text)
-        assert score is not None  # `without_score` refused any other answer
-        return score, text
+        judgment = await self._judge.ask(fill_prompt(prompt, fields), read_score, unusable=without_score)
+        evaluations.append(judgment.evaluation)
+        assert judgment.verdict is not None  # `without_score` refused any other answer
+        return judgment.verdict, judgment.text
 
     async def verify(self, body: ProofJudgeVerifyRequest) -> ProofJudgeVerifyResponse:
         graded = body.model_dump(exclude=GRADING_FIELDS | {"reward"})
@@ -158,9 +150,8 @@ class ProofJudgeResourcesServer(SimpleResourcesServer):
             return ProofJudgeVerifyResponse(
                 **graded,
                 **found,
-                reward=self.config.judge_failure_reward,
+                **self._judge.failure_fields(failed),
                 judge_evaluations=evaluations,
-                judge_failure=failed.failure,
             )
         return ProofJudgeVerifyResponse(**graded, **found, reward=reward, judge_evaluations=evaluations)
 

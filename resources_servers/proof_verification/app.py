@@ -18,17 +18,13 @@ from fastapi import FastAPI
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
-from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, PassAtK, pass_at_k_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
+from nemo_gym.envkit.pass_at_k_metrics import PassAtK
 from nemo_gym.judge import (
-    JUDGE_FAILURE_RATE_KEY,
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
@@ -49,8 +45,7 @@ FOLDER = Path(__file__).resolve().parent
 META_VERIFIER_FIELDS = ("problem", "proof", "ground_truth_judgement", "candidate_judgement")
 
 
-class ProofVerificationConfig(NemoGymJudgeKeys, JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class ProofVerificationConfig(NemoGymJudgeKeys, JudgedEnvConfig):
     meta_verifier_prompt_path: str = "prompts/meta_verifier.yaml"
     max_proof_chars: int = Field(default=40_000, ge=1)
     max_verification_chars: int = Field(default=20_000, ge=1)
@@ -109,7 +104,7 @@ PASS_AT_K = PassAtK(score_fn=rollout_scores, answer_key="predicted_score")
 
 class ProofVerificationResourcesServer(SimpleResourcesServer):
     config: ProofVerificationConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _meta_verifier_prompt: PromptConfig = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
@@ -117,7 +112,7 @@ class ProofVerificationResourcesServer(SimpleResourcesServer):
         self._meta_verifier_prompt = load_judge_prompt_file(
             FOLDER, self.config.meta_verifier_prompt_path, META_VERIFIER_FIELDS
         )
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     def _read_answer(self, body: ProofVerificationVerifyRequest) -> tuple[str, float] | str:
@@ -152,28 +147,25 @@ class ProofVerificationResourcesServer(SimpleResourcesServer):
             "candidate_judgement": analysis,
         }
         prompt = self._meta_verifier_prompt
-        params = self._judge.params_for(fill_prompt(prompt, fields))
         try:
-            judgment = await self._judge.ask(params, unusable=without_score)
+            judgment = await self._judge.ask(fill_prompt(prompt, fields), read_score, unusable=without_score)
         except JudgeFailed as failed:
-            return ProofVerificationVerifyResponse(
-                **graded, reward=self.config.judge_failure_reward, judge_failure=failed.failure
-            )
-        meta_output = last_assistant_text(judgment)
-        r_meta = read_score(meta_output) or 0.0  # never None: `without_score` checked it
+            return ProofVerificationVerifyResponse(**graded, **self._judge.failure_fields(failed))
+        meta_output = judgment.text
+        r_meta = judgment.verdict or 0.0  # never None: `without_score` checked it
         return ProofVerificationVerifyResponse(
             **graded,
             reward=r_score * r_meta,
             r_meta=r_meta,
             meta_verifier_output=meta_output,
-            judge_evaluations=[JudgeEvaluation(responses_create_params=params, response=judgment)],
+            judge_evaluations=[judgment.evaluation],
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         return {**PASS_AT_K.compute(tasks), **judge_failure_metrics(tasks)}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return pass_at_k_key_metrics(agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY))
+        return judged_key_metrics(agent_metrics, best_of=("pass@{k}", "majority@{k}"))
 
 
 if __name__ == "__main__":

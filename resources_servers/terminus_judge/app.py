@@ -23,11 +23,11 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.config_types import ConfigError
+from nemo_gym.envkit.judged_env import PromptJudge, first_label
 from nemo_gym.envkit.pass_at_k_metrics import PassAtK
 from nemo_gym.http.errors import GymError
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
-    Judge,
     JudgeConfig,
     JudgeFailed,
     JudgeFailure,
@@ -139,7 +139,7 @@ RESULT_FIELDS = frozenset(TerminusJudgeVerifyResponse.model_fields)
 
 class TerminusJudgeResourcesServer(SimpleResourcesServer):
     config: TerminusJudgeConfig
-    _judge: Judge | None = PrivateAttr(default=None)
+    _judge: PromptJudge | None = PrivateAttr(default=None)
     _template: str = PrivateAttr(default="")
     pass_at_k = PassAtK()
     key_metric_patterns = (
@@ -154,7 +154,7 @@ class TerminusJudgeResourcesServer(SimpleResourcesServer):
         app = super().setup_webserver()
         if self.config.enable_llm_judge:
             self._template = load_template(self.config.judge_prompt_template_fpath)
-            self._judge = Judge(self.config, self.server_client, self.config.name)
+            self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: TerminusJudgeVerifyRequest) -> TerminusJudgeVerifyResponse:
@@ -220,28 +220,16 @@ class TerminusJudgeResourcesServer(SimpleResourcesServer):
         """One judge call, recorded in `answer.judge_evaluations`; True on the equal label (the first
         label in the judge's last text wins)."""
         assert self._judge is not None
-        messages = [
-            {
-                "role": "user",
-                "content": self._template.format(expected_answer=expected, generated_answer=generated),
-            }
-        ]
-        if self.config.judge_system_message:
-            messages.insert(0, {"role": "system", "content": self.config.judge_system_message})
-        params = self._judge.params_for(messages)
-        response = await self._judge.ask(params)
-        verdict = last_assistant_text(response)
         labels = (self.config.judge_equal_label, self.config.judge_not_equal_label)
-        found = sorted((verdict.find(label), label) for label in labels if label in verdict)
-        label = found[0][1] if found else None
-        answer.judge_evaluations.append(
-            {
-                "responses_create_params": params.model_dump(mode="json"),
-                "response": response.model_dump(mode="json"),
-                "verdict_label": label,
-            }
+        judgment = await self._judge.ask(
+            self._template.format(expected_answer=expected, generated_answer=generated),
+            lambda text: first_label(text, labels),
+            system=self.config.judge_system_message,
         )
-        return label == self.config.judge_equal_label
+        answer.judge_evaluations.append(
+            {**judgment.evaluation.model_dump(mode="json"), "verdict_label": judgment.verdict}
+        )
+        return judgment.verdict == self.config.judge_equal_label
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """pass@k over the reward, and the share of rollouts stopped at each check (`failure/<code>`)."""

@@ -19,17 +19,13 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
-from nemo_gym.envkit.judged_env import unusable_unless
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
@@ -46,8 +42,7 @@ RESERVED = frozenset({"instruction_id", "uid", "source", "is_misalignment_check"
 """Keys of an instruction that are not its validator's arguments (`weight` is accepted and unused)."""
 
 
-class VerifIFConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class VerifIFConfig(JudgedEnvConfig):
     judge_prompt_path: str = "prompts/judge.yaml"
     aggregation_mode: AggregationMode = "all"
 
@@ -170,19 +165,16 @@ def misaligned(source: str, is_misalignment_check: bool) -> bool:
     return source == "user" and is_misalignment_check
 
 
-unreadable = unusable_unless(parse_verdict, "has no [[YES]] or [[NO]]")
-
-
 class VerifIFResourcesServer(SimpleResourcesServer):
     config: VerifIFConfig
     key_metric_patterns = ("mean/*", "instruction_level_accuracy", JUDGE_FAILURE_RATE_KEY)
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _prompts: dict[str, str] = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._prompts = load_prompts(FOLDER, self.config.judge_prompt_path)
-        self._judge = Judge(self.config, self.server_client, self.config.name)
+        self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: VerifIFVerifyRequest) -> VerifIFVerifyResponse:
@@ -283,9 +275,8 @@ class VerifIFResourcesServer(SimpleResourcesServer):
         evaluations: list[JudgeEvaluation],
     ) -> CheckResult:
         """One judgment: passes when the judge answers `wanted` (inverted for a misalignment check)."""
-        params = self._judge.params_for([{"role": "user", "content": prompt}])
         try:
-            judgment = await self._judge.ask(params, unusable=unreadable)
+            judgment = await self._judge.ask(prompt, parse_verdict, missing="has no [[YES]] or [[NO]]")
         except JudgeFailed as failed:
             return CheckResult(
                 instruction=name,
@@ -295,9 +286,9 @@ class VerifIFResourcesServer(SimpleResourcesServer):
                 message=f"{failed.failure.kind}: {failed.failure.message}",
                 judge_failure=failed.failure,
             )
-        evaluations.append(JudgeEvaluation(responses_create_params=params, response=judgment))
-        output = last_assistant_text(judgment)
-        said_yes = bool(parse_verdict(output))  # `unreadable` made sure there is a verdict
+        evaluations.append(judgment.evaluation)
+        output = judgment.text
+        said_yes = bool(judgment.verdict)  # `missing` made sure there is a verdict
         followed = (said_yes == (wanted == "YES")) != inverted
         return CheckResult(
             instruction=name,

@@ -21,16 +21,12 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 
 from nemo_gym.base_resources_server import (
-    BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
-from nemo_gym.config_types import ModelServerRef
-from nemo_gym.envkit.judged_env import judged_key_metrics, unusable_unless
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics, unusable_unless
 from nemo_gym.judge import (
-    Judge,
-    JudgeConfig,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
@@ -58,8 +54,7 @@ ALIGNMENT_PLACEHOLDERS = ("response", "reference")
 COLUMN_PLACEHOLDERS = ("criterion", "response")
 
 
-class WideSearchConfig(JudgeConfig, BaseResourcesServerConfig):
-    judge_model_server: ModelServerRef
+class WideSearchConfig(JudgedEnvConfig):
     # YAML files with a `user` (and optionally `system`) template; point them at the official prompts.
     judge_alignment_prompt_path: str = "prompts/alignment.yaml"
     judge_column_prompt_path: str = "prompts/column_judge.yaml"
@@ -132,10 +127,9 @@ class Grading:
 
     async def ask(self, prompt: PromptConfig, fields: dict[str, str], check: Any) -> dict[str, Any]:
         judge = self.server._judge
-        params = judge.params_for(fill_prompt(prompt, fields))
-        judgment = await judge.ask(params, unusable=check)
-        self.evaluations.append(JudgeEvaluation(responses_create_params=params, response=judgment))
-        return judge_json(last_assistant_text(judgment)) or {}
+        judgment = await judge.ask(fill_prompt(prompt, fields), judge_json, unusable=check)
+        self.evaluations.append(judgment.evaluation)
+        return judgment.verdict or {}
 
     async def align(self, values: list[str], references: list[str]) -> dict[str, str]:
         """The judge's mapping of the policy's spellings onto the reference ones (no call when every value
@@ -169,7 +163,7 @@ class Grading:
 
 class WideSearchResourcesServer(SimpleResourcesServer):
     config: WideSearchConfig
-    _judge: Judge = PrivateAttr()
+    _judge: PromptJudge = PrivateAttr()
     _alignment_prompt: PromptConfig = PrivateAttr()
     _column_prompt: PromptConfig = PrivateAttr()
 
@@ -182,7 +176,7 @@ class WideSearchResourcesServer(SimpleResourcesServer):
         self._column_prompt = load_judge_prompt_file(
             FOLDER, config.judge_column_prompt_path, COLUMN_PLACEHOLDERS
         )
-        self._judge = Judge(config, self.server_client, config.name)
+        self._judge = PromptJudge.of(self)
         parse_date("2020-01-01")  # loads dateparser's language data now, not in the first verify
         return app
 
@@ -195,10 +189,9 @@ class WideSearchResourcesServer(SimpleResourcesServer):
         except JudgeFailed as failed:
             return WideSearchVerifyResponse(
                 **graded,
-                reward=self.config.judge_failure_reward,
+                **self._judge.failure_fields(failed),
                 evaluation_message="the judgment failed",
                 judge_evaluations=grading.evaluations,
-                judge_failure=failed.failure,
             )
         return WideSearchVerifyResponse(
             **graded,
