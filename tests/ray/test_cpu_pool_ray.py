@@ -37,13 +37,23 @@ def cluster(two_node_cluster: TwoNodeCluster) -> Iterator[TwoNodeCluster]:
         cpu_pool.use_backend("process")
 
 
+SPREAD_BATCHES = 5
+
+
 async def test_a_batch_of_calls_spreads_over_both_nodes_with_correct_results(cluster: TwoNodeCluster) -> None:
+    """SPREAD is Ray's best effort: a batch that lands while one node's workers are still starting can stay on
+    the other, so a few batches are sent (each checked) until both nodes have answered."""
     values = list(range(8))
-    results = await asyncio.gather(
-        *(cpu_pool.run_cpu_bound(square_and_node, v, timeout_s=60) for v in values)
-    )
-    assert [square for square, _ in results] == [value * value for value in values]
-    assert {node for _, node in results} == {cluster.node_a.node_id, cluster.node_b.node_id}
+    nodes: set[str] = set()
+    for _ in range(SPREAD_BATCHES):
+        results = await asyncio.gather(
+            *(cpu_pool.run_cpu_bound(square_and_node, v, timeout_s=60) for v in values)
+        )
+        assert [square for square, _ in results] == [value * value for value in values]
+        nodes |= {node for _, node in results}
+        if len(nodes) == 2:
+            break
+    assert nodes == {cluster.node_a.node_id, cluster.node_b.node_id}
 
 
 async def test_an_error_in_the_work_reaches_the_caller_as_itself(cluster: TwoNodeCluster) -> None:
