@@ -36,6 +36,9 @@ from nemo_gym.testing import (  # noqa: F401  (re-exported: the tests import the
 from tests.upstream_script import ModelRoles, fresh_model
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+GYM_CLI = Path(sys.executable).parent / "gym"
+# Generous: a `gym` command is a whole subprocess (often a deployment), slow on a busy machine.
+GYM_CLI_TIMEOUT_S = 180
 NEVER_PRINTED = "\0never printed\0"
 
 
@@ -372,3 +375,16 @@ def script_the_attempt_schedule(monkeypatch: Any, answers: list[float | None]) -
 
     monkeypatch.setattr(RetryPolicy, "next_delay", next_delay)
     return asked
+
+
+def run_gym(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`gym <args>` in `cwd` as a user runs it (this venv's entry point), output captured; `env` on top of
+    this process's environment."""
+    return subprocess.run(
+        [str(GYM_CLI), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=GYM_CLI_TIMEOUT_S,
+        env={**os.environ, **(env or {})},
+    )

@@ -5,36 +5,22 @@ a closed port); and `gym eval run` stopping before any rollout when the check fa
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from nemo_gym.http.upstream import DEFAULT_MAX_ATTEMPTS
 from tests.helpers import REPO_ROOT, one_line_error, running_deployment
+from tests.helpers import run_gym as gym
 from tests.shared_fixtures import closed_port
 
-BIN = Path(sys.executable).parent
 REPLAY = ("--resources-server", "mcqa", "--model-type", "replay_model")
 FIRST_MCQA_ROW = json.loads(
     (REPO_ROOT / "resources_servers/mcqa/data/example.jsonl").read_text().splitlines()[0]
 )
 AGENT_DATASETS = "++mcqa_simple_agent.responses_api_agents.simple_agent.datasets"
 ATTEMPTS = re.compile(r"after (\d+) attempt\(s\)")
-
-
-def gym(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(BIN / "gym"), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def check_lines(stdout: str) -> list[str]:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import REPO_ROOT, one_line_error, process_alive, running_deployment
+from tests.helpers import run_gym as gym
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
 
 BIN = Path(sys.executable).parent
@@ -20,17 +20,6 @@ MCQA_DATA = REPO_ROOT / "resources_servers/mcqa/data"
 MCQA_ROWS = [json.loads(line) for line in (MCQA_DATA / "example.jsonl").read_text().splitlines()]
 MCQA_RECORDED = [json.loads(line) for line in (MCQA_DATA / "example_rollouts.jsonl").read_text().splitlines()]
 TABLE_ROW = re.compile(r"^(\S+)\s+\S+\s+\S+\s+http://127\.0\.0\.1:(\d+)\s+(\d+)$")
-
-
-def gym(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(BIN / "gym"), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def question(row: dict) -> str:

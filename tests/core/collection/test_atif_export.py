@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,17 +13,11 @@ import pytest
 from nemo_gym.collection.atif_mapping import response_of, trajectory_of
 from nemo_gym.wire.atif_v1_7 import ATIF_SCHEMA_VERSION, AtifTrajectory
 from tests.helpers import REPO_ROOT, one_line_error, running_deployment
+from tests.helpers import run_gym as gym
 
-BIN = Path(sys.executable).parent
 SHIPPED_ROLLOUTS = sorted(REPO_ROOT.glob("resources_servers/*/data/example_rollouts.jsonl"))
 STATEFUL = "resources_servers/example_session_state_mgmt"
 EXPORT = ("eval", "export", "--format", "atif", "--session-id", "run-7", "--agent-version", "2.10")
-
-
-def gym(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(BIN / "gym"), *args], cwd=cwd, capture_output=True, text=True, timeout=120, env=os.environ.copy()
-    )
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -5,23 +5,13 @@ a task is unhealthy; its command-line mistakes are one line."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from nemo_gym.rollout_health import LINES_PER_WORKER_CHUNK, NOT_IMPLEMENTED, run_health_checks
 from tests.helpers import one_line_error
-
-BIN = Path(sys.executable).parent
-
-
-def gym(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(BIN / "gym"), *args], cwd=cwd, capture_output=True, text=True, timeout=120, env=dict(os.environ)
-    )
+from tests.helpers import run_gym as gym
 
 
 def rollout(task: int, index: int, **response: object) -> dict:

@@ -5,28 +5,20 @@ the same noise, written in the shape of those real rows, must not."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import REPO_ROOT, one_line_error
+from tests.helpers import run_gym as gym
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model
 
-BIN = Path(sys.executable).parent
 AGENT = "mcqa_simple_agent"
 TASKS = 30
 SEED = 33
 MCQA_ROW = json.loads((REPO_ROOT / "resources_servers/mcqa/data/example.jsonl").read_text().splitlines()[0])
-
-
-def gym(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(BIN / "gym"), *args], cwd=cwd, capture_output=True, text=True, timeout=180, env=dict(os.environ)
-    )
 
 
 def read_jsonl(path: Path) -> list[dict]:
