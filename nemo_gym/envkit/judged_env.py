@@ -1,12 +1,15 @@
 """What environments grading with an LLM judge share around `nemo_gym.envkit.judge`: their config, the judge asked
 with a filled prompt and read by a parser, what a failed judgment puts in the verify answer, the checks and
-headline metrics."""
+headline metrics, and the resources server built on them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
+
+from fastapi import FastAPI
+from pydantic import PrivateAttr
 
 from nemo_gym.config.server_refs import ModelServerRef
 from nemo_gym.envkit.judge import (
@@ -17,10 +20,11 @@ from nemo_gym.envkit.judge import (
     JudgeFailed,
     JudgeFailure,
     Unusable,
+    judge_failure_metrics,
     last_assistant_text,
 )
 from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
-from nemo_gym.serving.resources_server import BaseResourcesServerConfig
+from nemo_gym.serving.resources_server import BaseResourcesServerConfig, SimpleResourcesServer
 from nemo_gym.serving.servers import SimpleServer
 from nemo_gym.wire.responses import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming, assistant_texts
 
@@ -143,3 +147,26 @@ def judged_key_metrics(
     return pass_at_k_key_metrics(
         agent_metrics, leading=(*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY), best_of=best_of
     )
+
+
+class JudgedResourcesServer(SimpleResourcesServer):
+    """A resources server that grades with the judge its config names (a `JudgedEnvConfig`).
+
+    The judge is built when the server starts (`self._judge`, a `PromptJudge`); `/aggregate_metrics` adds
+    `judge_failure_rate` and `judge_failures/<kind>` to the environment's own `compute_metrics`, and the
+    headline is `judged_key_metrics` over the `key_metric_best_of` families."""
+
+    config: JudgedEnvConfig
+    key_metric_best_of: ClassVar[tuple[str, ...]] = ("pass@{k}",)
+    _judge: PromptJudge = PrivateAttr()
+
+    def setup_webserver(self) -> FastAPI:
+        app = super().setup_webserver()
+        self._judge = PromptJudge.of(self)
+        return app
+
+    def kit_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        return judge_failure_metrics(tasks)
+
+    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
+        return judged_key_metrics(agent_metrics, self.key_metric_best_of)

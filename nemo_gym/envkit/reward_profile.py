@@ -384,14 +384,13 @@ class AggregateMetricsMixin:
             **failure_counts(verify_responses),
             **across_repeats(repeats),
         }
-        extra = dict(self.compute_metrics([rollouts for rollouts in successes.values() if rollouts]))
+        measured_tasks = [rollouts for rollouts in successes.values() if rollouts]
+        extra = {**self.compute_metrics(measured_tasks), **self.kit_metrics(measured_tasks)}
         groups_by_task = {group[TASK_INDEX_KEY]: group for group in group_level_metrics}
         for per_task in extra.pop("per_task_metrics", []):
             groups_by_task.get(per_task.get(TASK_INDEX_KEY), {}).update(per_task)
         agent_metrics.update(extra)
-        agent_metrics.update(
-            self.compute_repeat_metrics([rollouts for rollouts in successes.values() if rollouts])
-        )
+        agent_metrics.update(self.compute_repeat_metrics(measured_tasks))
         agent_metrics.update(coverage)
         return AggregateMetrics(
             group_level_metrics=group_level_metrics,
@@ -407,6 +406,12 @@ class AggregateMetricsMixin:
         into the per-task groups by `_ng_task_index`. Default: the declared `pass_at_k` metrics, if any.
         """
         return self.pass_at_k.compute(tasks) if self.pass_at_k is not None else {}
+
+    def kit_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        """What a kit base class measures for every environment built on it (a judged server: its judge's
+        failures), over the same tasks as `compute_metrics` and merged after it, so an environment that
+        overrides `compute_metrics` cannot drop them. Default: nothing."""
+        return {}
 
     def compute_repeat_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """NeMo Gym 0.7's hook for an environment's own repeat-level metrics (merged into the agent

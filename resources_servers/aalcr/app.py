@@ -21,14 +21,12 @@ from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_vali
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.judge import (
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
@@ -106,9 +104,8 @@ class AalcrVerifyResponse(BaseVerifyResponse):
 GRADING_FIELDS = set(AalcrVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
 
 
-class AalcrResourcesServer(SimpleResourcesServer):
+class AalcrResourcesServer(JudgedResourcesServer):
     config: AalcrConfig
-    _judge: PromptJudge = PrivateAttr()
     _system: str | None = PrivateAttr()
     _user: str = PrivateAttr()
 
@@ -116,7 +113,6 @@ class AalcrResourcesServer(SimpleResourcesServer):
         app = super().setup_webserver()
         path = self.config.judge_prompt_path or DEFAULT_PROMPTS[self.config.judge_protocol]
         self._system, self._user = load_prompts(FOLDER, path)
-        self._judge = PromptJudge.of(self)
         return app
 
     def _unreadable(self, response: NeMoGymResponse) -> str | None:
@@ -183,10 +179,7 @@ class AalcrResourcesServer(SimpleResourcesServer):
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return {**aalcr_metrics(tasks), **judge_failure_metrics(tasks)}
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return judged_key_metrics(agent_metrics)
+        return aalcr_metrics(tasks)
 
 
 if __name__ == "__main__":

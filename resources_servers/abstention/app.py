@@ -17,14 +17,12 @@ from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.judge import (
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from resources_servers.abstention.abstention_grading import (
@@ -104,9 +102,8 @@ class AbstentionVerifyResponse(BaseVerifyResponse):
 GRADING_FIELDS = set(AbstentionVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
 
 
-class AbstentionResourcesServer(SimpleResourcesServer):
+class AbstentionResourcesServer(JudgedResourcesServer):
     config: AbstentionConfig
-    _judge: PromptJudge = PrivateAttr()
     _prompt: str = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
@@ -115,7 +112,6 @@ class AbstentionResourcesServer(SimpleResourcesServer):
             self._prompt = checked_template(self.config.judge_prompt_template, "judge_prompt_template")
         else:
             self._prompt = load_prompt(FOLDER, self.config.judge_prompt_path)
-        self._judge = PromptJudge.of(self)
         return app
 
     def _reward(self, verdict: Verdict) -> float:
@@ -163,10 +159,7 @@ class AbstentionResourcesServer(SimpleResourcesServer):
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return {**abstention_metrics(tasks), **judge_failure_metrics(tasks)}
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return judged_key_metrics(agent_metrics)
+        return abstention_metrics(tasks)
 
 
 if __name__ == "__main__":

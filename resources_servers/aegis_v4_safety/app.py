@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
-from pydantic import ConfigDict, PrivateAttr
+from pydantic import ConfigDict
 
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.envkit.pass_at_k_metrics import (
     TOKEN_MEANS,
     compute_pass_majority_metrics,
@@ -30,7 +28,6 @@ from nemo_gym.judge import (
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from nemo_gym.openai_utils import NeMoGymResponse
@@ -131,14 +128,8 @@ def classified_prompt(params: Any) -> tuple[dict[str, Any] | None, str | None]:
     return {"role": "user", "content": [*images, {"type": "input_text", "text": "\n".join(texts)}]}, None
 
 
-class AegisV4SafetyResourcesServer(SimpleResourcesServer):
+class AegisV4SafetyResourcesServer(JudgedResourcesServer):
     config: AegisV4SafetyConfig
-    _judge: PromptJudge = PrivateAttr()
-
-    def setup_webserver(self) -> FastAPI:
-        app = super().setup_webserver()
-        self._judge = PromptJudge.of(self)
-        return app
 
     async def verify(self, body: AegisV4SafetyVerifyRequest) -> AegisV4SafetyVerifyResponse:
         """reward_if_safe / reward_if_unsafe by the classifier's response label; reward_if_unresolved
@@ -200,7 +191,7 @@ class AegisV4SafetyResourcesServer(SimpleResourcesServer):
                 "aegis/user_unsafe_rate_resolved": share("unsafe", "user_safety"),
             }
         )
-        return {**metrics, **judge_failure_metrics(tasks)}
+        return metrics
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         return pass_at_k_key_metrics(

@@ -12,21 +12,18 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from nemo_gym.sandbox import SandboxLimits, SandboxSlots
@@ -104,19 +101,13 @@ class AgentIFVerifyResponse(BaseVerifyResponse):
 GRADING_FIELDS = set(AgentIFVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
 
 
-class AgentIFResourcesServer(SimpleResourcesServer):
+class AgentIFResourcesServer(JudgedResourcesServer):
     config: AgentIFConfig
-    _judge: PromptJudge = PrivateAttr()
     _sandbox: SandboxSlots = PrivateAttr()
 
     def model_post_init(self, context: object) -> None:
         super().model_post_init(context)
         self._sandbox = SandboxSlots(self.config.sandbox, self.config.checker_processes)
-
-    def setup_webserver(self) -> FastAPI:
-        app = super().setup_webserver()
-        self._judge = PromptJudge.of(self)
-        return app
 
     async def _ask(self, prompt: str, evaluations: list[JudgeEvaluation]) -> str:
         judgment = await self._judge.ask(prompt, parse_yes_no, missing="has no YES or NO")
@@ -197,7 +188,7 @@ class AgentIFResourcesServer(SimpleResourcesServer):
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return {**agentif_metrics(tasks), **judge_failure_metrics(tasks)}
+        return agentif_metrics(tasks)
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         keys = ("isr", "csr", "mean_reward", JUDGE_FAILURE_RATE_KEY)

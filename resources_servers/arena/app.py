@@ -12,15 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field
 
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
 from nemo_gym.config_types import ConfigError
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.envkit.pass_at_k_metrics import (
     TOKEN_MEANS,
     compute_pass_majority_metrics,
@@ -31,7 +30,6 @@ from nemo_gym.judge import (
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from resources_servers.arena.pairwise import (
@@ -106,9 +104,8 @@ def game_fields(games: list[PairwiseGame]) -> dict[str, Any]:
     }
 
 
-class ArenaResourcesServer(SimpleResourcesServer):
+class ArenaResourcesServer(JudgedResourcesServer):
     config: ArenaConfig
-    _judge: PromptJudge = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
@@ -116,7 +113,6 @@ class ArenaResourcesServer(SimpleResourcesServer):
         check_template(self.config.judge_system_message, "judge_system_message")
         for category, message in self.config.judge_system_message_by_category.items():
             check_template(message, f"judge_system_message_by_category.{category}")
-        self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: ArenaVerifyRequest) -> ArenaVerifyResponse:
@@ -160,7 +156,7 @@ class ArenaResourcesServer(SimpleResourcesServer):
         metrics, *_ = compute_pass_majority_metrics([task for task in graded if task], score_fn=arena_scores)
         config = self.config
         elo = arena_elo_metrics(tasks, config.verdict_weight, config.bootstrap_rounds, config.bootstrap_seed)
-        return {**metrics, **elo, **judge_failure_metrics(tasks)}
+        return {**metrics, **elo}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         return pass_at_k_key_metrics(

@@ -21,10 +21,9 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
 from nemo_gym.config_types import ConfigError
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.envkit.pass_at_k_metrics import (
     TOKEN_MEANS,
     compute_pass_majority_metrics,
@@ -36,7 +35,6 @@ from nemo_gym.judge import (
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from resources_servers.arena.app import ELO_KEYS, check_template, game_fields
@@ -109,9 +107,8 @@ def sanitize(text: str) -> str:
     return cleaned.encode("utf-8", errors="replace").decode("utf-8")
 
 
-class ArenaJudgeResourcesServer(SimpleResourcesServer):
+class ArenaJudgeResourcesServer(JudgedResourcesServer):
     config: ArenaJudgeConfig
-    _judge: PromptJudge = PrivateAttr()
     _prompts: dict[str, tuple[str | None, str]] = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
@@ -124,7 +121,6 @@ class ArenaJudgeResourcesServer(SimpleResourcesServer):
                 f"default_category {self.config.default_category!r} has no prompt in judge_prompt_paths "
                 f"({sorted(self._prompts)})"
             )
-        self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: ArenaJudgeVerifyRequest) -> ArenaJudgeVerifyResponse:
@@ -176,7 +172,7 @@ class ArenaJudgeResourcesServer(SimpleResourcesServer):
                 tasks, STRONG_WEIGHT, config.arena_elo_bootstrap_rounds, config.arena_elo_bootstrap_seed
             )
         )
-        return {**metrics, **judge_failure_metrics(tasks)}
+        return metrics
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         return pass_at_k_key_metrics(

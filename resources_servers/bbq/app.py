@@ -21,9 +21,8 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.envkit.pass_at_k_metrics import (
     compute_pass_majority_metrics,
     compute_subset_metrics,
@@ -32,7 +31,6 @@ from nemo_gym.judge import (
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
@@ -129,16 +127,14 @@ def policy_prompt(params: NeMoGymResponseCreateParamsNonStreaming) -> str:
     return "\n\n".join(texts)
 
 
-class BBQResourcesServer(SimpleResourcesServer):
+class BBQResourcesServer(JudgedResourcesServer):
     config: BBQConfig
-    _judge: PromptJudge = PrivateAttr()
     _templates: dict[str, dict[str, str]] = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._templates = load_templates(FOLDER, self.config.judge_prompt_templates_path)
         check_templates(self._templates)
-        self._judge = PromptJudge.of(self)
         return app
 
     def _params(
@@ -244,10 +240,7 @@ class BBQResourcesServer(SimpleResourcesServer):
             metrics, *_ = compute_pass_majority_metrics(graded, score_fn=bbq_scores)
             metrics.update(compute_subset_metrics(graded, "category", bbq_scores))
             metrics.update(compute_subset_metrics(graded, "context_condition", bbq_scores))
-        return {**metrics, **judge_failure_metrics(tasks)}
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return judged_key_metrics(agent_metrics)
+        return metrics
 
 
 if __name__ == "__main__":

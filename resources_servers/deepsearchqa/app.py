@@ -17,14 +17,12 @@ from pydantic import ConfigDict, PrivateAttr
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.judge import (
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from nemo_gym.openai_utils import NeMoGymResponse
@@ -81,15 +79,13 @@ def unreadable(response: NeMoGymResponse) -> str | None:
     return None
 
 
-class DeepSearchQAResourcesServer(SimpleResourcesServer):
+class DeepSearchQAResourcesServer(JudgedResourcesServer):
     config: DeepSearchQAConfig
-    _judge: PromptJudge = PrivateAttr()
     _prompt: PromptConfig = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._prompt = load_judge_prompt_file(FOLDER, self.config.judge_prompt_path, PLACEHOLDERS)
-        self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: DeepSearchQAVerifyRequest) -> DeepSearchQAVerifyResponse:
@@ -116,10 +112,7 @@ class DeepSearchQAResourcesServer(SimpleResourcesServer):
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return {**deepsearchqa_metrics(tasks), **judge_failure_metrics(tasks)}
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return judged_key_metrics(agent_metrics)
+        return deepsearchqa_metrics(tasks)
 
 
 if __name__ == "__main__":

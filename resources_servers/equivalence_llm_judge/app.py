@@ -18,15 +18,18 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, final_item_text, first_label
+from nemo_gym.envkit.judged_env import (
+    JudgedEnvConfig,
+    JudgedResourcesServer,
+    final_item_text,
+    first_label,
+)
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from nemo_gym.reward_profile import compute_pass_majority_metrics, default_key_metrics
@@ -88,15 +91,13 @@ class EquivalenceLLMJudgeVerifyResponse(BaseVerifyResponse):
     judge_failure: JudgeFailure | None = None
 
 
-class EquivalenceLLMJudgeResourcesServer(SimpleResourcesServer):
+class EquivalenceLLMJudgeResourcesServer(JudgedResourcesServer):
     config: EquivalenceLLMJudgeConfig
-    _judge: PromptJudge = PrivateAttr()
     _template: str = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._template = load_template(FOLDER, self.config.judge_prompt_template_fpath)
-        self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: EquivalenceLLMJudgeVerifyRequest) -> EquivalenceLLMJudgeVerifyResponse:
@@ -184,7 +185,7 @@ class EquivalenceLLMJudgeResourcesServer(SimpleResourcesServer):
         return label == self.config.judge_equal_label
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return {**compute_pass_majority_metrics(tasks)[0], **judge_failure_metrics(tasks)}
+        return compute_pass_majority_metrics(tasks)[0]
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         failure_rate = {key: agent_metrics[key] for key in (JUDGE_FAILURE_RATE_KEY,) if key in agent_metrics}

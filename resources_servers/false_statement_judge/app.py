@@ -17,14 +17,12 @@ from pydantic import ConfigDict, PrivateAttr, field_validator
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.judge import (
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from nemo_gym.openai_utils import NeMoGymResponse
@@ -77,15 +75,14 @@ def without_points(response: NeMoGymResponse) -> str | None:
     return points_problem(last_assistant_text(response))
 
 
-class FalseStatementJudgeServer(SimpleResourcesServer):
+class FalseStatementJudgeServer(JudgedResourcesServer):
     config: FalseStatementJudgeConfig
-    _judge: PromptJudge = PrivateAttr()
+    key_metric_best_of = ()
     _prompt: str = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._prompt = load_prompt(FOLDER, self.config.judge_prompt_path)
-        self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: FalseStatementVerifyRequest) -> FalseStatementVerifyResponse:
@@ -113,10 +110,7 @@ class FalseStatementJudgeServer(SimpleResourcesServer):
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return {**false_statement_metrics(tasks), **judge_failure_metrics(tasks)}
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return judged_key_metrics(agent_metrics, best_of=())
+        return false_statement_metrics(tasks)
 
 
 if __name__ == "__main__":

@@ -20,15 +20,13 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_vali
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.envkit.pass_at_k_metrics import PassAtK
 from nemo_gym.judge import (
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from nemo_gym.openai_utils import NeMoGymResponse
@@ -152,10 +150,10 @@ def rollout_scores(rollout: dict[str, Any]) -> dict[str, float]:
     return scores
 
 
-class FrontierScienceJudgeServer(SimpleResourcesServer):
+class FrontierScienceJudgeServer(JudgedResourcesServer):
     config: FrontierScienceConfig
+    key_metric_best_of = ("pass@{k}", "majority@{k}")
     pass_at_k = PassAtK(answer_key="extracted_answer", score_fn=rollout_scores, subset_key="subject")
-    _judge: PromptJudge = PrivateAttr()
     _prompt: PromptConfig = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
@@ -163,7 +161,6 @@ class FrontierScienceJudgeServer(SimpleResourcesServer):
         self._prompt = load_judge_prompt(
             self.config.judge_prompt_path or DEFAULT_PROMPTS[self.config.judge_mode]
         )
-        self._judge = PromptJudge.of(self)
         return app
 
     def _unreadable(self, response: NeMoGymResponse) -> str | None:
@@ -219,12 +216,6 @@ class FrontierScienceJudgeServer(SimpleResourcesServer):
             invalid_judge_response=invalid,
             judge_evaluations=[judgment.evaluation],
         )
-
-    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return {**super().compute_metrics(tasks), **judge_failure_metrics(tasks)}
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return judged_key_metrics(agent_metrics, best_of=("pass@{k}", "majority@{k}"))
 
 
 if __name__ == "__main__":

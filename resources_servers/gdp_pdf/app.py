@@ -20,16 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, highest_k_metrics
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from nemo_gym.openai_utils import NeMoGymResponse
@@ -123,15 +121,13 @@ def without_verdict(response: NeMoGymResponse) -> str | None:
     return None
 
 
-class GdpPdfResourcesServer(SimpleResourcesServer):
+class GdpPdfResourcesServer(JudgedResourcesServer):
     config: GdpPdfConfig
-    _judge: PromptJudge = PrivateAttr()
     _prompt: str = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._prompt = load_prompt(FOLDER, self.config.judge_prompt_path)
-        self._judge = PromptJudge.of(self)
         return app
 
     async def _judge_criterion(
@@ -225,7 +221,7 @@ class GdpPdfResourcesServer(SimpleResourcesServer):
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return {**gdp_pdf_metrics(tasks), **judge_failure_metrics(tasks)}
+        return gdp_pdf_metrics(tasks)
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         key = {

@@ -20,9 +20,8 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.envkit.pass_at_k_metrics import (
     TOKEN_MEANS,
     compute_pass_majority_metrics,
@@ -34,7 +33,6 @@ from nemo_gym.judge import (
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from nemo_gym.openai_utils import NeMoGymResponse
@@ -109,15 +107,13 @@ def without_scores(response: NeMoGymResponse) -> str | None:
     return scores if isinstance(scores, str) else None
 
 
-class GDPValResourcesServer(SimpleResourcesServer):
+class GDPValResourcesServer(JudgedResourcesServer):
     config: GDPValConfig
-    _judge: PromptJudge = PrivateAttr()
     _prompt: str = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._prompt = load_prompt(FOLDER, self.config.judge_prompt_template_fpath)
-        self._judge = PromptJudge.of(self)
         return app
 
     def _limits(self) -> Limits:
@@ -224,7 +220,7 @@ class GDPValResourcesServer(SimpleResourcesServer):
             r.get("deliverable_status") in ("missing", "unreadable", "empty", "timeout") for r in rollouts
         )
         metrics["deliverable_unread_rate"] = unread / len(rollouts) if rollouts else 0.0
-        return {**metrics, **judge_failure_metrics(tasks)}
+        return metrics
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         return pass_at_k_key_metrics(

@@ -20,9 +20,12 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics, unusable_unless
+from nemo_gym.envkit.judged_env import (
+    JudgedEnvConfig,
+    JudgedResourcesServer,
+    unusable_unless,
+)
 from nemo_gym.envkit.pass_at_k_metrics import (
     compute_pass_majority_metrics,
     compute_subset_metrics,
@@ -31,7 +34,6 @@ from nemo_gym.judge import (
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from nemo_gym.prompt import PromptConfig, fill_prompt
@@ -111,16 +113,15 @@ def rollout_scores(rollout: dict[str, Any]) -> dict[str, float]:
     return scores
 
 
-class ImoProofBenchJudgeServer(SimpleResourcesServer):
+class ImoProofBenchJudgeServer(JudgedResourcesServer):
     config: ImoProofBenchConfig
-    _judge: PromptJudge = PrivateAttr()
+    key_metric_best_of = ("pass@{k}", "majority@{k}")
     _prompt: PromptConfig = PrivateAttr()
     _library: LibraryGrader = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._prompt = load_judge_prompt(FOLDER, self.config.judge_prompt_path)
-        self._judge = PromptJudge.of(self)
         self._library = LibraryGrader(
             self.config.grading_timeout_s, self.config.library_verifier_max_concurrency
         )
@@ -165,10 +166,7 @@ class ImoProofBenchJudgeServer(SimpleResourcesServer):
         metrics = compute_pass_majority_metrics(tasks, rollout_scores, "extracted_answer")[0]
         for subset_key in SUBSET_KEYS:
             metrics.update(compute_subset_metrics(tasks, subset_key, rollout_scores, "extracted_answer"))
-        return {**metrics, **judge_failure_metrics(tasks)}
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return judged_key_metrics(agent_metrics, best_of=("pass@{k}", "majority@{k}"))
+        return metrics
 
 
 if __name__ == "__main__":

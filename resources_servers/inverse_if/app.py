@@ -15,19 +15,16 @@ import json
 import re
 from typing import Any
 
-from fastapi import FastAPI
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.judge import (
     JudgeEvaluation,
     JudgeFailure,
-    judge_failure_metrics,
 )
 from resources_servers.multichallenge.rubric_grading import (
     AggregationMode,
@@ -143,14 +140,8 @@ def read_result(text: str) -> tuple[str, str | None] | None:
     return None if word is None else (word, None)
 
 
-class InverseIFServer(SimpleResourcesServer):
+class InverseIFServer(JudgedResourcesServer):
     config: InverseIFConfig
-    _judge: PromptJudge = PrivateAttr()
-
-    def setup_webserver(self) -> FastAPI:
-        app = super().setup_webserver()
-        self._judge = PromptJudge.of(self)
-        return app
 
     def item_call(self, body: InverseIFVerifyRequest, criterion: Criterion, answer: str) -> ItemCall:
         template = body.judge_prompt_template or self.config.default_judge_prompt_template
@@ -198,10 +189,7 @@ class InverseIFServer(SimpleResourcesServer):
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """Overall and per taxonomy axis (`metadata.l1_taxonomy`), plus the judge failures."""
-        return {**rubric_metrics(tasks, metadata_axis("l1_taxonomy")), **judge_failure_metrics(tasks)}
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return judged_key_metrics(agent_metrics)
+        return rubric_metrics(tasks, metadata_axis("l1_taxonomy"))
 
 
 if __name__ == "__main__":

@@ -21,10 +21,9 @@ from pydantic import ConfigDict, PrivateAttr, field_validator
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
 from nemo_gym.config_types import ConfigError
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, unusable_unless
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer, unusable_unless
 from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, select_key_metrics
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
@@ -32,7 +31,6 @@ from nemo_gym.judge import (
     JudgeFailed,
     JudgeFailure,
     Unusable,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from resources_servers.jailbreak_detection.verifiers import (
@@ -141,9 +139,8 @@ def without_label(verifier: Verifier) -> Unusable:
     return unusable_unless(verifier.read, f"has neither {labels}", from_end=True)
 
 
-class JailbreakDetectionResourcesServer(SimpleResourcesServer):
+class JailbreakDetectionResourcesServer(JudgedResourcesServer):
     config: JailbreakDetectionConfig
-    _judge: PromptJudge = PrivateAttr()
     _templates: VerifierTemplates = PrivateAttr()
     _legacy: list[tuple[str, Verifier]] = PrivateAttr()
 
@@ -151,7 +148,6 @@ class JailbreakDetectionResourcesServer(SimpleResourcesServer):
         app = super().setup_webserver()
         self._templates = load_templates(FOLDER, self.config.policy_verifier_templates_path)
         self._legacy = self._legacy_verifiers()
-        self._judge = PromptJudge.of(self)
         return app
 
     def _legacy_verifiers(self) -> list[tuple[str, Verifier]]:
@@ -232,9 +228,6 @@ class JailbreakDetectionResourcesServer(SimpleResourcesServer):
             judge_evaluations=evaluations,
             **{field: rewards.get(name) for name, field in REWARD_FIELDS.items()},
         )
-
-    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return judge_failure_metrics(tasks)
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         patterns = [

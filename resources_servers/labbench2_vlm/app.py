@@ -18,14 +18,12 @@ from pydantic import ConfigDict, PrivateAttr
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.judge import (
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from nemo_gym.openai_utils import NeMoGymResponseCreateParamsNonStreaming
@@ -89,9 +87,8 @@ def question_text(params: NeMoGymResponseCreateParamsNonStreaming) -> str:
     return ""
 
 
-class LabbenchVLMResourcesServer(SimpleResourcesServer):
+class LabbenchVLMResourcesServer(JudgedResourcesServer):
     config: LabbenchVLMConfig
-    _judge: PromptJudge = PrivateAttr()
     _plain_prompt: str = PrivateAttr()
     _protocol_prompt: str = PrivateAttr()
 
@@ -106,7 +103,6 @@ class LabbenchVLMResourcesServer(SimpleResourcesServer):
             "judge_prompt_template_protocol_fpath",
             PROTOCOL_FIELDS,
         )
-        self._judge = PromptJudge.of(self)
         return app
 
     def _read_verdict(self, text: str) -> Verdict | None:
@@ -153,10 +149,7 @@ class LabbenchVLMResourcesServer(SimpleResourcesServer):
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return {**labbench_metrics(tasks), **judge_failure_metrics(tasks)}
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return judged_key_metrics(agent_metrics)
+        return labbench_metrics(tasks)
 
 
 if __name__ == "__main__":

@@ -18,15 +18,13 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from resources_servers.longmemeval.longmemeval_grading import (
@@ -90,15 +88,13 @@ class LongMemEvalVerifyResponse(BaseVerifyResponse):
 GRADING_FIELDS = set(LongMemEvalVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
 
 
-class LongMemEvalResourcesServer(SimpleResourcesServer):
+class LongMemEvalResourcesServer(JudgedResourcesServer):
     config: LongMemEvalConfig
-    _judge: PromptJudge = PrivateAttr()
     _prompts: dict[str, str] = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._prompts = load_prompts(FOLDER, self.config.judge_prompt_paths)
-        self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: LongMemEvalVerifyRequest) -> LongMemEvalVerifyResponse:
@@ -133,7 +129,7 @@ class LongMemEvalResourcesServer(SimpleResourcesServer):
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return {**longmemeval_metrics(tasks), **judge_failure_metrics(tasks)}
+        return longmemeval_metrics(tasks)
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         keys = ("accuracy", "abstention/accuracy", JUDGE_FAILURE_RATE_KEY)

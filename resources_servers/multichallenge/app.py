@@ -12,19 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.judge import (
     JudgeEvaluation,
     JudgeFailure,
-    judge_failure_metrics,
 )
 from resources_servers.multichallenge.rubric_grading import (
     AggregationMode,
@@ -127,14 +124,8 @@ def item_score(verdict: str, pass_criteria: str) -> float:
     return float(verdict == (wanted if wanted in ("YES", "NO") else "YES"))
 
 
-class MultiChallengeServer(SimpleResourcesServer):
+class MultiChallengeServer(JudgedResourcesServer):
     config: MultiChallengeConfig
-    _judge: PromptJudge = PrivateAttr()
-
-    def setup_webserver(self) -> FastAPI:
-        app = super().setup_webserver()
-        self._judge = PromptJudge.of(self)
-        return app
 
     def item_call(self, item: RubricItem, context: str, answer: str) -> ItemCall:
         cfg = self.config
@@ -177,10 +168,7 @@ class MultiChallengeServer(SimpleResourcesServer):
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """Overall and per challenge axis (`metadata.challenge`), plus the judge failures."""
-        return {**rubric_metrics(tasks, metadata_axis("challenge")), **judge_failure_metrics(tasks)}
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return judged_key_metrics(agent_metrics)
+        return rubric_metrics(tasks, metadata_axis("challenge"))
 
 
 if __name__ == "__main__":

@@ -18,14 +18,12 @@ from pydantic import ConfigDict, PrivateAttr, field_validator
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.judge import (
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from resources_servers.omniscience.omniscience_grading import (
@@ -85,15 +83,13 @@ class OmniscienceVerifyResponse(BaseVerifyResponse):
 GRADING_FIELDS = set(OmniscienceVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
 
 
-class OmniscienceResourcesServer(SimpleResourcesServer):
+class OmniscienceResourcesServer(JudgedResourcesServer):
     config: OmniscienceConfig
-    _judge: PromptJudge = PrivateAttr()
     _prompt: str = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._prompt = load_prompt(FOLDER, self.config.judge_prompt_path)
-        self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: OmniscienceVerifyRequest) -> OmniscienceVerifyResponse:
@@ -136,10 +132,7 @@ class OmniscienceResourcesServer(SimpleResourcesServer):
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return {**omniscience_metrics(tasks), **judge_failure_metrics(tasks)}
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return judged_key_metrics(agent_metrics)
+        return omniscience_metrics(tasks)
 
 
 if __name__ == "__main__":

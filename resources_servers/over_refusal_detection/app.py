@@ -11,22 +11,19 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import FastAPI
-from pydantic import ConfigDict, PrivateAttr, field_validator
+from pydantic import ConfigDict, field_validator
 
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from nemo_gym.openai_utils import NeMoGymResponseCreateParamsNonStreaming
@@ -140,14 +137,8 @@ def last_user_text(params: NeMoGymResponseCreateParamsNonStreaming) -> str:
 GRADING_FIELDS = set(OverRefusalDetectionVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
 
 
-class OverRefusalDetectionResourcesServer(SimpleResourcesServer):
+class OverRefusalDetectionResourcesServer(JudgedResourcesServer):
     config: OverRefusalDetectionConfig
-    _judge: PromptJudge = PrivateAttr()
-
-    def setup_webserver(self) -> FastAPI:
-        app = super().setup_webserver()
-        self._judge = PromptJudge.of(self)
-        return app
 
     async def verify(self, body: OverRefusalDetectionVerifyRequest) -> OverRefusalDetectionVerifyResponse:
         """The reward of the judge's label (complied / refused / neither); 0.0 for an empty reply."""
@@ -183,7 +174,7 @@ class OverRefusalDetectionResourcesServer(SimpleResourcesServer):
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return {**over_refusal_metrics(tasks), **judge_failure_metrics(tasks)}
+        return over_refusal_metrics(tasks)
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         leading = (*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY, "refusal_rate", "unclear_rate")

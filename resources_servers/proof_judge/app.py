@@ -20,15 +20,13 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.envkit.pass_at_k_metrics import PassAtK
 from nemo_gym.judge import (
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from nemo_gym.prompt import PromptConfig, fill_prompt, load_judge_prompt_file
@@ -93,9 +91,8 @@ def rollout_scores(rollout: dict[str, Any]) -> dict[str, float]:
 PASS_AT_K = PassAtK(score_fn=rollout_scores)
 
 
-class ProofJudgeResourcesServer(SimpleResourcesServer):
+class ProofJudgeResourcesServer(JudgedResourcesServer):
     config: ProofJudgeConfig
-    _judge: PromptJudge = PrivateAttr()
     _verifier_prompt: PromptConfig = PrivateAttr()
     _meta_verifier_prompt: PromptConfig = PrivateAttr()
 
@@ -107,7 +104,6 @@ class ProofJudgeResourcesServer(SimpleResourcesServer):
         self._meta_verifier_prompt = load_judge_prompt_file(
             FOLDER, self.config.meta_verifier_prompt_path, META_VERIFIER_FIELDS
         )
-        self._judge = PromptJudge.of(self)
         return app
 
     async def _score(
@@ -156,10 +152,7 @@ class ProofJudgeResourcesServer(SimpleResourcesServer):
         return ProofJudgeVerifyResponse(**graded, **found, reward=reward, judge_evaluations=evaluations)
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return {**PASS_AT_K.compute(tasks), **judge_failure_metrics(tasks)}
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return judged_key_metrics(agent_metrics)
+        return PASS_AT_K.compute(tasks)
 
 
 if __name__ == "__main__":

@@ -20,15 +20,13 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.envkit.pass_at_k_metrics import PassAtK
 from nemo_gym.judge import (
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from nemo_gym.prompt import PromptConfig, fill_prompt, load_judge_prompt_file
@@ -102,9 +100,9 @@ def rollout_scores(rollout: dict[str, Any]) -> dict[str, float]:
 PASS_AT_K = PassAtK(score_fn=rollout_scores, answer_key="predicted_score")
 
 
-class ProofVerificationResourcesServer(SimpleResourcesServer):
+class ProofVerificationResourcesServer(JudgedResourcesServer):
     config: ProofVerificationConfig
-    _judge: PromptJudge = PrivateAttr()
+    key_metric_best_of = ("pass@{k}", "majority@{k}")
     _meta_verifier_prompt: PromptConfig = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
@@ -112,7 +110,6 @@ class ProofVerificationResourcesServer(SimpleResourcesServer):
         self._meta_verifier_prompt = load_judge_prompt_file(
             FOLDER, self.config.meta_verifier_prompt_path, META_VERIFIER_FIELDS
         )
-        self._judge = PromptJudge.of(self)
         return app
 
     def _read_answer(self, body: ProofVerificationVerifyRequest) -> tuple[str, float] | str:
@@ -162,10 +159,7 @@ class ProofVerificationResourcesServer(SimpleResourcesServer):
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return {**PASS_AT_K.compute(tasks), **judge_failure_metrics(tasks)}
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return judged_key_metrics(agent_metrics, best_of=("pass@{k}", "majority@{k}"))
+        return PASS_AT_K.compute(tasks)
 
 
 if __name__ == "__main__":

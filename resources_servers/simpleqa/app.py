@@ -16,14 +16,12 @@ from pydantic import ConfigDict, PrivateAttr, field_validator
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.judge import (
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from resources_servers.simpleqa.simpleqa_grading import Verdict, load_prompt, parse_grade, simpleqa_metrics
@@ -70,15 +68,13 @@ class SimpleQAVerifyResponse(BaseVerifyResponse):
 GRADING_FIELDS = set(SimpleQAVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
 
 
-class SimpleQAResourcesServer(SimpleResourcesServer):
+class SimpleQAResourcesServer(JudgedResourcesServer):
     config: SimpleQAConfig
-    _judge: PromptJudge = PrivateAttr()
     _prompt: str = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._prompt = load_prompt(FOLDER, self.config.judge_prompt_path)
-        self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: SimpleQAVerifyRequest) -> SimpleQAVerifyResponse:
@@ -118,10 +114,7 @@ class SimpleQAResourcesServer(SimpleResourcesServer):
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return {**simpleqa_metrics(tasks), **judge_failure_metrics(tasks)}
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return judged_key_metrics(agent_metrics)
+        return simpleqa_metrics(tasks)
 
 
 if __name__ == "__main__":

@@ -21,15 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
+from nemo_gym.envkit.pass_at_k_metrics import select_key_metrics
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from nemo_gym.serving.cpu_pool import run_cpu_bound
@@ -165,16 +164,14 @@ def misaligned(source: str, is_misalignment_check: bool) -> bool:
     return source == "user" and is_misalignment_check
 
 
-class VerifIFResourcesServer(SimpleResourcesServer):
+class VerifIFResourcesServer(JudgedResourcesServer):
     config: VerifIFConfig
     key_metric_patterns = ("mean/*", "instruction_level_accuracy", JUDGE_FAILURE_RATE_KEY)
-    _judge: PromptJudge = PrivateAttr()
     _prompts: dict[str, str] = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._prompts = load_prompts(FOLDER, self.config.judge_prompt_path)
-        self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: VerifIFVerifyRequest) -> VerifIFVerifyResponse:
@@ -301,7 +298,7 @@ class VerifIFResourcesServer(SimpleResourcesServer):
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        """Instruction-level accuracy (checks passed over all checks, pooled) and the judge failure rate."""
+        """Instruction-level accuracy: checks passed over all checks, pooled."""
         verdicts = [
             verdict
             for rollouts in tasks
@@ -311,10 +308,11 @@ class VerifIFResourcesServer(SimpleResourcesServer):
             for verdict in rollout["follow_instruction_list"]
             if isinstance(verdict, bool)
         ]
-        metrics: dict[str, Any] = judge_failure_metrics(tasks)
-        if verdicts:
-            metrics["instruction_level_accuracy"] = statistics.fmean(verdicts)
-        return metrics
+        return {"instruction_level_accuracy": statistics.fmean(verdicts)} if verdicts else {}
+
+    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
+        """The entries `key_metric_patterns` names, not the judged headline: verifif has no pass@k."""
+        return select_key_metrics(agent_metrics, self.key_metric_patterns)
 
 
 if __name__ == "__main__":

@@ -23,14 +23,16 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge, judged_key_metrics, unusable_unless
+from nemo_gym.envkit.judged_env import (
+    JudgedEnvConfig,
+    JudgedResourcesServer,
+    unusable_unless,
+)
 from nemo_gym.judge import (
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from nemo_gym.openai_utils import NeMoGymResponse
@@ -161,9 +163,8 @@ class Grading:
         return [float(decisions[key] == 1) for key in keys]
 
 
-class WideSearchResourcesServer(SimpleResourcesServer):
+class WideSearchResourcesServer(JudgedResourcesServer):
     config: WideSearchConfig
-    _judge: PromptJudge = PrivateAttr()
     _alignment_prompt: PromptConfig = PrivateAttr()
     _column_prompt: PromptConfig = PrivateAttr()
 
@@ -176,7 +177,6 @@ class WideSearchResourcesServer(SimpleResourcesServer):
         self._column_prompt = load_judge_prompt_file(
             FOLDER, config.judge_column_prompt_path, COLUMN_PLACEHOLDERS
         )
-        self._judge = PromptJudge.of(self)
         parse_date("2020-01-01")  # loads dateparser's language data now, not in the first verify
         return app
 
@@ -266,10 +266,7 @@ class WideSearchResourcesServer(SimpleResourcesServer):
         return scores, message
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return {**widesearch_metrics(tasks), **judge_failure_metrics(tasks)}
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return judged_key_metrics(agent_metrics)
+        return widesearch_metrics(tasks)
 
 
 def first_per_key(rows: list[dict[str, str]], keys: list[str]) -> dict[tuple[str, ...], dict[str, str]]:

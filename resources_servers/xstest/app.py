@@ -18,17 +18,15 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 from nemo_gym.base_resources_server import (
     BaseVerifyRequest,
     BaseVerifyResponse,
-    SimpleResourcesServer,
 )
 from nemo_gym.config_types import ConfigError
-from nemo_gym.envkit.judged_env import JudgedEnvConfig, PromptJudge
+from nemo_gym.envkit.judged_env import JudgedEnvConfig, JudgedResourcesServer
 from nemo_gym.envkit.pass_at_k_metrics import TOKEN_MEANS, pass_at_k_key_metrics
 from nemo_gym.judge import (
     JUDGE_FAILURE_RATE_KEY,
     JudgeEvaluation,
     JudgeFailed,
     JudgeFailure,
-    judge_failure_metrics,
     last_assistant_text,
 )
 from nemo_gym.openai_utils import NeMoGymResponseCreateParamsNonStreaming
@@ -150,15 +148,13 @@ def last_user_text(params: NeMoGymResponseCreateParamsNonStreaming) -> str:
 GRADING_FIELDS = set(XSTestVerifyResponse.model_fields) - set(BaseVerifyRequest.model_fields)
 
 
-class XSTestResourcesServer(SimpleResourcesServer):
+class XSTestResourcesServer(JudgedResourcesServer):
     config: XSTestConfig
-    _judge: PromptJudge = PrivateAttr()
     _template: str = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         self._template = load_template(FOLDER, self.config.judge_prompt_template_fpath)
-        self._judge = PromptJudge.of(self)
         return app
 
     async def verify(self, body: XSTestVerifyRequest) -> XSTestVerifyResponse:
@@ -200,7 +196,7 @@ class XSTestResourcesServer(SimpleResourcesServer):
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return {**xstest_metrics(tasks), **judge_failure_metrics(tasks)}
+        return xstest_metrics(tasks)
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         leading = (*TOKEN_MEANS, JUDGE_FAILURE_RATE_KEY, "over_refusal_rate", "unsafe_compliance_rate")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from omegaconf import OmegaConf
 from pydantic import ValidationError
@@ -10,6 +12,7 @@ from nemo_gym.base_resources_server import SimpleResourcesServer
 from nemo_gym.config_types import BaseServerConfig
 from nemo_gym.envkit.judged_env import (
     JudgedEnvConfig,
+    JudgedResourcesServer,
     PromptJudge,
     final_item_text,
     first_label,
@@ -19,6 +22,7 @@ from nemo_gym.envkit.judged_env import (
 from nemo_gym.envkit.pass_at_k_metrics import pass_at_k_key_metrics
 from nemo_gym.judge import JUDGE_FAILURE_RATE_KEY, Judge, JudgeConfig, JudgeFailed, last_assistant_text
 from nemo_gym.openai_utils import NeMoGymResponse
+from nemo_gym.reward_profile import AggregateMetricsBody
 from nemo_gym.server_utils import ServerClient
 from nemo_gym.testing import message_item, response_with
 from tests.upstream_script import ScriptedUpstream, as_step, fresh_model
@@ -188,6 +192,52 @@ def test_a_server_judges_with_its_config_under_its_name(scripted_upstream):
     other = JudgeConfig(**judge_settings(fresh_model("simulator")))
     simulator = PromptJudge.of(server, other, "graded tool simulator")
     assert (simulator.config, simulator.judge.owner) == (other, "graded tool simulator")
+
+
+class AnsweringServer(JudgedResourcesServer):
+    """A judged environment whose own `compute_metrics` says nothing about its judge."""
+
+    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        return {"answered": sum(len(rollouts) for rollouts in tasks)}
+
+
+class MajorityServer(AnsweringServer):
+    key_metric_best_of = ("pass@{k}", "majority@{k}")
+
+
+def judged_rollout(task: int, index: int, reward: float, failure_kind: str | None = None) -> dict[str, Any]:
+    failure = {"kind": failure_kind, "message": "no verdict", "attempts": 2} if failure_kind else None
+    return {
+        "_ng_task_index": task,
+        "_ng_rollout_index": index,
+        "reward": reward,
+        "agent_ref": {"name": "a"},
+        "judge_failure": failure,
+    }
+
+
+@pytest.mark.parametrize("server_class", [AnsweringServer, MajorityServer])
+async def test_a_judged_server_builds_its_judge_and_adds_its_failures_to_the_environments_metrics(
+    scripted_upstream, server_class
+):
+    settings = {"host": "127.0.0.1", "port": 0, "entrypoint": "app.py", "name": "graded", "domain": "other"}
+    config = JudgedEnvConfig(**settings, **judge_settings(fresh_model("prompt-judge")))
+    server = server_class(config=config, server_client=server_client(scripted_upstream))
+    server.setup_webserver()
+    assert (server._judge.config, server._judge.judge.owner) == (config, "graded")
+    rollouts = [
+        judged_rollout(0, 0, 1.0),
+        judged_rollout(0, 1, 0.0, "timeout"),
+        judged_rollout(1, 0, 1.0),
+        judged_rollout(1, 1, 0.0, "bad_response"),
+    ]
+    metrics = await server.aggregate_metrics(AggregateMetricsBody(verify_responses=rollouts))
+    agent = metrics.agent_metrics
+    assert agent["answered"] == 4
+    assert (agent[JUDGE_FAILURE_RATE_KEY], agent["judge_failures/timeout"]) == (0.5, 1)
+    assert agent["judge_failures/bad_response"] == 1
+    assert metrics.key_metrics == judged_key_metrics(agent, server_class.key_metric_best_of)
+    assert JUDGE_FAILURE_RATE_KEY in metrics.key_metrics
 
 
 def test_a_judged_env_config_without_a_judge_model_server_is_refused():
