@@ -36,6 +36,7 @@ from nemo_gym.http.client import (
     request,
     response_cookies,
 )
+from nemo_gym.http.upstream import RATE_LIMIT_ERROR_CODES
 from nemo_gym.text.extraction import content_text
 
 try:  # the HTTP library of the installed openai: httpx2 from openai 3, httpx before
@@ -266,7 +267,10 @@ def openai_error(error: HTTPStatusError | RequestFailedError, url: str) -> opena
 
 
 class GymTokenClient:
-    """AsyncOpenAI-compatible client that records token data across the turns of its conversations."""
+    """AsyncOpenAI-compatible client that records token data across the turns of its conversations.
+
+    Like AsyncOpenAI, it retries a busy or unreachable server (429, 502, 503, 504, 520) with backoff, and
+    `max_retries` counts retries after the first attempt (0 = one attempt; None = Gym's default attempts)."""
 
     def __init__(
         self,
@@ -319,8 +323,9 @@ class GymTokenClient:
             raise RuntimeError("GymTokenClient is closed")
         policy = default_retry_policy()
         policy = policy.with_overrides(
-            max_attempts=self.max_retries or policy.max_attempts,
+            max_attempts=policy.max_attempts if self.max_retries is None else self.max_retries + 1,
             deadline_s=self.timeout_s or policy.deadline_s,
+            retry_statuses=RATE_LIMIT_ERROR_CODES,
         )
         url = f"{self.base_url}/chat/completions"
         try:

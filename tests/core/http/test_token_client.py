@@ -320,6 +320,19 @@ async def test_failures_are_openais_own_errors(tmp_path: Path, vllm_upstream: Vl
         await unreachable.chat.completions.create(messages=[QUESTION])
 
 
+@pytest.mark.parametrize("max_retries", [0, 1])
+async def test_max_retries_counts_retries_after_the_first_attempt_as_in_openai(
+    vllm_upstream: VllmUpstream, max_retries: int
+) -> None:
+    model = fresh_model("vllm")
+    unavailable = {"status": 503, "body": {"error": {"message": "warming up"}}}
+    vllm_upstream.script(model, [unavailable] * (max_retries + 2))
+    client = GymTokenClient(vllm_upstream.base_url, model=model, max_retries=max_retries)
+    with pytest.raises(openai.InternalServerError):
+        await client.chat.completions.create(messages=[QUESTION])
+    assert len(vllm_upstream.requests(model)) == max_retries + 1
+
+
 async def test_streaming_and_a_closed_client_are_refused() -> None:
     client = GymTokenClient("http://127.0.0.1:9/v1")
     with pytest.raises(ValueError, match="does not stream"):
