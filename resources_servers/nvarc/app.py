@@ -160,12 +160,8 @@ def run_outcome(run: SandboxResult) -> tuple[Grid | None, str | None, bool]:
 
 
 def _early_end(run: SandboxResult) -> str:
-    """Why the sandbox ended without a report."""
-    if run.timed_out:
-        return f"stopped at the {run.limit_hit} limit"
-    if run.signal is not None:
-        return f"killed by signal {run.signal}" + (f" ({run.limit_hit} limit)" if run.limit_hit else "")
-    return f"ended without a result (exit status {run.exit_code}): {run.stderr[-300:]}"
+    """Why the sandbox ended without a report: the sandbox's own words, or a clean exit that wrote none."""
+    return run.early_end() or f"ended without a result (exit status {run.exit_code}): {run.stderr[-300:]}"
 
 
 if __name__ == "__main__":
