@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import subprocess
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -26,22 +23,10 @@ import requests
 
 from nemo_gym.benchmarks import BENCHMARKS_SUBDIR, MIRROR_ENV, BenchmarkConfig
 from nemo_gym.testing import message_item, read_jsonl, response_with, run_server
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, run_gym
 
 TOKEN = "hf_benchmark_tests_secret"
-GYM = str(Path(sys.executable).parent / "gym")
 COMMAND_DEADLINE_S = 600
-
-
-def gym(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [GYM, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_DEADLINE_S,
-        env={**os.environ, **env},
-    )
 
 
 def jsonl_bytes(rows: Iterable[dict]) -> bytes:
@@ -125,12 +110,21 @@ def check_benchmark(
             **({MIRROR_ENV: mirror.url} if mirror else {}),
         }
         sources = [server for server in (hub, mirror) if server is not None]
-        first = gym("eval", "prepare", "--benchmark", name, *prepare_args, cwd=workdir, env=env)
+        first = run_gym(
+            "eval",
+            "prepare",
+            "--benchmark",
+            name,
+            *prepare_args,
+            cwd=workdir,
+            env=env,
+            timeout=COMMAND_DEADLINE_S,
+        )
         assert first.returncode == 0, first.stdout + first.stderr
         fetched = [requests.get(f"{server.url}/_requests", timeout=30).json() for server in sources]
         assert any(fetched), "the prepare script fetched nothing from the hub (or the file host)"
         cached = ("eval", "prepare", "--benchmark", name, "+use_cached_prepared_benchmarks=true")
-        again = gym(*cached, cwd=workdir, env=env)
+        again = run_gym(*cached, cwd=workdir, env=env, timeout=COMMAND_DEADLINE_S)
         assert again.returncode == 0, again.stderr
         assert "already prepared" in again.stdout
         assert [
@@ -141,8 +135,22 @@ def check_benchmark(
     replies = [reply(row) for row in rows[:-1]] + [wrong_reply]
     _record_replies(benchmark, prepared, replies, workdir, judge_turns)
     offline = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_OFFLINE": "1"}
-    run = gym("eval", "run", "--benchmark", name, "--model-type", "replay_model", "--replay", str(workdir / "recorded.jsonl"),
-              "-o", "results/rollouts.jsonl", *run_overrides, cwd=workdir, env=offline)  # fmt: skip
+    run = run_gym(
+        "eval",
+        "run",
+        "--benchmark",
+        name,
+        "--model-type",
+        "replay_model",
+        "--replay",
+        str(workdir / "recorded.jsonl"),
+        "-o",
+        "results/rollouts.jsonl",
+        *run_overrides,
+        cwd=workdir,
+        env=offline,
+        timeout=COMMAND_DEADLINE_S,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     rewards: dict[int, list[float]] = {}
     for result in read_jsonl(workdir / "results" / "rollouts.jsonl"):
@@ -183,8 +191,19 @@ def _record_replies(
     tasks = prepared
     if benchmark.dataset.prompt_config is not None:
         tasks = workdir / "rendered.jsonl"
-        rendered = gym("dataset", "render", "-i", str(prepared), "--prompt-config",
-                       str(benchmark.dataset.prompt_config), "-o", str(tasks), cwd=workdir, env={})  # fmt: skip
+        rendered = run_gym(
+            "dataset",
+            "render",
+            "-i",
+            str(prepared),
+            "--prompt-config",
+            str(benchmark.dataset.prompt_config),
+            "-o",
+            str(tasks),
+            cwd=workdir,
+            env={},
+            timeout=COMMAND_DEADLINE_S,
+        )
         assert rendered.returncode == 0, rendered.stderr
     recorded = []
     for row, text in zip(read_jsonl(tasks), replies, strict=True):

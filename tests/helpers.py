@@ -148,7 +148,7 @@ class RunningDeployment:
 
 
 def gym_command(*args: str) -> list[str]:
-    return [str(Path(sys.executable).parent / "gym"), *args]
+    return [str(GYM_CLI), *args]
 
 
 def process_alive(pid: int) -> bool:
@@ -377,14 +377,24 @@ def script_the_attempt_schedule(monkeypatch: Any, answers: list[float | None]) -
     return asked
 
 
-def run_gym(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """`gym <args>` in `cwd` as a user runs it (this venv's entry point), output captured; `env` on top of
-    this process's environment."""
+def run_gym(
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = GYM_CLI_TIMEOUT_S,
+    command: str = "gym",
+    unset_prefixes: tuple[str, ...] = (),
+) -> subprocess.CompletedProcess:
+    """`<command> <args>` (a console script of this venv, `gym` by default) in `cwd` as a user runs it, output
+    captured and stdin closed (a prompt fails instead of hanging); `env` on top of this process's
+    environment, less the variables starting with one of `unset_prefixes`."""
+    inherited = {key: value for key, value in os.environ.items() if not key.startswith(unset_prefixes)}
     return subprocess.run(
-        [str(GYM_CLI), *args],
+        [str(GYM_CLI.parent / command), *args],
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=GYM_CLI_TIMEOUT_S,
-        env={**os.environ, **(env or {})},
+        timeout=timeout,
+        env={**inherited, **(env or {})},
+        stdin=subprocess.DEVNULL,
     )

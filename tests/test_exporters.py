@@ -6,7 +6,6 @@ and the other backend carry on."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,12 +14,15 @@ from pathlib import Path
 import pytest
 
 from nemo_gym.global_config import find_open_port
-from tests.helpers import REPO_ROOT, gym_command, running_deployment
+from tests.helpers import REPO_ROOT, run_gym, running_deployment
 from tests.wandb_run_reader import logged_values
 
 pytest.importorskip("mlflow")
 
 from mlflow import MlflowClient  # noqa: E402
+
+# An offline evaluation with exporters is a whole deployment.
+EVAL_TIMEOUT_S = 300
 
 TOKEN = "mlflow-token-never-in-clear"
 EXPERIMENT, RUN = "gym-tests", "eval-offline"
@@ -37,21 +39,22 @@ def head(tmp_path_factory) -> Iterator[str]:
         yield "++head_server.port=" + demo.head_url.rsplit(":", 1)[1]
 
 
-def gym(workdir: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        gym_command(*args),
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, **env},
-    )
-
-
 def eval_run(workdir: Path, head: str, *overrides: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     (workdir / "env.yaml").write_text("{}\n")
-    return gym(workdir, "eval", "run", "--no-serve", "--dataset", "example", "-o", "out/rollouts.jsonl", head,
-               *overrides, env=env)  # fmt: skip
+    return run_gym(
+        "eval",
+        "run",
+        "--no-serve",
+        "--dataset",
+        "example",
+        "-o",
+        "out/rollouts.jsonl",
+        head,
+        *overrides,
+        env=env,
+        cwd=workdir,
+        timeout=EVAL_TIMEOUT_S,
+    )
 
 
 def mlflow_keys(store: str, run: str) -> list[str]:
@@ -130,8 +133,20 @@ def test_eval_run_and_reverify_log_config_metrics_and_rollouts_to_a_local_mlflow
     assert secret_leaks(tmp_path, result) == []
 
     # gym eval reverify exports too; upload_rollouts=false (or its old name) leaves the table out.
-    rescored = gym(tmp_path, "eval", "reverify", "-i", "out/rollouts.jsonl", "-o", "out/rescored.jsonl", head,
-                   *mlflow_keys(store, "reverify"), "+upload_rollouts_to_wandb=false", env=FILE_STORE_ENV)  # fmt: skip
+    rescored = run_gym(
+        "eval",
+        "reverify",
+        "-i",
+        "out/rollouts.jsonl",
+        "-o",
+        "out/rescored.jsonl",
+        head,
+        *mlflow_keys(store, "reverify"),
+        "+upload_rollouts_to_wandb=false",
+        env=FILE_STORE_ENV,
+        cwd=tmp_path,
+        timeout=EVAL_TIMEOUT_S,
+    )
     assert rescored.returncode == 0, rescored.stdout + rescored.stderr
     [again] = client.search_runs([experiment.experiment_id], filter_string="attributes.run_name = 'reverify'")
     rescored_aggregates = json.loads((tmp_path / "out/rescored_aggregate_metrics.json").read_text())

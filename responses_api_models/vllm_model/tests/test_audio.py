@@ -17,7 +17,8 @@ import pytest
 
 from nemo_gym.testing import read_jsonl
 from responses_api_models.vllm_model.tests.test_app import served, start_refusal
-from tests.benchmark_checks import gym
+from tests.benchmark_checks import COMMAND_DEADLINE_S
+from tests.helpers import run_gym
 from tests.vllm_script import VllmUpstream, fresh_model
 
 CHAT_PATH = "/v1/chat/completions"
@@ -201,11 +202,11 @@ def test_a_speech_rows_metadata_reaches_the_model_through_the_agent_in_a_whole_e
         "expected_answer": "He hoped there would be stew.",
     }
     (tmp_path / "rows.jsonl").write_bytes(orjson.dumps(row) + b"\n")
-    run = gym("eval", "run", "--resources-server", "asr_with_pc", "--model-type", "vllm_model",
-              "--model-url", vllm_upstream.base_url, "-m", model, "--model-api-key", "sk-test-audio",
-              "-a", "asr_with_pc_simple_agent", "--no-health-check", "-i", "rows.jsonl", "-o", "results/rollouts.jsonl",
-              f"++policy_model.responses_api_models.vllm_model.audio_root={root}",
-              cwd=tmp_path, env={})  # fmt: skip
+    run = run_gym("eval", "run", "--resources-server", "asr_with_pc", "--model-type", "vllm_model",
+                  "--model-url", vllm_upstream.base_url, "-m", model, "--model-api-key", "sk-test-audio",
+                  "-a", "asr_with_pc_simple_agent", "--no-health-check", "-i", "rows.jsonl", "-o", "results/rollouts.jsonl",
+                  f"++policy_model.responses_api_models.vllm_model.audio_root={root}",
+                  cwd=tmp_path, timeout=COMMAND_DEADLINE_S)  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
 
     (body,) = chat_bodies(vllm_upstream, model)

@@ -4,30 +4,12 @@ the local Hub and GitLab registry the storage tests use, and `gym dataset render
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 from tests.core.datasets.test_gitlab import PROJECT, registry  # noqa: F401  (fixture)
 from tests.core.datasets.test_gitlab import TOKEN as GITLAB_TOKEN
 from tests.core.datasets.test_huggingface import ENV_YAML, RESOURCE_CONFIG, ROWS, hub, stored  # noqa: F401  (fixture)
 from tests.core.datasets.test_huggingface import TOKEN as HF_TOKEN
-from tests.helpers import REPO_ROOT, one_line_error, service_control
-
-BIN = Path(sys.executable).parent
-
-
-def gym(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(BIN / "gym"), *args],
-        cwd=cwd,
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
+from tests.helpers import REPO_ROOT, one_line_error, run_gym, service_control
 
 
 def test_migrate_uploads_to_the_hub_then_deletes_the_gitlab_copy(hub, registry, tmp_path):  # noqa: F811
@@ -43,15 +25,37 @@ def test_migrate_uploads_to_the_hub_then_deletes_the_gitlab_copy(hub, registry, 
         "HF_TOKEN": HF_TOKEN,
         "GITLAB_TOKEN": GITLAB_TOKEN,
     }
-    on_gitlab = gym(tmp_path, "dataset", "upload", "--storage", "gitlab", "-i", "data.jsonl", "--name", "weather",
-                    "--revision", "1.0.0", env=env)  # fmt: skip
+    on_gitlab = run_gym(
+        "dataset",
+        "upload",
+        "--storage",
+        "gitlab",
+        "-i",
+        "data.jsonl",
+        "--name",
+        "weather",
+        "--revision",
+        "1.0.0",
+        env=env,
+        cwd=tmp_path,
+    )
     assert on_gitlab.returncode == 0, on_gitlab.stderr
     assert [package["name"] for package in service_control(registry, "GET", "/_state")["packages"]] == [
         "weather"
     ]
 
-    migrated = gym(tmp_path, "dataset", "migrate", "-i", "data.jsonl", "--name", "weather",
-                   "--resource-config", str(REPO_ROOT / RESOURCE_CONFIG), env=env)  # fmt: skip
+    migrated = run_gym(
+        "dataset",
+        "migrate",
+        "-i",
+        "data.jsonl",
+        "--name",
+        "weather",
+        "--resource-config",
+        str(REPO_ROOT / RESOURCE_CONFIG),
+        env=env,
+        cwd=tmp_path,
+    )
     assert migrated.returncode == 0, migrated.stderr
     assert stored(hub, "nvidia/Nemotron-RL-agent-weather", "main", "data.jsonl") == ROWS
     assert service_control(registry, "GET", "/_state")["packages"] == []
@@ -64,8 +68,17 @@ def test_migrate_uploads_to_the_hub_then_deletes_the_gitlab_copy(hub, registry, 
 def test_render_writes_every_row_with_its_prompt_and_names_a_missing_field(tmp_path):
     (tmp_path / "raw.jsonl").write_text('{"question": "2+2?", "id": 1}\n{"question": "3+3?", "id": 2}\n')
     (tmp_path / "prompt.yaml").write_text('system: "Answer briefly."\nuser: "Q{id}: {question}"\n')
-    rendered = gym(tmp_path, "dataset", "render", "-i", "raw.jsonl", "--prompt-config", "prompt.yaml",
-                   "-o", "out/rendered.jsonl")  # fmt: skip
+    rendered = run_gym(
+        "dataset",
+        "render",
+        "-i",
+        "raw.jsonl",
+        "--prompt-config",
+        "prompt.yaml",
+        "-o",
+        "out/rendered.jsonl",
+        cwd=tmp_path,
+    )
     assert rendered.returncode == 0, rendered.stderr
     rows = [json.loads(line) for line in (tmp_path / "out/rendered.jsonl").read_text().splitlines()]
     assert [row["responses_create_params"]["input"] for row in rows] == [
@@ -75,15 +88,21 @@ def test_render_writes_every_row_with_its_prompt_and_names_a_missing_field(tmp_p
     assert {row["prompt_config_used"] for row in rows} == {str(tmp_path / "prompt.yaml")}
 
     (tmp_path / "prompt.yaml").write_text('user: "{question} ({topic})"\n')
-    missing = gym(
-        tmp_path, "dataset", "render", "-i", "raw.jsonl", "--prompt-config", "prompt.yaml", "-o", "x.jsonl"
+    missing = run_gym(
+        "dataset",
+        "render",
+        "-i",
+        "raw.jsonl",
+        "--prompt-config",
+        "prompt.yaml",
+        "-o",
+        "x.jsonl",
+        cwd=tmp_path,
     )
     assert "topic" in one_line_error(missing) and not (tmp_path / "x.jsonl").exists()
 
-    legacy = subprocess.run(
-        [str(BIN / "ng_materialize_prompts"), "+input_jsonl_fpath=raw.jsonl", "+prompt_config=prompt.yaml",
-         "+output_jsonl_fpath=legacy.jsonl"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    legacy = run_gym("+input_jsonl_fpath=raw.jsonl", "+prompt_config=prompt.yaml",
+                     "+output_jsonl_fpath=legacy.jsonl", cwd=tmp_path, command="ng_materialize_prompts")  # fmt: skip
     notice, error = legacy.stderr.strip().splitlines()
     assert notice == "ng_materialize_prompts is deprecated: it runs `gym dataset render`."
     assert legacy.returncode == 1 and "'topic'" in error and "Traceback" not in legacy.stderr

@@ -3,26 +3,20 @@ checks its example data. Both run as the CLI in a scratch project folder."""
 
 import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-from tests.helpers import one_line_error
+from tests.helpers import one_line_error, run_gym
 
-BIN = Path(sys.executable).parent
-
-
-def gym(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "gym"), *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+# `gym test` runs a folder's whole test suite, slower than one command.
+GYM_TEST_TIMEOUT_S = 300
 
 
 def test_init_then_test_passes_and_reports_a_table(tmp_path):
-    created = gym(tmp_path, "init", "my_env")
+    created = run_gym("init", "my_env", cwd=tmp_path, timeout=GYM_TEST_TIMEOUT_S)
     assert created.returncode == 0, created.stderr
     folder = tmp_path / "resources_servers" / "my_env"
     assert {path.name for path in folder.iterdir()} >= {"app.py", "configs", "data", "tests", "README.md"}
 
-    result = gym(tmp_path, "test", "+entrypoint=resources_servers/my_env")
+    result = run_gym("test", "+entrypoint=resources_servers/my_env", cwd=tmp_path, timeout=GYM_TEST_TIMEOUT_S)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 passed" in result.stdout
     [row] = [
@@ -30,12 +24,12 @@ def test_init_then_test_passes_and_reports_a_table(tmp_path):
     ]
     assert row[1] == "passed" and row[-1] == "ok"
 
-    again = gym(tmp_path, "init", "my_env")
+    again = run_gym("init", "my_env", cwd=tmp_path, timeout=GYM_TEST_TIMEOUT_S)
     assert "already exists" in one_line_error(again)
 
 
 def test_a_failing_test_and_broken_example_data_fail_the_run(tmp_path):
-    assert gym(tmp_path, "init", "broken_env").returncode == 0
+    assert run_gym("init", "broken_env", cwd=tmp_path, timeout=GYM_TEST_TIMEOUT_S).returncode == 0
     folder = tmp_path / "resources_servers" / "broken_env"
     app = folder / "app.py"
     app.write_text(app.read_text().replace("reward=1.0", "reward=0.0"))
@@ -43,7 +37,7 @@ def test_a_failing_test_and_broken_example_data_fail_the_run(tmp_path):
     example.write_text("".join(example.read_text().splitlines(keepends=True)[:4]))
     (folder / "data" / "example_metrics_conflict.json").write_text(json.dumps({}))
 
-    result = gym(tmp_path, "test", "--resources-server", "broken_env")
+    result = run_gym("test", "--resources-server", "broken_env", cwd=tmp_path, timeout=GYM_TEST_TIMEOUT_S)
     assert result.returncode == 1
     [row] = [line for line in result.stdout.splitlines() if line.startswith("resources_servers/broken_env ")]
     assert " failed " in row
@@ -52,15 +46,21 @@ def test_a_failing_test_and_broken_example_data_fail_the_run(tmp_path):
 
 
 def test_bad_names_and_unknown_folders_are_one_line_errors(tmp_path):
-    assert "lowercase letters" in one_line_error(gym(tmp_path, "init", "My-Env"))
-    assert "no such folder" in one_line_error(gym(tmp_path, "test", "+entrypoint=resources_servers/nowhere"))
-    assert "expected <" in one_line_error(gym(tmp_path, "test", "+entrypoint=nowhere"))
+    assert "lowercase letters" in one_line_error(
+        run_gym("init", "My-Env", cwd=tmp_path, timeout=GYM_TEST_TIMEOUT_S)
+    )
+    assert "no such folder" in one_line_error(
+        run_gym("test", "+entrypoint=resources_servers/nowhere", cwd=tmp_path, timeout=GYM_TEST_TIMEOUT_S)
+    )
+    assert "expected <" in one_line_error(
+        run_gym("test", "+entrypoint=nowhere", cwd=tmp_path, timeout=GYM_TEST_TIMEOUT_S)
+    )
 
 
 def test_folders_run_at_once_and_their_outputs_do_not_interleave(tmp_path):
     """Each of two folders' tests waits until the other has started: only a parallel run can pass both."""
     for name, other in (("first_env", "second_env"), ("second_env", "first_env")):
-        assert gym(tmp_path, "init", name).returncode == 0
+        assert run_gym("init", name, cwd=tmp_path, timeout=GYM_TEST_TIMEOUT_S).returncode == 0
         (tmp_path / "resources_servers" / name / "tests" / "test_meet.py").write_text(
             "import time\nfrom pathlib import Path\n\n"
             "def test_meets_the_other_folder():\n"
@@ -71,7 +71,9 @@ def test_folders_run_at_once_and_their_outputs_do_not_interleave(tmp_path):
             "        time.sleep(0.05)\n"
         )
     folders = "[resources_servers/first_env,resources_servers/second_env]"
-    result = gym(tmp_path, "test", f"+entrypoint={folders}", "--parallel", "2")
+    result = run_gym(
+        "test", f"+entrypoint={folders}", "--parallel", "2", cwd=tmp_path, timeout=GYM_TEST_TIMEOUT_S
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 of 2 folder(s) passed." in result.stdout
     for name in ("first_env", "second_env"):

@@ -4,17 +4,22 @@ against the local GitLab package registry of tests/fake_gitlab.py."""
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO_ROOT, StartedServer, files_under, one_line_error, run_server, service_control
+from tests.helpers import (
+    REPO_ROOT,
+    StartedServer,
+    files_under,
+    one_line_error,
+    run_gym,
+    run_server,
+    service_control,
+)
 
-BIN = Path(sys.executable).parent
 TOKEN = "glpat-dataset-tests"
 PROJECT = "42"
 ROWS = (
@@ -38,19 +43,9 @@ def empty_registry(registry: StartedServer) -> None:
 def gym(
     registry: StartedServer, cwd: Path, *args: str, token: str | None = TOKEN, command: str = "gym"
 ) -> subprocess.CompletedProcess:
-    env = {key: value for key, value in os.environ.items() if key != "GITLAB_TOKEN"}
-    if token is not None:
-        env["GITLAB_TOKEN"] = token
     where = [f"+gitlab_url={registry.url}", f"+gitlab_project={PROJECT}"]
-    return subprocess.run(
-        [str(BIN / command), *args, *where],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
+    env = {"GITLAB_TOKEN": token} if token is not None else {}
+    return run_gym(*args, *where, cwd=cwd, env=env, command=command, unset_prefixes=("GITLAB_TOKEN",))
 
 
 def test_upload_then_download_returns_identical_bytes(registry, tmp_path):

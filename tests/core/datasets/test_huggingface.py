@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -14,9 +11,16 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from tests.helpers import REPO_ROOT, StartedServer, files_under, one_line_error, run_server, service_control
+from tests.helpers import (
+    REPO_ROOT,
+    StartedServer,
+    files_under,
+    one_line_error,
+    run_gym,
+    run_server,
+    service_control,
+)
 
-BIN = Path(sys.executable).parent
 TOKEN = "hf_dataset_tests_secret"
 RESOURCE_CONFIG = "resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml"
 REPO_ID = "nvidia/Nemotron-RL-agent-example_single_tool_call"
@@ -48,13 +52,10 @@ def project(tmp_path: Path) -> Path:
 
 
 def gym(hub: StartedServer, cwd: Path, *args: str, token: str | None = TOKEN, command: str = "gym"):
-    env = {key: value for key, value in os.environ.items() if not key.startswith("HF_")}
-    env |= {"HF_ENDPOINT": hub.url, "HF_HOME": str(cwd / ".hf-home"), "HF_HUB_DISABLE_TELEMETRY": "1"}
+    env = {"HF_ENDPOINT": hub.url, "HF_HOME": str(cwd / ".hf-home"), "HF_HUB_DISABLE_TELEMETRY": "1"}
     if token is not None:
         env["HF_TOKEN"] = token
-    return subprocess.run(
-        [str(BIN / command), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
-    )
+    return run_gym(*args, cwd=cwd, env=env, command=command, unset_prefixes=("HF_",))
 
 
 def upload(hub: StartedServer, cwd: Path, *extra: str, token: str | None = TOKEN):

@@ -18,6 +18,7 @@ from tests.helpers import (
     established_connections,
     gym_command,
     process_alive,
+    run_gym,
     running_deployment,
     wait_until_gone,
     worker_pids,
@@ -78,11 +79,6 @@ def private_tmp(tmp_path: Path) -> Path:
 
 def run_dirs(temporary_folder: Path) -> list[Path]:
     return sorted(temporary_folder.glob("gym-run-*"))
-
-
-def run_gym(*args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    """One `gym` command to completion, its output captured as text."""
-    return subprocess.run(gym_command(*args), cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
 def get_status(url: str) -> int:
