@@ -72,3 +72,28 @@ def referring_to(name: str) -> dict:
 )
 def test_shard_settings_are_checked_in_one_line_before_ray_is_needed(workdir, setting, expected):
     check_settings_in_one_line(workdir, setting, expected)
+
+
+def test_a_server_that_never_finishes_its_config_check_is_named(workdir):
+    config = write_config(workdir, {"quick": counter_instance(), "stuck": counter_instance("slow")})
+    result = run_gym("validate", config, "+readiness_deadline_s=2", "++head_server.port=0", cwd=workdir)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert (
+        len(lines) == 1 and "Server instance 'stuck' did not finish checking its config within 2s" in lines[0]
+    )
+
+
+def test_a_crash_in_the_config_check_is_reported_with_its_last_line(workdir):
+    folder = workdir / "resources_servers" / "crashing"
+    folder.mkdir()
+    (folder / "app.py").write_text("raise RuntimeError('the model file is corrupt')\n")
+    config = write_config(workdir, {"broken": counter_instance("crashing")})
+    result = run_gym("validate", config, "++head_server.port=0", cwd=workdir)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].endswith(
+        "Server instance 'broken' failed its config check (exit code 1): "
+        "RuntimeError: the model file is corrupt"
+    )
