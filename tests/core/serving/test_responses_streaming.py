@@ -125,3 +125,12 @@ def test_validation_gives_the_servers_own_params_type() -> None:
     assert isinstance(params, WithSeed) and params.seed == 3
     plain = validate_streaming_responses_params({"input": "x", "seed": 3})
     assert type(plain) is NeMoGymResponseCreateParamsNonStreaming and "seed" not in plain.model_dump()
+
+
+def test_sanitizing_keeps_the_fields_of_the_servers_own_params() -> None:
+    class WithSeed(NeMoGymResponseCreateParamsNonStreaming):
+        seed: int = 0
+
+    body = {"input": "x", "seed": 3, "prompt_cache_key": "k", "stream": True}
+    assert sanitize_streaming_responses_body(body, WithSeed)[0] == {"input": "x", "seed": 3}
+    assert sanitize_streaming_responses_body(body)[0] == {"input": "x"}
