@@ -165,3 +165,15 @@ def test_a_server_whose_virtualenv_lives_under_tmp_can_still_run_code(isolation,
     finally:
         shutil.rmtree(under_tmp, ignore_errors=True)
     assert finished.stdout.split()[:2] == ["0", str(under_tmp)], finished.stdout + finished.stderr
+
+
+@pytest.mark.parametrize("isolation", ISOLATED)
+def test_an_isolation_asked_for_by_name_is_the_one_used(isolation):
+    limits(isolation)  # skips where this isolation cannot run
+    assert resolve_isolation(isolation) == isolation
+
+
+@pytest.mark.parametrize("name", ["/etc/passwd", "sub/main.py", ".hidden", "", "two words.txt"])
+async def test_an_input_file_name_must_be_a_plain_name(name):
+    with pytest.raises(ValueError, match="use letters, digits"):
+        await run_sandboxed("print(1)", files={name: "x"}, limits=limits("bwrap"))

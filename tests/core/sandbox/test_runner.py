@@ -12,7 +12,8 @@ from collections.abc import Iterator
 import aiohttp
 import pytest
 
-from nemo_gym.sandbox import run_sandboxed
+from nemo_gym.sandbox import SandboxLimits, SandboxUnavailableError, python_command, run_sandboxed
+from nemo_gym.sandbox.isolation import probe
 from nemo_gym.testing import StartedServer, run_resources_server
 from tests.sandbox_programs import ALL_MODES, ISOLATED, limits, marked, processes_with
 
@@ -97,3 +98,44 @@ async def test_the_server_answers_quickly_while_four_sandboxed_loops_run(code_se
         f"\nGET / during 4 loops: {len(latencies)} probes, median {statistics.median(latencies) * 1000:.1f} ms"
     )
     assert len(latencies) >= 10, "the server kept answering GET / while the four loops ran"
+
+
+@pytest.mark.parametrize("isolation", ISOLATED)
+async def test_stdin_and_the_input_files_reach_the_program(isolation):
+    code = "import sys\nprint(sys.stdin.read(), open('data.txt').read())"
+    result = await run_sandboxed(code, stdin="hi", files={"data.txt": b"bytes"}, limits=limits(isolation))
+    assert (result.stdout, result.exit_code, result.limit_hit, result.truncated) == (
+        "hi bytes\n",
+        0,
+        None,
+        False,
+    )
+    assert result.isolation == isolation
+
+
+async def test_an_argv_runs_as_given_and_its_exit_code_is_kept():
+    result = await run_sandboxed([*python_command(), "-c", "raise SystemExit(7)"], limits=limits("bwrap"))
+    assert (result.exit_code, result.signal, result.limit_hit, result.timed_out) == (7, None, None, False)
+
+
+@pytest.mark.parametrize("isolation", ISOLATED)
+async def test_a_program_killed_by_a_signal_reports_the_signal(isolation):
+    code = "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)"
+    result = await run_sandboxed(code, limits=limits(isolation))
+    assert (result.exit_code, result.signal, result.limit_hit) == (None, signal.SIGSEGV, None)
+
+
+async def test_a_lone_surrogate_in_stdin_is_passed_on_as_its_bytes():
+    """JSON can carry a lone surrogate; the run must not fail encoding it."""
+    text = "a\udcffb"
+    result = await run_sandboxed(
+        "import sys\nprint(sys.stdin.buffer.read().hex())", stdin=text, limits=limits("bwrap")
+    )
+    assert result.stdout.strip() == text.encode(errors="surrogatepass").hex()
+
+
+async def test_an_isolation_that_cannot_run_here_raises_before_anything_runs():
+    if probe("none") is None:
+        pytest.skip("isolation none can run here")
+    with pytest.raises(SandboxUnavailableError, match="isolation none cannot run the server's Python here"):
+        await run_sandboxed("print(1)", limits=SandboxLimits(isolation="none"))
