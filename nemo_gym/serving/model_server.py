@@ -157,11 +157,10 @@ class SimpleResponsesAPIModel(SimpleServer):
         if body.get("stream") is not True:
             params = validated_body(self.responses, body, RESPONSES_PARAMS)
             return json_answer(await call_method(self.responses, request, params))
-        cleaned, names = sanitize_streaming_responses_body(body)
+        declared = body_model(self.responses, RESPONSES_PARAMS) or RESPONSES_PARAMS
+        cleaned, names = sanitize_streaming_responses_body(body, declared)
         try:
-            params = validate_streaming_responses_params(
-                cleaned, body_model(self.responses, RESPONSES_PARAMS) or RESPONSES_PARAMS
-            )
+            params = validate_streaming_responses_params(cleaned, declared)
         except ValidationError as error:
             raise request_validation_error(error) from None
         return await self._stream(

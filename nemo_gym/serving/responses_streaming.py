@@ -37,7 +37,6 @@ Params = TypeVar("Params", bound=NeMoGymResponseCreateParamsNonStreaming)
 # A flattened function name -> (namespace, name), to give calls back their namespaced form.
 NamespaceMap = dict[str, tuple[str, str]]
 
-_PARAM_FIELDS = frozenset(NeMoGymResponseCreateParamsNonStreaming.model_fields)
 _ITEM_TYPES = frozenset({"message", "function_call", "function_call_output", "reasoning"})
 
 
@@ -70,8 +69,13 @@ def restore_namespace_tool_calls(items: list[Any], names: NamespaceMap) -> list[
     return restored
 
 
-def sanitize_streaming_responses_body(body: dict[str, Any]) -> tuple[dict[str, Any], NamespaceMap]:
-    """The streaming request as a body for the strict params, and the namespace map of its tools."""
+def sanitize_streaming_responses_body(
+    body: dict[str, Any],
+    params_model: type[NeMoGymResponseCreateParamsNonStreaming] = NeMoGymResponseCreateParamsNonStreaming,
+) -> tuple[dict[str, Any], NamespaceMap]:
+    """The streaming request as a body for the strict params (`params_model`, a server's own subclass if it
+    has one: its own fields are kept), and the namespace map of its tools."""
+    known = params_model.model_fields.keys()
     body = copy.deepcopy(body)
     body.pop("stream", None)
     tools, names = flatten_namespace_tools(body.get("tools"))
@@ -85,10 +89,10 @@ def sanitize_streaming_responses_body(body: dict[str, Any]) -> tuple[dict[str, A
         if carried:
             body["tools"] = [*(body.get("tools") or []), *_function_tools(carried_flat)]
         body["input"] = kept
-    dropped = sorted(set(body) - _PARAM_FIELDS)
+    dropped = sorted(set(body) - known)
     if dropped:
         logger.debug("streaming /v1/responses: dropped fields the params do not know: %s", dropped)
-    return {key: value for key, value in body.items() if key in _PARAM_FIELDS}, names
+    return {key: value for key, value in body.items() if key in known}, names
 
 
 def _kept_input_items(items: list[Any]) -> tuple[list[Any], list[Any]]:

@@ -1,6 +1,5 @@
 """`gym run` as a user runs it: a real launcher process starting real server processes."""
 
-import contextlib
 import json
 import os
 import signal
@@ -24,66 +23,7 @@ from tests.helpers import (
     worker_pids,
     write_config,
 )
-
-COUNTER_APP = "from tests.fixtures.counter_resources_server import CounterResourcesServer\n\n" + (
-    'if __name__ == "__main__":\n    CounterResourcesServer.run_webserver()\n'
-)
-SLEEPY_APP = "import runpy\n\nrunpy.run_module('tests.fixtures.sleepy_server', run_name='__main__')\n"
-NOISY_APP = "import runpy\n\nrunpy.run_module('tests.fixtures.noisy_server', run_name='__main__')\n"
-GRANDCHILD_APP = "import runpy\n\nrunpy.run_module('tests.fixtures.grandchild_server', run_name='__main__')\n"
-SLOW_APP = (
-    "import os\nimport time\n\n"
-    "print(f'pid {os.getpid()} loading a very large model...', flush=True)\ntime.sleep(3600)\n"
-)
-PEEKING_APP = (
-    "import urllib.request\n\n"
-    "from nemo_gym.global_config import get_global_config_dict\n"
-    "from nemo_gym.server_utils import head_server_config_from\n"
-    "from tests.fixtures.counter_resources_server import CounterResourcesServer\n\n"
-    "head = head_server_config_from(get_global_config_dict())\n"
-    "with urllib.request.urlopen(f'http://{head.host}:{head.port}/server_instances', timeout=10) as answer:\n"
-    "    print('listed while starting:', answer.read().decode(), flush=True)\n"
-    "CounterResourcesServer.run_webserver()\n"
-)
-
-
-def counter_instance(implementation: str = "counter", **inner) -> dict:
-    return {"resources_servers": {implementation: {"entrypoint": "app.py", "domain": "other", **inner}}}
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    """A project folder with its own server implementations, as a user's checkout would have."""
-    sources = {
-        "counter": COUNTER_APP,
-        "sleepy": SLEEPY_APP,
-        "noisy": NOISY_APP,
-        "grandchild": GRANDCHILD_APP,
-        "slow": SLOW_APP,
-        "peeking": PEEKING_APP,
-    }
-    for implementation, source in sources.items():
-        folder = tmp_path / "resources_servers" / implementation
-        folder.mkdir(parents=True)
-        (folder / "app.py").write_text(source)
-    return tmp_path
-
-
-@pytest.fixture
-def private_tmp(tmp_path: Path) -> Path:
-    """The launcher's temporary folder (TMPDIR), so a test sees every run folder it leaves behind."""
-    folder = tmp_path / "private_tmp"
-    folder.mkdir()
-    return folder
-
-
-def run_dirs(temporary_folder: Path) -> list[Path]:
-    return sorted(temporary_folder.glob("gym-run-*"))
-
-
-def get_status(url: str) -> int:
-    with urllib.request.urlopen(url + "/", timeout=5) as answer:
-        return answer.status
+from tests.launch_projects import counter_instance, get_status, run_dirs
 
 
 def test_run_starts_every_instance_and_prints_the_table(workdir):
@@ -222,45 +162,6 @@ def test_start_problems_are_one_line(workdir, problem, expected):
     assert len(lines) == 1 and lines[0].startswith("Error: ") and expected in lines[0], result.stderr
 
 
-@pytest.mark.parametrize("ending", ["server killed", "ctrl-c"])
-def test_an_overlong_output_line_stops_neither_the_output_nor_the_supervision(workdir, ending):
-    config = {"noisy": counter_instance("noisy"), "quiet": counter_instance()}
-    args = [write_config(workdir, config), "+readiness_deadline_s=20"]
-    with running_deployment(args, workdir) as deployment:
-        deployment.wait_for_output("(noisy) after the long line")
-        long_line = deployment.wait_for_output("(noisy) xxxxxxxxxx")
-        assert "[line truncated" in long_line and len(long_line) < 20_000
-        assert deployment.wait_for_output("(noisy) filler line 2999")
-        pids = deployment.pids()
-        if ending == "server killed":
-            os.kill(deployment.instances["noisy"]["pid"], signal.SIGKILL)
-            line = deployment.wait_for_output("exited with code")
-            assert "'noisy'" in line and "-9" in line
-            assert deployment.process.wait(15) == 1
-        else:
-            deployment.process.send_signal(signal.SIGINT)
-            assert deployment.process.wait(15) == 0
-        assert wait_until_gone(pids) == []
-        assert not [line for line in all_output(deployment.output) if "Traceback" in line]
-
-
-def test_stopping_finishes_while_a_server_helper_holds_its_output_open(workdir, private_tmp):
-    config = {"parent": counter_instance("grandchild")}
-    env = {"TMPDIR": str(private_tmp)}
-    with running_deployment([write_config(workdir, config)], workdir, env) as deployment:
-        helper_pid = int(deployment.wait_for_output("(parent) helper pid").split()[-1])
-        try:
-            pids = deployment.pids()
-            deployment.process.send_signal(signal.SIGINT)
-            assert deployment.process.wait(15) == 0
-            assert wait_until_gone(pids) == []
-            assert not [line for line in all_output(deployment.output) if "Traceback" in line]
-            assert run_dirs(private_tmp) == []
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(helper_pid, signal.SIGKILL)
-
-
 def test_ctrl_c_while_starting_exits_130_and_stops_every_child(workdir):
     config = {"slow": counter_instance("slow"), "quick": counter_instance()}
     process = subprocess.Popen(
@@ -285,21 +186,6 @@ def test_ctrl_c_while_starting_exits_130_and_stops_every_child(workdir):
             process.wait(10)
 
 
-@pytest.mark.parametrize(("command", "value"), [("run", "abc"), ("run", "-1"), ("validate", "0")])
-def test_readiness_deadline_must_be_a_positive_number(workdir, command, value):
-    result = run_gym(
-        command,
-        write_config(workdir, {"x": counter_instance()}),
-        f"+readiness_deadline_s={value}",
-        "++head_server.port=0",
-        cwd=workdir,
-    )
-    assert result.returncode == 1
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "readiness_deadline_s must be a positive number" in lines[0], result.stderr
-    assert repr(value) in lines[0] or value in lines[0]
-
-
 def test_a_taken_head_server_port_suggests_any_free_port(workdir):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -314,18 +200,6 @@ def test_a_taken_head_server_port_suggests_any_free_port(workdir):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "++head_server.port=0" in lines[0], result.stderr
     assert "leave the port unset" not in lines[0]
-
-
-def test_colocated_servers_share_one_process_and_each_keeps_its_port(workdir):
-    # Two instances of one implementation share its modules: that is no name clash.
-    (workdir / "resources_servers" / "counter" / "helpers.py").write_text("")
-    config = {"first": counter_instance(), "second": counter_instance(), "colocate": True}
-    with running_deployment([write_config(workdir, config)], workdir) as deployment:
-        assert deployment.instances["first"]["pid"] == deployment.instances["second"]["pid"]
-        assert deployment.url("first") != deployment.url("second")
-        for name in ("first", "second"):
-            assert get_status(deployment.url(name)) == 200
-        assert deployment.wait_for_output("listening on").startswith("(colocated) ")
 
 
 @pytest.mark.parametrize(
@@ -367,86 +241,10 @@ def test_workers_share_the_connections_of_a_burst(workdir):
         assert sum(accepted) == 16 and min(accepted) > 0, accepted
 
 
-@pytest.mark.parametrize(
-    ("setting", "expected"),
-    [
-        ({"colocate": "yes"}, "colocate must be true or false, got 'yes'"),
-        ({"colocate": True, "colocate_num_workers": 0}, "colocate_num_workers must be a whole number"),
-        (
-            {"colocate": True, "second": counter_instance("noisy")},
-            "instances 'first' and 'second' both have a module named 'grading'",
-        ),
-        (
-            {"colocate": True, "first": counter_instance(num_workers=2)},
-            "'first': num_workers has no effect with colocate: true",
-        ),
-    ],
-)
-def test_colocation_settings_are_checked_in_one_line(workdir, setting, expected):
-    check_settings_in_one_line(workdir, setting, expected)
-
-
-def check_settings_in_one_line(workdir: Path, setting: dict, expected: str) -> None:
-    for implementation in ("counter", "noisy"):
-        folder = workdir / "resources_servers" / implementation
-        (folder / "grading.py").write_text("")
-        (folder / "scoring.py").write_text("import grading\nimport resources_servers.x.scoring\n")
-    args = [write_config(workdir, {"first": counter_instance(), **setting}), "++head_server.port=0"]
-    for command in ("run", "validate"):
-        result = run_gym(command, *args, cwd=workdir)
-        assert result.returncode == 1
-        lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("Error: ") and expected in lines[0], result.stderr
-
-
-def test_same_named_modules_imported_by_package_can_be_co_hosted(workdir):
-    """Only bare imports share one `sys.modules` entry; `resources_servers.<folder>.grading` do not clash."""
-    for implementation in ("counter", "noisy"):
-        folder = workdir / "resources_servers" / implementation
-        (folder / "grading.py").write_text("")
-        (folder / "scoring.py").write_text(f"from resources_servers.{implementation}.grading import *\n")
-    config = {"first": counter_instance(), "second": counter_instance("noisy"), "colocate": True}
-    result = run_gym("validate", write_config(workdir, config), "++head_server.port=0", cwd=workdir)
-    assert result.returncode == 0, result.stderr
-
-
 def loaded_ray(pid: int) -> bool:
     """Whether process `pid` has Ray's native core mapped, which importing `ray` always loads."""
     maps = Path(f"/proc/{pid}/maps").read_text()
     return any(line.rstrip().endswith("_raylet.so") for line in maps.splitlines())
-
-
-def referring_to(name: str) -> dict:
-    return counter_instance(peer={"type": "resources_servers", "name": name})
-
-
-@pytest.mark.parametrize(
-    ("setting", "expected"),
-    [
-        ({"shards": 5}, "shards must map shard names to {servers, replicas, num_cpus, placement_strategy}"),
-        ({"shards": {"s": {"servers": ["nope"]}}}, "shards.s.servers: 'nope' is not a server instance"),
-        ({"shards": {"s": {"servers": ["first"], "replicas": 0}}}, "shards.s: replicas"),
-        ({"shards": {"s": {"servers": ["first"], "placement_strategy": "EVERYWHERE"}}}, "placement_strategy"),
-        ({"shards": {"s": {"servers": ["first"], "gpus": 1}}}, "shards.s: gpus"),
-        (
-            {
-                "second": counter_instance(),
-                "shards": {"a": {"servers": ["first"]}, "b": {"servers": ["first", "second"]}},
-            },
-            "'first' is in shards 'a' and 'b'",
-        ),
-        (
-            {"second": referring_to("first"), "shards": {"a": {"servers": ["first"]}}},
-            "'second' (in no shard) refers to 'first' of shard 'a'",
-        ),
-        (
-            {"second": counter_instance("noisy"), "shards": {"a": {"servers": ["first", "second"]}}},
-            "instances 'first' and 'second' both have a module named 'grading'",
-        ),
-    ],
-)
-def test_shard_settings_are_checked_in_one_line_before_ray_is_needed(workdir, setting, expected):
-    check_settings_in_one_line(workdir, setting, expected)
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/<pid>/maps (Linux)")

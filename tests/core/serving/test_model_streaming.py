@@ -15,16 +15,9 @@ import aiohttp
 import openai
 import orjson
 import pytest
-from pydantic import ValidationError
 
 from nemo_gym.chat_streaming import synthesize_chat_completion_sse
 from nemo_gym.http.deadlines import DEADLINE_HEADER
-from nemo_gym.responses_streaming import (
-    restore_namespace_tool_calls,
-    sanitize_streaming_responses_body,
-    synthesize_responses_sse,
-    validate_streaming_responses_params,
-)
 from nemo_gym.testing import StartedServer
 from tests.model_server_kinds import (
     UPSTREAM_KINDS,
@@ -38,7 +31,6 @@ from tests.model_server_kinds import (
 )
 from tests.upstream_script import (
     ScriptedUpstream,
-    assistant_message,
     chat_tool_call,
     fresh_model,
     function_call,
@@ -380,70 +372,6 @@ async def test_a_client_that_leaves_mid_stream_ends_the_upstream_call(
 
 
 # ---- the dialect helpers on their own -------------------------------------------------------------------
-
-
-def test_sanitizing_flattens_namespaces_moves_carried_tools_and_drops_what_no_backend_takes() -> None:
-    namespace = {"type": "namespace", "name": "fs", "tools": [{"type": "function", "name": "read"}]}
-    body = {
-        "stream": True,
-        "client_metadata": {"a": 1},
-        "input": [
-            {"type": "function_call", "namespace": "fs", "name": "read", "call_id": "c1", "arguments": "{}"},
-            {
-                "type": "additional_tools",
-                "tools": [{"type": "namespace", "name": "web", "tools": [{"name": "get"}]}],
-            },
-            {"type": "additional_tools", "tools": "not a list"},
-            {"type": "custom_tool_call", "name": "apply_patch"},
-            {"type": ["unhashable"]},
-            "text",
-            {"role": "user", "content": "hi"},
-        ],
-        "tools": [namespace, {"type": "web_search"}],
-    }
-    cleaned, names = sanitize_streaming_responses_body(body)
-    assert set(cleaned) == {"input", "tools"}
-    assert [tool.get("name") for tool in cleaned["tools"]] == ["fs__read", None, "web__get"]
-    assert names == {"fs__read": ("fs", "read"), "web__get": ("web", "get")}
-    assert [item.get("name", item.get("role")) for item in cleaned["input"]] == ["fs__read", "user"]
-    assert body["input"][0]["namespace"] == "fs"  # the caller's body is left as it was
-    restored = restore_namespace_tool_calls([{"type": "function_call", "name": "web__get"}], names)
-    assert restored == [{"type": "function_call", "name": "get", "namespace": "web"}]
-
-
-def test_validation_drops_nested_fields_newer_than_the_params_but_not_real_errors() -> None:
-    tool = {"type": "function", "name": "f", "parameters": {}, "defer_loading": True}
-    params = validate_streaming_responses_params({"input": "x", "tools": [tool]})
-    assert params.tools == [{"type": "function", "name": "f", "parameters": {}}]
-    with pytest.raises(ValidationError):
-        validate_streaming_responses_params({"input": "x", "tools": [tool], "temperature": "hot"})
-
-
-def test_responses_events_cover_refusals_reasoning_and_other_items() -> None:
-    message = {**assistant_message("hi"), "content": [{"type": "refusal", "refusal": "no"}]}
-    thought = {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "hmm"}]}
-    other = {"type": "web_search_call", "id": "ws_1", "status": "completed"}
-    events = sse_events(b"".join(synthesize_responses_sse({"id": "r", "output": [message, thought, other]})))
-    assert [name for name, _ in events] == [
-        "response.created",
-        "response.in_progress",
-        "response.output_item.added",
-        "response.content_part.added",
-        "response.refusal.delta",
-        "response.refusal.done",
-        "response.content_part.done",
-        "response.output_item.done",
-        "response.output_item.added",
-        "response.reasoning_summary_part.added",
-        "response.reasoning_summary_text.delta",
-        "response.reasoning_summary_text.done",
-        "response.reasoning_summary_part.done",
-        "response.output_item.done",
-        "response.output_item.added",
-        "response.output_item.done",
-        "response.completed",
-    ]
-    assert events[10][1]["delta"] == "hmm" and events[-1][1]["response"]["output"][2] == other
 
 
 def test_chat_chunks_keep_the_reasoning_key_and_put_token_fields_in_the_finish_chunk() -> None:
