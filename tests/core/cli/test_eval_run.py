@@ -221,30 +221,3 @@ def test_no_serve_collects_from_the_running_deployment_and_reverify_rescores(wor
             assert again["_ng_previous_reward"] == item["reward"]
             assert again["reward"] == (0.0 if index == edited else item["reward"])
             assert again["agent_ref"] == item["agent_ref"]
-
-
-def test_reverify_replays_tool_calls_so_stateful_environments_score_the_same(workdir):
-    config = "+config_paths=[resources_servers/example_session_state_mgmt/configs/example_session_state_mgmt.yaml," \
-             "responses_api_models/replay_model/configs/replay_model.yaml]"  # fmt: skip
-    replay = (
-        "++policy_model.responses_api_models.replay_model.rollouts_jsonl_fpath="
-        "[resources_servers/example_session_state_mgmt/data/example_rollouts.jsonl]"
-    )
-    with running_deployment([config, replay], cwd=workdir) as deployment:
-        head = ["++head_server.port=" + deployment.head_url.rsplit(":", 1)[1]]
-        collected = gym("collect", "-o", "r.jsonl", *head, cwd=workdir)
-        assert collected.returncode == 0, collected.stdout + collected.stderr
-        stored = read_jsonl(workdir / "r.jsonl")
-        assert stored and all(record["reward"] == 1.0 for record in stored)
-        replayed = gym("eval", "reverify", "-i", "r.jsonl", "-o", "replayed.jsonl", *head, cwd=workdir)
-        assert replayed.returncode == 0, replayed.stderr
-        assert [record["reward"] for record in read_jsonl(workdir / "replayed.jsonl")] == [1.0] * len(stored)
-        # Without the replay, verify sees none of the session: NeMo Gym 0.7's /reverify_mode guard applies.
-        bare = ("eval", "reverify", "-i", "r.jsonl", "-o", "bare.jsonl", "--no-tool-replay", *head)
-        refused = gym(*bare, cwd=workdir)
-        assert "example_session_state_mgmt_resources_server (unknown)" in one_line_error(refused)
-        assert "--force" in refused.stderr
-        forced = gym(*bare, "--force", cwd=workdir)
-        assert forced.returncode == 0, forced.stderr
-        assert not (workdir / "bare.jsonl").exists(), "a forced run's outputs are marked unsafe"
-        assert 0.0 in [record["reward"] for record in read_jsonl(workdir / "unsafe_bare.jsonl")]
