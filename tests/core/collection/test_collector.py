@@ -7,7 +7,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -17,12 +16,11 @@ from nemo_gym.cli.flags import UsageError
 from nemo_gym.cli.main import COLLECT
 from nemo_gym.collection.config import settings_without_effect
 from nemo_gym.config.jsonl import drop_torn_tail
-from tests.helpers import REPO_ROOT, RunningDeployment, gym_command, running_deployment
-from tests.upstream_script import ScriptedUpstream, fresh_model
+from tests.collection_deployment import ticket_rows
+from tests.helpers import REPO_ROOT, RunningDeployment, gym_command
 from tests.wandb_run_reader import logged_run, logged_table, logged_values
 
 AGENT = "example_single_tool_call_simple_agent"
-DEADLINE_S = 5.0
 
 
 def write_rows(path: Path, rows: list[dict]) -> Path:
@@ -32,10 +30,6 @@ def write_rows(path: Path, rows: list[dict]) -> Path:
 
 def read_lines(path: Path) -> list[dict]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines()]
-
-
-def task(text: str, **extra) -> dict:
-    return {"responses_create_params": {"input": [{"role": "user", "content": text}]}, **extra}
 
 
 def indices(rows: list[dict]) -> list[tuple[int, int]]:
@@ -68,29 +62,8 @@ def test_flags_become_overrides():
 # ---- against a deployment --------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def deployment(scripted_upstream: ScriptedUpstream) -> Iterator[tuple[RunningDeployment, str]]:
-    model = fresh_model("collect")
-    args = [
-        "+config_paths=[resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml,"
-        "configs/policy_model.yaml]",
-        f"+policy_base_url={scripted_upstream.base_url}",
-        "+policy_api_key=sk-collect",
-        f"+policy_model_name={model}",
-        f"+global_http_deadline_s={DEADLINE_S}",
-        # One retry of a scripted 500: it then fails within about a second, far from the deadline.
-        "++policy_model.responses_api_models.openai_model.max_retries=1",
-    ]
-    with running_deployment(args, REPO_ROOT) as running:
-        yield running, model
-
-
 def head_port(running: RunningDeployment) -> str:
     return running.head_url.rsplit(":", 1)[1]
-
-
-def ticket_rows(count: int) -> list[dict]:
-    return [task(f"weather please, ticket T{number:03d}") for number in range(count)]
 
 
 def run_collect(running: RunningDeployment, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -137,7 +110,7 @@ def test_failing_and_hanging_rows_are_recorded_and_collection_finishes(
     assert agent_metrics["mean/reward"] == 1.0  # failures are not zeros in the statistics
     groups = {group["_ng_task_index"]: group for group in metrics["group_level_metrics"]}
     assert len(groups) == 50
-    assert {task for task, group in groups.items() if group["num_failed_rollouts"]} == failing | hanging
+    assert {index for index, group in groups.items() if group["num_failed_rollouts"]} == failing | hanging
     assert groups[30]["num_rollouts"] == 0 and groups[0]["num_rollouts"] == 1
 
     assert "44 succeeded, 6 failed" in result.stdout

@@ -15,6 +15,7 @@ from nemo_gym.rollout_collection import (
     RolloutCollectionConfig,
     materialize,
 )
+from tests.collection_deployment import task
 
 
 def write_rows(path: Path, rows: list[dict]) -> Path:
@@ -24,10 +25,6 @@ def write_rows(path: Path, rows: list[dict]) -> Path:
 
 def read_lines(path: Path) -> list[dict]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines()]
-
-
-def task(text: str, **extra) -> dict:
-    return {"responses_create_params": {"input": [{"role": "user", "content": text}]}, **extra}
 
 
 def materialized(

@@ -2,8 +2,6 @@
 simple_agent + openai_model → scripted upstream): every row yields a stamped result or a failure record,
 never an exception."""
 
-from collections.abc import Iterator
-
 import pytest
 
 from nemo_gym.collection.dispatch_budget import DispatchBudget
@@ -11,35 +9,10 @@ from nemo_gym.collection.runner import NOT_STARTED
 from nemo_gym.config_types import BaseServerConfig, ConfigError
 from nemo_gym.rollout_collection import RolloutRunner
 from nemo_gym.server_utils import ServerClient
-from tests.helpers import REPO_ROOT, RunningDeployment, running_deployment
-from tests.upstream_script import ScriptedUpstream, fresh_model
+from tests.collection_deployment import ticket_rows
+from tests.helpers import RunningDeployment
 
 AGENT = "example_single_tool_call_simple_agent"
-DEADLINE_S = 5.0
-
-
-def task(text: str, **extra) -> dict:
-    return {"responses_create_params": {"input": [{"role": "user", "content": text}]}, **extra}
-
-
-def ticket_rows(count: int) -> list[dict]:
-    return [task(f"weather please, ticket T{number:03d}") for number in range(count)]
-
-
-@pytest.fixture(scope="module")
-def deployment(scripted_upstream: ScriptedUpstream) -> Iterator[tuple[RunningDeployment, str]]:
-    model = fresh_model("runner")
-    args = [
-        "+config_paths=[resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml,"
-        "configs/policy_model.yaml]",
-        f"+policy_base_url={scripted_upstream.base_url}",
-        "+policy_api_key=sk-runner",
-        f"+policy_model_name={model}",
-        f"+global_http_deadline_s={DEADLINE_S}",
-        "++policy_model.responses_api_models.openai_model.max_retries=1",
-    ]
-    with running_deployment(args, REPO_ROOT) as running:
-        yield running, model
 
 
 async def test_the_collectors_runner_yields_results_and_failure_records(deployment, scripted_upstream):
