@@ -1,5 +1,6 @@
 """nemo_gym.wire.chat_completions: a completion keeps an assistant message's token data (the training
-variant) and vLLM's extras; the request params keep an assistant turn's token data and drop unknown keys."""
+variant) and vLLM's extras; the request params keep an assistant turn's token data, drop unknown keys, pass
+content parts they do not type on, and refuse what cannot be served."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from nemo_gym.wire.chat_completions import (
     NeMoGymChatCompletionCreateParamsNonStreaming,
     NeMoGymChatCompletionMessage,
     NeMoGymChatCompletionMessageForTraining,
+    NeMoGymChoice,
 )
 
 TOKENS = {
@@ -84,3 +86,40 @@ def test_chat_create_params_keep_assistant_token_fields_and_ignore_unknown_keys(
         NeMoGymChatCompletionCreateParamsNonStreaming.model_validate(
             {"messages": [{"role": "robot", "content": ""}]}
         )
+
+
+def test_a_completions_identifying_constants_are_dumped_even_when_defaulted() -> None:
+    message = NeMoGymChatCompletionMessage(content="hi")
+    completion = NeMoGymChatCompletion(
+        id="c", choices=[NeMoGymChoice(index=0, message=message)], created=1, model="m"
+    )
+    dumped = dump(completion)
+    assert (dumped["object"], dumped["choices"][0]["message"]) == (
+        "chat.completion",
+        {"content": "hi", "role": "assistant"},
+    )
+    assert (
+        type(NeMoGymChatCompletion.model_validate(dumped).choices[0].message) is NeMoGymChatCompletionMessage
+    )
+
+
+def test_text_and_image_parts_are_checked_and_other_parts_pass_through() -> None:
+    audio = {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
+    params = NeMoGymChatCompletionCreateParamsNonStreaming.model_validate(
+        {"messages": [{"role": "user", "content": [audio], "weight": 2}]}
+    )
+    assert dump(params) == {"messages": [{"role": "user", "content": [audio]}]}
+    with pytest.raises(ValidationError, match="image_url.url"):
+        NeMoGymChatCompletionCreateParamsNonStreaming.model_validate(
+            {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}
+        )
+
+
+def test_streaming_partial_token_data_and_a_missing_role_are_refused() -> None:
+    create = NeMoGymChatCompletionCreateParamsNonStreaming.model_validate
+    with pytest.raises(ValidationError, match="stream"):
+        create({"messages": [], "stream": True})
+    with pytest.raises(ValidationError, match="generation_token_ids"):
+        create({"messages": [{"role": "assistant", "content": "a", "prompt_token_ids": [1]}]})
+    with pytest.raises(ValidationError, match="A chat message needs a 'role' of 'developer', 'system'"):
+        create({"messages": [{"content": "x"}]})
