@@ -1,6 +1,6 @@
-"""nemo_gym.agents.cli_agents and nemo_gym.agents.cli_model_relay: how a CLI agent runs its CLI (a process group killed at
-the deadline, capped output, a built environment) and relays the CLI's model calls, keeping their token ids
-(against the scripted upstream, a real server process)."""
+"""nemo_gym.agents.cli_agents: how a CLI agent runs its CLI (a process group killed at the deadline, capped
+output, a built environment, the task on stdin), and how the token ids its relay kept go on the trajectory
+(the relay itself: test_cli_model_relay.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,8 @@ from pathlib import Path
 import orjson
 
 from nemo_gym.agents.cli_agents import cli_environment, run_cli
-from nemo_gym.agents.cli_model_relay import ModelCallRelay, token_fields_of
 from nemo_gym.agents.cli_trajectories import attach_token_ids
-from nemo_gym.http.client import get_response_json, request
 from tests.helpers import wait_until_gone
-from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
 
 TOKENS = {"prompt_token_ids": [1, 2], "generation_token_ids": [3, 4], "generation_log_probs": [-0.5, -0.25]}
 
@@ -51,16 +48,6 @@ async def test_the_run_sees_only_the_environment_it_is_given(tmp_path: Path, mon
     assert seen["PATH"] == os.environ["PATH"] and "127.0.0.1" in seen["NO_PROXY"]
 
 
-def test_token_fields_are_found_in_json_and_in_server_sent_events() -> None:
-    item = {"type": "message", **TOKENS}
-    assert token_fields_of(orjson.dumps({"output": [{"type": "reasoning"}, item]})) == TOKENS
-    stream = b"event: response.created\ndata: {}\n\nevent: response.completed\ndata: " + orjson.dumps(
-        {"response": {"output": [item]}}
-    )
-    assert token_fields_of(stream + b"\n\ndata: [DONE]\n\n") == TOKENS
-    assert token_fields_of(b'{"output": [{"type": "message"}]}') is None
-
-
 def test_token_ids_go_on_the_last_item_of_each_turn_only_when_turns_and_calls_line_up() -> None:
     def trajectory() -> list[dict]:
         return [
@@ -79,28 +66,6 @@ def test_token_ids_go_on_the_last_item_of_each_turn_only_when_turns_and_calls_li
     assert attach_token_ids(output, [TOKENS, None]) == "unmatched"
     assert not any("generation_token_ids" in item for item in output), "nothing half-attached"
     assert attach_token_ids(output, [None, None]) == "unavailable"
-
-
-async def test_the_relay_passes_calls_on_and_keeps_each_ones_token_ids(
-    scripted_upstream: ScriptedUpstream,
-) -> None:
-    model = fresh_model("relay")
-    scripted_upstream.script(
-        model,
-        [{"output": [function_call("ls", {}), {**assistant_message("done"), **TOKENS}]},
-         {"output": [assistant_message("no ids")]}],
-    )  # fmt: skip
-    relay = ModelCallRelay()
-    async with relay.relayed(scripted_upstream.base_url, timeout_s=30) as (url, run):
-        for _ in range(2):
-            answer = await request("POST", f"{url}/responses?probe=1", json={"model": model, "input": "hi"})
-            assert answer.status == 200
-        assert (await get_response_json(answer))["output"][0]["content"][0]["text"] == "no ids"
-    assert run.calls == [TOKENS, None]
-    (first, _) = scripted_upstream.requests(model)
-    assert first["path"] == "/v1/responses" and first["body"]["input"] == "hi"
-    stale = await request("POST", f"{url}/responses", json={"model": model, "input": "hi"})
-    assert stale.status == 404, "a finished run's ticket no longer relays"
 
 
 async def test_the_task_goes_in_on_stdin_whatever_its_size(tmp_path: Path) -> None:

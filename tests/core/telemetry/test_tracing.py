@@ -23,7 +23,7 @@ import pytest
 import requests
 from fastapi import Request
 from opentelemetry import propagate
-from opentelemetry.trace import INVALID_SPAN_CONTEXT, SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace import SpanKind
 
 from nemo_gym.config_types import ConfigError
 from nemo_gym.http.client import request
@@ -31,7 +31,7 @@ from nemo_gym.http.in_process import call_in_process, host_in_process
 from nemo_gym.sandbox import SandboxLimits, resolve_isolation, run_sandboxed
 from nemo_gym.server_utils import finalize_app, new_app
 from nemo_gym.telemetry import tracing
-from nemo_gym.telemetry.spans import MemorySpans, Sampler
+from nemo_gym.telemetry.spans import MemorySpans
 from tests.helpers import REPO_ROOT, StartedServer, one_line_error, run_server
 from tests.shared_fixtures import closed_port
 from tests.upstream_script import ScriptedUpstream, assistant_message, fresh_model, function_call
@@ -390,22 +390,3 @@ def test_a_root_span_the_sampler_drops_is_not_recorded_and_says_so_downstream(sa
         tracing.stop()
     assert [span.name for span in sink.finished] == (["gym.job"] if kept else [])
     assert headers["traceparent"].endswith("-01" if kept else "-00")
-
-
-def test_a_child_follows_its_parents_sampling_decision():
-    sampler = Sampler("parentbased_traceidratio", "0")
-    sampled_parent = SpanContext(5, 6, True, TraceFlags(TraceFlags.SAMPLED))
-    dropped_parent = SpanContext(5, 6, True, TraceFlags(TraceFlags.DEFAULT))
-    assert sampler.keeps(5, sampled_parent) and not sampler.keeps(5, dropped_parent)
-    half = Sampler("traceidratio", "0.5")
-    assert half.keeps((1 << 100) + (1 << 62), INVALID_SPAN_CONTEXT)  # only the low 64 bits count
-    assert not half.keeps((1 << 63) + 1, INVALID_SPAN_CONTEXT)
-    with pytest.raises(ValueError, match="'sometimes' is not one of the standard samplers"):
-        Sampler("sometimes")
-
-
-def test_an_unknown_sampler_variable_is_warned_about_and_every_trace_kept(monkeypatch, caplog):
-    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "sometimes")
-    sampler = Sampler.from_environment()
-    assert sampler.keeps(1, INVALID_SPAN_CONTEXT) and sampler.keeps((1 << 64) - 1, INVALID_SPAN_CONTEXT)
-    assert "'sometimes' is not one of the standard samplers" in caplog.text

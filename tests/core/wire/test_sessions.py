@@ -1,5 +1,5 @@
 """NeMo Gym 0.7's session and identity shapes, importable at NeMo Gym's paths, checked as 0.7 checks them;
-the rollout path prefixes; usage sums that keep an unknown detail unknown."""
+the rollout path prefixes."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from nemo_gym.base_resources_server import (
 )
 from nemo_gym.base_responses_api_agent import AgentCloseSessionResponse, AgentSeedSessionRequest
 from nemo_gym.episode_types import EpisodeId, TaskId
-from nemo_gym.openai_utils import NeMoGymResponseUsage, accumulate_response_usage
 from nemo_gym.server_utils import apply_rollout_prefix, rollout_path_prefix
 
 EPISODE = {"rollout_id": "0-1", "attempt": 0}
@@ -95,30 +94,3 @@ def test_rollout_prefixes() -> None:
     assert rollout_path_prefix("7-0") == "/ng-rollout/7-0"
     assert rollout_path_prefix("7-0", token_capture=True) == "/ng-rollout/7-0/training-token-capture"
     assert apply_rollout_prefix("http://127.0.0.1:9000/", "7-0") == "http://127.0.0.1:9000/ng-rollout/7-0"
-
-
-def usage(tokens: int, cached: int | None, reasoning: int | None) -> NeMoGymResponseUsage:
-    return NeMoGymResponseUsage.model_validate(
-        {
-            "input_tokens": tokens,
-            "input_tokens_details": {"cached_tokens": cached},
-            "output_tokens": tokens,
-            "output_tokens_details": {"reasoning_tokens": reasoning},
-            "total_tokens": 2 * tokens,
-        }
-    )
-
-
-def test_usage_sums_keep_an_unknown_detail_unknown() -> None:
-    total = accumulate_response_usage(usage(10, 4, 1), usage(5, None, 2))
-    assert (total.input_tokens, total.output_tokens, total.total_tokens) == (15, 15, 30)
-    assert (total.input_tokens_details.cached_tokens, total.output_tokens_details.reasoning_tokens) == (
-        None,
-        3,
-    )
-    first = usage(1, 1, 1)
-    assert (
-        accumulate_response_usage(None, first) == first
-        and accumulate_response_usage(None, first) is not first
-    )
-    assert accumulate_response_usage(None, None) is None
