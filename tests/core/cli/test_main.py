@@ -307,28 +307,6 @@ def test_list_shows_environments_agents_models_and_benchmarks(tmp_path):
     assert legacy.stdout == run("list", "benchmarks", cwd=tmp_path).stdout
 
 
-@pytest.mark.parametrize(
-    "how",
-    [
-        ("ng_init_resources_server", "+entrypoint=resources_servers/my_env"),
-        ("gym", "env", "init", "--resources-server", "my_env"),
-        ("gym", "env", "init", "my_env"),
-        ("gym", "init", "+resources_server=my_env"),
-    ],
-)
-def test_init_takes_the_name_in_each_nemo_gym_spelling(how, tmp_path):
-    executable, *args = how
-    result = run(*args, cwd=tmp_path, executable=executable)
-    assert result.returncode == 0, result.stderr
-    assert (tmp_path / "resources_servers/my_env/configs/my_env.yaml").is_file()
-
-
-def test_init_refuses_two_different_names(tmp_path):
-    line = one_line_error(run("env", "init", "foo", "--resources-server", "bar", cwd=tmp_path))
-    assert "usage: gym env init <name>" in line
-    assert not (tmp_path / "resources_servers").exists()
-
-
 def test_validate_legacy_script_and_config_flag(empty_env):
     result = run("--config", "configs/demo.yaml", cwd=empty_env, executable="ng_validate")
     assert (result.returncode, result.stdout.strip()) == (0, "Config is valid: 3 server instance(s)."), (
