@@ -165,34 +165,6 @@ def test_command_line_mistakes_are_one_line_with_a_hint(args, expected, empty_en
         assert result.returncode == 2
 
 
-def test_config_flag_and_selectors_merge_into_one_config_paths(empty_env):
-    (empty_env / "extra.yaml").write_text("extra_setting: 7\n")
-    result = run(
-        "env", "resolve",
-        "--config", "extra.yaml",
-        "--resources-server", "mcqa",
-        "--model-type", "openai_model",
-        "--model", "my-model",
-        "--model-url", "http://127.0.0.1:9/v1",
-        "--model-api-key", "sk-never-shown-123",
-        "+config_paths=[configs/policy_model.yaml]",
-        "-v",
-        cwd=empty_env,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert "sk-never-shown-123" not in result.stdout + result.stderr
-    resolved = yaml.safe_load(result.stdout)
-    assert [Path(path).name for path in resolved["config_paths"]] == [
-        "policy_model.yaml", "extra.yaml", "mcqa.yaml", "openai_model.yaml",
-    ]  # fmt: skip
-    model = resolved["policy_model"]["responses_api_models"]["openai_model"]
-    assert model["openai_model"] == "my-model"
-    assert model["openai_base_url"] == "http://127.0.0.1:9/v1"
-    assert model["openai_api_key"] == "****"
-    assert resolved["mcqa"]["resources_servers"]["mcqa"]["domain"] == "knowledge"
-    assert resolved["extra_setting"] == 7 and resolved["verbose"] is True
-
-
 def test_resolve_resolves_interpolations_set_in_env_yaml(tmp_path):
     (tmp_path / "env.yaml").write_text(
         "policy_base_url: http://127.0.0.1:9/v1\npolicy_api_key: sk-env-yaml-secret\npolicy_model_name: from-env\n"
