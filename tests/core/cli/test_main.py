@@ -77,17 +77,6 @@ def test_short_forms_are_the_nemo_gym_commands_themselves():
     assert TREE["init"] is TREE["env"]["init"] and TREE["test"] is TREE["env"]["test"]
 
 
-def test_env_status_json_lists_a_running_deployment(empty_env):
-    with running_deployment(["--config", "configs/demo.yaml"], cwd=empty_env) as deployment:
-        port = deployment.head_url.rsplit(":", 1)[1]
-        result = run("env", "status", "--json", f"++head_server.port={port}", cwd=empty_env)
-    assert result.returncode == 0, result.stderr
-    listed = json.loads(result.stdout)
-    assert {entry["process_name"]: entry["status"] for entry in listed} == {
-        "mcqa": "success", "mcqa_simple_agent": "success", "policy_model": "success",
-    }  # fmt: skip
-
-
 # Holds a deployment started by the test helper, prints the launcher's pid, then waits to be killed.
 DEPLOYMENT_HOLDER = """
 import sys
