@@ -39,6 +39,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 GYM_CLI = Path(sys.executable).parent / "gym"
 # Generous: a `gym` command is a whole subprocess (often a deployment), slow on a busy machine.
 GYM_CLI_TIMEOUT_S = 180
+# `gym test` runs a folder's whole test suite.
+GYM_TEST_TIMEOUT_S = 300
 NEVER_PRINTED = "\0never printed\0"
 
 

@@ -1,4 +1,4 @@
-"""Config models: dataset rules, CLI argument models, server instance shapes and references."""
+"""Config models under their NeMo Gym name `nemo_gym.config_types`: the errors, server instance shapes and references."""
 
 from __future__ import annotations
 
@@ -9,19 +9,12 @@ from pydantic import ValidationError
 from nemo_gym.config_types import (
     AggregateMetrics,
     AlmostServerError,
-    BenchmarkDatasetConfig,
     ConfigError,
     ConfigMissingValuesError,
     ConfigPathNotFoundError,
-    DatasetConfig,
     Domain,
-    DownloadJsonlDatasetHuggingFaceConfig,
-    GitlabDatasetSource,
-    HuggingFaceDatasetSource,
     InheritPathNotFoundError,
-    JsonlDatasetGitlabIdentifer,
     MalformedConfigPathsError,
-    MLFlowConfig,
     ModelServerRef,
     NoServerInstancesError,
     ResourcesServerInstanceConfig,
@@ -30,10 +23,6 @@ from nemo_gym.config_types import (
     ResponsesAPIModelServerInstanceConfig,
     ServerRefNotFoundError,
     ServerRefTypeAdapter,
-    UploadJsonlDatasetGitlabConfig,
-    UploadJsonlDatasetHuggingFaceConfig,
-    UploadJsonlDatasetHuggingFaceMaybeDeleteConfig,
-    WANDBConfig,
     describe_server_instance_error,
     is_almost_server,
     is_server_ref,
@@ -41,16 +30,6 @@ from nemo_gym.config_types import (
     maybe_get_server_instance_config,
     validate_server_instance_config,
 )
-
-GITLAB = {"dataset_name": "weather", "version": "0.0.1", "artifact_fpath": "train.jsonl"}
-HF_UPLOAD = {
-    "hf_token": "hf_x",
-    "hf_organization": "org",
-    "hf_collection_name": "Gym",
-    "hf_collection_slug": "abc",
-    "input_jsonl_fpath": "data/train.jsonl",
-    "resource_config_path": "resources_servers/x/configs/x.yaml",
-}
 
 
 def resources_block(**inner: object) -> dict:
@@ -73,136 +52,6 @@ def test_each_config_error_is_also_its_builtin_error(error_class: type, builtin:
     error = error_class("the message")
     assert isinstance(error, ConfigError) and isinstance(error, builtin)
     assert str(error) == "the message"
-
-
-def test_domain_values() -> None:
-    assert [domain.value for domain in Domain] == [
-        "math",
-        "coding",
-        "agent",
-        "knowledge",
-        "instruction_following",
-        "long_context",
-        "safety",
-        "games",
-        "translation",
-        "e2e",
-        "rlhf",
-        "other",
-    ]
-
-
-@pytest.mark.parametrize("dataset_type", ["train", "validation"])
-def test_train_and_validation_datasets_need_a_license(dataset_type: str) -> None:
-    with pytest.raises(ValidationError, match="`license` is required"):
-        DatasetConfig(name="d", type=dataset_type, jsonl_fpath="d.jsonl")
-    assert DatasetConfig(name="d", type=dataset_type, jsonl_fpath="d.jsonl", license="MIT").license == "MIT"
-
-
-def test_example_dataset_needs_no_license_and_unknown_licenses_are_rejected() -> None:
-    assert DatasetConfig(name="d", type="example", jsonl_fpath="d.jsonl").num_repeats == 1
-    with pytest.raises(ValidationError, match="license"):
-        DatasetConfig(name="d", type="example", jsonl_fpath="d.jsonl", license="WTFPL")
-    with pytest.raises(ValidationError, match="num_repeats"):
-        DatasetConfig(name="d", type="example", jsonl_fpath="d.jsonl", num_repeats=0)
-
-
-def test_source_and_a_legacy_identifier_together_are_rejected() -> None:
-    with pytest.raises(ValidationError, match="either `source` or the deprecated"):
-        DatasetConfig(
-            name="d",
-            type="example",
-            jsonl_fpath="d.jsonl",
-            source={"type": "huggingface", "repo_id": "org/d"},
-            gitlab_identifier=GITLAB,
-        )
-
-
-def test_a_single_legacy_identifier_is_deprecated_and_copied_into_source() -> None:
-    with pytest.warns(DeprecationWarning, match="deprecated"):
-        dataset = DatasetConfig(name="d", type="example", jsonl_fpath="d.jsonl", gitlab_identifier=GITLAB)
-    assert dataset.source == GitlabDatasetSource(**GITLAB)
-
-
-def test_both_legacy_identifiers_may_coexist_without_a_source() -> None:
-    with pytest.warns(DeprecationWarning):
-        dataset = DatasetConfig(
-            name="d",
-            type="example",
-            jsonl_fpath="d.jsonl",
-            gitlab_identifier=GITLAB,
-            huggingface_identifier={"repo_id": "org/d"},
-        )
-    assert dataset.source is None and dataset.gitlab_identifier and dataset.huggingface_identifier
-
-
-def test_source_is_mirrored_into_the_legacy_field_and_a_dump_validates_again() -> None:
-    dataset = DatasetConfig(
-        name="d", type="example", jsonl_fpath="d.jsonl", source={"type": "huggingface", "repo_id": "org/d"}
-    )
-    assert isinstance(dataset.source, HuggingFaceDatasetSource)
-    assert dataset.huggingface_identifier.repo_id == "org/d"
-    assert DatasetConfig.model_validate(dataset.model_dump()) == dataset
-
-
-def test_gitlab_source_is_mirrored_into_gitlab_identifier() -> None:
-    dataset = DatasetConfig(
-        name="d", type="example", jsonl_fpath="d.jsonl", source={"type": "gitlab", **GITLAB}
-    )
-    assert dataset.gitlab_identifier == JsonlDatasetGitlabIdentifer(**GITLAB)
-
-
-def test_benchmark_dataset_prompt_config_defaults_to_none_as_in_nemo_gym_0_7() -> None:
-    fields = {"name": "aime", "type": "benchmark", "jsonl_fpath": "a.jsonl", "prepare_script": "prepare.py"}
-    assert BenchmarkDatasetConfig(**fields).prompt_config is None
-    assert str(BenchmarkDatasetConfig(**fields, prompt_config="p.yaml").prompt_config) == "p.yaml"
-
-
-def test_cli_models_ignore_unrelated_keys_of_the_global_config() -> None:
-    config = UploadJsonlDatasetGitlabConfig.model_validate(
-        {"dataset_name": "d", "version": "0.0.1", "input_jsonl_fpath": "x.jsonl", "policy_model_name": "m"}
-    )
-    assert config.dataset_name == "d"
-
-
-def test_help_prints_the_docstring_and_fields_then_exits(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        UploadJsonlDatasetGitlabConfig.model_validate({"help": True})
-    assert exit_info.value.code == 0
-    printed = capsys.readouterr().out
-    assert "Upload a JSONL dataset to the GitLab" in printed
-    assert "dataset_name" in printed and "input_jsonl_fpath" in printed
-
-
-def test_hugging_face_upload_defaults_and_the_forbidden_delete_choice() -> None:
-    config = UploadJsonlDatasetHuggingFaceMaybeDeleteConfig.model_validate(HF_UPLOAD)
-    assert (config.hf_dataset_prefix, config.split, config.create_pr, config.delete_from_gitlab) == (
-        "Nemotron-RL",
-        "train",
-        False,
-        False,
-    )
-    with pytest.raises(ValidationError, match="delete_from_gitlab"):
-        UploadJsonlDatasetHuggingFaceConfig.model_validate({**HF_UPLOAD, "delete_from_gitlab": False})
-
-
-@pytest.mark.parametrize(
-    ("fields", "problem"),
-    [
-        ({"repo_id": "o/d"}, "exactly one of output_dirpath and output_fpath"),
-        ({"repo_id": "o/d", "output_dirpath": "a", "output_fpath": "b"}, "exactly one of"),
-        ({"repo_id": "o/d", "output_dirpath": "a", "artifact_fpath": "x", "split": "train"}, "not both"),
-        ({"repo_id": "o/d", "output_fpath": "a.jsonl"}, "needs a split"),
-    ],
-)
-def test_hugging_face_download_argument_rules(fields: dict, problem: str) -> None:
-    with pytest.raises(ValidationError, match=problem):
-        DownloadJsonlDatasetHuggingFaceConfig.model_validate(fields)
-
-
-def test_hugging_face_download_valid_combinations() -> None:
-    assert DownloadJsonlDatasetHuggingFaceConfig(repo_id="o/d", output_fpath="t.jsonl", split="train")
-    assert DownloadJsonlDatasetHuggingFaceConfig(repo_id="o/d", output_dirpath="out")
 
 
 def test_server_refs() -> None:
@@ -301,21 +150,6 @@ def test_instances_validate_with_unresolvable_interpolations() -> None:
     instance = validate_server_instance_config("rs", root.rs)
     assert instance.get_inner_run_server_config().port == 4000
     assert leniently_resolved(root.rs)["resources_servers"]["weather"]["model"] == "${unset}"
-
-
-def test_wandb_config_is_available_only_with_every_real_value() -> None:
-    assert WANDBConfig(wandb_project="p", wandb_name="n", wandb_api_key="k").is_available
-    assert not WANDBConfig(wandb_project="p", wandb_name="n").is_available
-    assert not WANDBConfig(wandb_project="p", wandb_name="n", wandb_api_key="****").is_available
-
-
-def test_mlflow_config_needs_uri_experiment_and_run_and_no_masked_token() -> None:
-    complete = {"mlflow_tracking_uri": "file:///m", "mlflow_experiment_name": "e", "mlflow_run_name": "r"}
-    assert MLFlowConfig(**complete).is_available
-    assert MLFlowConfig(**complete, mlflow_tracking_token="t").is_available
-    assert not MLFlowConfig(**complete, mlflow_tracking_token="****").is_available
-    assert not MLFlowConfig(**{**complete, "mlflow_run_name": None}).is_available
-    assert "secret-token" not in repr(MLFlowConfig(**complete, mlflow_tracking_token="secret-token"))
 
 
 def test_aggregate_metrics_defaults() -> None:

@@ -21,6 +21,7 @@ from nemo_gym.config.errors import ConfigError
 
 PLAIN_VALUE = re.compile(r"[\w./:@+-]*")
 CONFIG_PATHS_OVERRIDE = re.compile(r"^\+{1,2}config_paths=")
+BACKSLASHES_BEFORE_QUOTE = re.compile(r"(\\+)(?='|\Z)")
 HELP_OVERRIDE = re.compile(r"^(\+{1,2}(h|help)=(true|True)|-h|--help)$")
 OVERRIDES_EPILOG = (
     "Any setting can also be given as an override after the flags: +key=value adds a key, ++key=value\n"
@@ -39,7 +40,9 @@ def override_value(value: str, always_quote: bool = False) -> str:
     for text that must not be read as a number: version `1.10` is not 1.1)."""
     if PLAIN_VALUE.fullmatch(value) and not always_quote:
         return value
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    # Hydra reads a backslash as an escape only before a quote or the closing quote: double only those.
+    escaped = BACKSLASHES_BEFORE_QUOTE.sub(r"\1\1", value)
+    return "'" + escaped.replace("'", "\\'") + "'"
 
 
 @dataclass(frozen=True)

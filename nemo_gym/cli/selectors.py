@@ -142,8 +142,11 @@ def _description(folder: Path) -> str:
 def readme_description(text: str) -> str:
     """The first sentence-like line of a README (no heading, no badge, no code fence): what the catalog
     shows for the folder."""
+    in_code = False
     for line in text.splitlines():
         text = line.strip()
-        if text and not text.startswith(("#", "!", "[", "```", "|", "<")):
+        if text.startswith("```"):
+            in_code = not in_code
+        elif text and not in_code and not text.startswith(("#", "!", "[", "|", "<")):
             return text
     return ""

@@ -1,9 +1,7 @@
-import http.server
 import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -159,30 +157,6 @@ def test_a_block_that_almost_is_a_server_is_reported_in_one_line(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert "'weather'" in lines[0] and "domain" in lines[0] and "error_on_almost_servers" in lines[0]
-
-
-class NotAGymServer(http.server.BaseHTTPRequestHandler):
-    """Answers every GET with a 404 and a multi-line HTML page, as many web servers do."""
-
-    def do_GET(self) -> None:
-        self.send_error(404)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-def test_status_of_a_server_that_is_not_a_head_server_is_one_line(tmp_path):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotAGymServer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        result = run_command("gym", "status", f"++head_server.port={server.server_address[1]}", cwd=tmp_path)
-    finally:
-        server.shutdown()
-        server.server_close()
-    assert result.returncode == 1
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "not a Gym head server" in lines[0] and "404" in lines[0], result.stderr
-    assert "<" not in lines[0]
 
 
 HEAVY_PACKAGES = (

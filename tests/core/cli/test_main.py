@@ -77,17 +77,6 @@ def test_short_forms_are_the_nemo_gym_commands_themselves():
     assert TREE["init"] is TREE["env"]["init"] and TREE["test"] is TREE["env"]["test"]
 
 
-def test_env_status_json_lists_a_running_deployment(empty_env):
-    with running_deployment(["--config", "configs/demo.yaml"], cwd=empty_env) as deployment:
-        port = deployment.head_url.rsplit(":", 1)[1]
-        result = run("env", "status", "--json", f"++head_server.port={port}", cwd=empty_env)
-    assert result.returncode == 0, result.stderr
-    listed = json.loads(result.stdout)
-    assert {entry["process_name"]: entry["status"] for entry in listed} == {
-        "mcqa": "success", "mcqa_simple_agent": "success", "policy_model": "success",
-    }  # fmt: skip
-
-
 # Holds a deployment started by the test helper, prints the launcher's pid, then waits to be killed.
 DEPLOYMENT_HOLDER = """
 import sys
@@ -163,34 +152,6 @@ def test_command_line_mistakes_are_one_line_with_a_hint(args, expected, empty_en
         assert result.returncode == 1
     else:
         assert result.returncode == 2
-
-
-def test_config_flag_and_selectors_merge_into_one_config_paths(empty_env):
-    (empty_env / "extra.yaml").write_text("extra_setting: 7\n")
-    result = run(
-        "env", "resolve",
-        "--config", "extra.yaml",
-        "--resources-server", "mcqa",
-        "--model-type", "openai_model",
-        "--model", "my-model",
-        "--model-url", "http://127.0.0.1:9/v1",
-        "--model-api-key", "sk-never-shown-123",
-        "+config_paths=[configs/policy_model.yaml]",
-        "-v",
-        cwd=empty_env,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert "sk-never-shown-123" not in result.stdout + result.stderr
-    resolved = yaml.safe_load(result.stdout)
-    assert [Path(path).name for path in resolved["config_paths"]] == [
-        "policy_model.yaml", "extra.yaml", "mcqa.yaml", "openai_model.yaml",
-    ]  # fmt: skip
-    model = resolved["policy_model"]["responses_api_models"]["openai_model"]
-    assert model["openai_model"] == "my-model"
-    assert model["openai_base_url"] == "http://127.0.0.1:9/v1"
-    assert model["openai_api_key"] == "****"
-    assert resolved["mcqa"]["resources_servers"]["mcqa"]["domain"] == "knowledge"
-    assert resolved["extra_setting"] == 7 and resolved["verbose"] is True
 
 
 def test_resolve_resolves_interpolations_set_in_env_yaml(tmp_path):
@@ -305,28 +266,6 @@ def test_list_shows_environments_agents_models_and_benchmarks(tmp_path):
     assert "tiny_bench/manifest.yaml: measures: Field required" in one_line_error(broken)
     legacy = run(cwd=tmp_path, executable="ng_list_benchmarks")
     assert legacy.stdout == run("list", "benchmarks", cwd=tmp_path).stdout
-
-
-@pytest.mark.parametrize(
-    "how",
-    [
-        ("ng_init_resources_server", "+entrypoint=resources_servers/my_env"),
-        ("gym", "env", "init", "--resources-server", "my_env"),
-        ("gym", "env", "init", "my_env"),
-        ("gym", "init", "+resources_server=my_env"),
-    ],
-)
-def test_init_takes_the_name_in_each_nemo_gym_spelling(how, tmp_path):
-    executable, *args = how
-    result = run(*args, cwd=tmp_path, executable=executable)
-    assert result.returncode == 0, result.stderr
-    assert (tmp_path / "resources_servers/my_env/configs/my_env.yaml").is_file()
-
-
-def test_init_refuses_two_different_names(tmp_path):
-    line = one_line_error(run("env", "init", "foo", "--resources-server", "bar", cwd=tmp_path))
-    assert "usage: gym env init <name>" in line
-    assert not (tmp_path / "resources_servers").exists()
 
 
 def test_validate_legacy_script_and_config_flag(empty_env):

@@ -1,35 +1,15 @@
-"""`gym init` scaffolds a resources server whose tests pass at once; `gym test` runs a folder's tests and
-checks its example data. Both run as the CLI in a scratch project folder."""
+"""`gym test` runs a server folder's tests in a pytest process of its own and checks a resources server's
+example data; folders run at once, each one's output printed whole. Runs as the CLI in a scratch project
+folder, on folders `gym init` scaffolds."""
 
 import json
 import re
 
-from tests.helpers import one_line_error, run_gym
-
-# `gym test` runs a folder's whole test suite, slower than one command.
-GYM_TEST_TIMEOUT_S = 300
-
-
-def test_init_then_test_passes_and_reports_a_table(tmp_path):
-    created = run_gym("init", "my_env", cwd=tmp_path, timeout=GYM_TEST_TIMEOUT_S)
-    assert created.returncode == 0, created.stderr
-    folder = tmp_path / "resources_servers" / "my_env"
-    assert {path.name for path in folder.iterdir()} >= {"app.py", "configs", "data", "tests", "README.md"}
-
-    result = run_gym("test", "+entrypoint=resources_servers/my_env", cwd=tmp_path, timeout=GYM_TEST_TIMEOUT_S)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 passed" in result.stdout
-    [row] = [
-        line.split() for line in result.stdout.splitlines() if line.startswith("resources_servers/my_env ")
-    ]
-    assert row[1] == "passed" and row[-1] == "ok"
-
-    again = run_gym("init", "my_env", cwd=tmp_path, timeout=GYM_TEST_TIMEOUT_S)
-    assert "already exists" in one_line_error(again)
+from tests.helpers import GYM_TEST_TIMEOUT_S, one_line_error, run_gym
 
 
 def test_a_failing_test_and_broken_example_data_fail_the_run(tmp_path):
-    assert run_gym("init", "broken_env", cwd=tmp_path, timeout=GYM_TEST_TIMEOUT_S).returncode == 0
+    assert run_gym("init", "broken_env", cwd=tmp_path).returncode == 0
     folder = tmp_path / "resources_servers" / "broken_env"
     app = folder / "app.py"
     app.write_text(app.read_text().replace("reward=1.0", "reward=0.0"))
@@ -45,10 +25,7 @@ def test_a_failing_test_and_broken_example_data_fail_the_run(tmp_path):
     assert "data/example_metrics_conflict.json: leftover metrics conflict" in row
 
 
-def test_bad_names_and_unknown_folders_are_one_line_errors(tmp_path):
-    assert "lowercase letters" in one_line_error(
-        run_gym("init", "My-Env", cwd=tmp_path, timeout=GYM_TEST_TIMEOUT_S)
-    )
+def test_unknown_folders_are_one_line_errors(tmp_path):
     assert "no such folder" in one_line_error(
         run_gym("test", "+entrypoint=resources_servers/nowhere", cwd=tmp_path, timeout=GYM_TEST_TIMEOUT_S)
     )
@@ -60,7 +37,7 @@ def test_bad_names_and_unknown_folders_are_one_line_errors(tmp_path):
 def test_folders_run_at_once_and_their_outputs_do_not_interleave(tmp_path):
     """Each of two folders' tests waits until the other has started: only a parallel run can pass both."""
     for name, other in (("first_env", "second_env"), ("second_env", "first_env")):
-        assert run_gym("init", name, cwd=tmp_path, timeout=GYM_TEST_TIMEOUT_S).returncode == 0
+        assert run_gym("init", name, cwd=tmp_path).returncode == 0
         (tmp_path / "resources_servers" / name / "tests" / "test_meet.py").write_text(
             "import time\nfrom pathlib import Path\n\n"
             "def test_meets_the_other_folder():\n"
@@ -82,3 +59,31 @@ def test_folders_run_at_once_and_their_outputs_do_not_interleave(tmp_path):
         assert re.search(r"\b\d+ passed\b[^\n]* in [\d.]+s", section), (
             "a folder's whole pytest output follows its own header"
         )
+
+
+def test_a_selection_with_all_and_a_shard_past_the_last_are_refused(tmp_path):
+    both = one_line_error(
+        run_gym("test", "--all", "--resources-server", "some_env", cwd=tmp_path, timeout=GYM_TEST_TIMEOUT_S)
+    )
+    assert "--all tests every folder; drop it or the selection of resources_servers/some_env" in both
+    shard = one_line_error(
+        run_gym("test", "+num_shards=2", "+shard_index=2", cwd=tmp_path, timeout=GYM_TEST_TIMEOUT_S)
+    )
+    assert "shard_index 2 must be below num_shards 2" in shard
+
+
+def test_missing_example_data_is_named_file_by_file(tmp_path):
+    assert run_gym("init", "bare_env", cwd=tmp_path).returncode == 0
+    data = tmp_path / "resources_servers" / "bare_env" / "data"
+    for path in data.iterdir():
+        path.unlink()
+    result = run_gym("test", "--resources-server", "bare_env", cwd=tmp_path, timeout=GYM_TEST_TIMEOUT_S)
+    assert result.returncode == 1
+    [row] = [line for line in result.stdout.splitlines() if line.startswith("resources_servers/bare_env ")]
+    for problem in (
+        "data/example.jsonl is missing",
+        "data/example_rollouts.jsonl is missing",
+        "data/example_metrics.json is missing",
+    ):
+        assert problem in row
+    assert "0 of 1 folder(s) passed." in result.stdout
