@@ -134,12 +134,7 @@ def test_eval_run_and_reverify_log_config_metrics_and_rollouts_to_a_local_mlflow
 
     # gym eval reverify exports too; upload_rollouts=false (or its old name) leaves the table out.
     rescored = run_gym(
-        "eval",
-        "reverify",
-        "-i",
-        "out/rollouts.jsonl",
-        "-o",
-        "out/rescored.jsonl",
+        *"eval reverify -i out/rollouts.jsonl -o out/rescored.jsonl".split(),
         head,
         *mlflow_keys(store, "reverify"),
         "+upload_rollouts_to_wandb=false",

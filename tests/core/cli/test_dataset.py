@@ -26,16 +26,7 @@ def test_migrate_uploads_to_the_hub_then_deletes_the_gitlab_copy(hub, registry, 
         "GITLAB_TOKEN": GITLAB_TOKEN,
     }
     on_gitlab = run_gym(
-        "dataset",
-        "upload",
-        "--storage",
-        "gitlab",
-        "-i",
-        "data.jsonl",
-        "--name",
-        "weather",
-        "--revision",
-        "1.0.0",
+        *"dataset upload --storage gitlab -i data.jsonl --name weather --revision 1.0.0".split(),
         env=env,
         cwd=tmp_path,
     )
@@ -45,13 +36,7 @@ def test_migrate_uploads_to_the_hub_then_deletes_the_gitlab_copy(hub, registry, 
     ]
 
     migrated = run_gym(
-        "dataset",
-        "migrate",
-        "-i",
-        "data.jsonl",
-        "--name",
-        "weather",
-        "--resource-config",
+        *"dataset migrate -i data.jsonl --name weather --resource-config".split(),
         str(REPO_ROOT / RESOURCE_CONFIG),
         env=env,
         cwd=tmp_path,
@@ -69,15 +54,7 @@ def test_render_writes_every_row_with_its_prompt_and_names_a_missing_field(tmp_p
     (tmp_path / "raw.jsonl").write_text('{"question": "2+2?", "id": 1}\n{"question": "3+3?", "id": 2}\n')
     (tmp_path / "prompt.yaml").write_text('system: "Answer briefly."\nuser: "Q{id}: {question}"\n')
     rendered = run_gym(
-        "dataset",
-        "render",
-        "-i",
-        "raw.jsonl",
-        "--prompt-config",
-        "prompt.yaml",
-        "-o",
-        "out/rendered.jsonl",
-        cwd=tmp_path,
+        *"dataset render -i raw.jsonl --prompt-config prompt.yaml -o out/rendered.jsonl".split(), cwd=tmp_path
     )
     assert rendered.returncode == 0, rendered.stderr
     rows = [json.loads(line) for line in (tmp_path / "out/rendered.jsonl").read_text().splitlines()]
@@ -89,15 +66,7 @@ def test_render_writes_every_row_with_its_prompt_and_names_a_missing_field(tmp_p
 
     (tmp_path / "prompt.yaml").write_text('user: "{question} ({topic})"\n')
     missing = run_gym(
-        "dataset",
-        "render",
-        "-i",
-        "raw.jsonl",
-        "--prompt-config",
-        "prompt.yaml",
-        "-o",
-        "x.jsonl",
-        cwd=tmp_path,
+        *"dataset render -i raw.jsonl --prompt-config prompt.yaml -o x.jsonl".split(), cwd=tmp_path
     )
     assert "topic" in one_line_error(missing) and not (tmp_path / "x.jsonl").exists()
 

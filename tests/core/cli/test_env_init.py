@@ -1,22 +1,9 @@
 """`gym init <name>` scaffolds a resources server whose own tests and example data checks pass at once; it
 takes the name in each NeMo Gym spelling and refuses a bad or ambiguous one."""
 
-import subprocess
-
 import pytest
 
-from tests.helpers import GYM_CLI, GYM_CLI_TIMEOUT_S, GYM_TEST_TIMEOUT_S, one_line_error, run_gym
-
-
-def run(*args: str, cwd, executable: str = "gym") -> subprocess.CompletedProcess:
-    """`executable` (a console script of this venv: `gym` or a NeMo Gym legacy script) with `args`."""
-    return subprocess.run(
-        [str(GYM_CLI.parent / executable), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=GYM_CLI_TIMEOUT_S,
-    )
+from tests.helpers import GYM_TEST_TIMEOUT_S, one_line_error, run_gym
 
 
 def test_init_then_test_passes_and_reports_a_table(tmp_path):
@@ -52,13 +39,13 @@ def test_a_bad_name_is_a_one_line_error(tmp_path):
 )
 def test_init_takes_the_name_in_each_nemo_gym_spelling(how, tmp_path):
     executable, *args = how
-    result = run(*args, cwd=tmp_path, executable=executable)
+    result = run_gym(*args, cwd=tmp_path, command=executable)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "resources_servers/my_env/configs/my_env.yaml").is_file()
 
 
 def test_init_refuses_two_different_names(tmp_path):
-    line = one_line_error(run("env", "init", "foo", "--resources-server", "bar", cwd=tmp_path))
+    line = one_line_error(run_gym("env", "init", "foo", "--resources-server", "bar", cwd=tmp_path))
     assert "usage: gym env init <name>" in line
     assert not (tmp_path / "resources_servers").exists()
 

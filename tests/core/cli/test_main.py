@@ -14,22 +14,7 @@ import pytest
 import yaml
 
 from nemo_gym.cli.main import TREE, Command
-from tests.helpers import REPO_ROOT, one_line_error, process_alive, running_deployment
-
-BIN = Path(sys.executable).parent
-
-
-def run(
-    *args: str, cwd: Path, executable: str = "gym", env: dict | None = None
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(BIN / executable), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
+from tests.helpers import REPO_ROOT, one_line_error, process_alive, run_gym, running_deployment
 
 
 def leaves(node: dict = TREE, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Command]]:
@@ -62,7 +47,7 @@ NEMO_GYM_07_COMMANDS = [
 
 @pytest.mark.parametrize("command", NEMO_GYM_04_COMMANDS + NEMO_GYM_07_COMMANDS)
 def test_every_nemo_gym_command_exists_with_a_full_help(command, empty_env):
-    result = run(*command.split(), "-h", cwd=empty_env)
+    result = run_gym(*command.split(), "-h", cwd=empty_env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"usage: gym {command}")
     assert "options:" in result.stdout and "-h, --help" in result.stdout and "-v, --verbose" in result.stdout
@@ -110,15 +95,15 @@ def test_a_test_deployment_ends_with_the_test_process_that_started_it(empty_env)
 
 
 def test_commands_with_settings_list_their_fields_in_help(empty_env):
-    result = run("eval", "run", "-h", cwd=empty_env)
+    result = run_gym("eval", "run", "-h", cwd=empty_env)
     assert "input_jsonl_fpath" in result.stdout and "num_samples_in_parallel" in result.stdout
-    gitlab = run("dataset", "upload", "--storage", "gitlab", "-h", cwd=empty_env)
+    gitlab = run_gym("dataset", "upload", "--storage", "gitlab", "-h", cwd=empty_env)
     assert "gitlab_url" in gitlab.stdout and "version" in gitlab.stdout
 
 
 def test_legacy_plus_h_prints_the_same_help(empty_env):
-    through_flag = run("eval", "aggregate", "-h", cwd=empty_env)
-    through_override = run("+h=true", cwd=empty_env, executable="ng_aggregate_rollouts")
+    through_flag = run_gym("eval", "aggregate", "-h", cwd=empty_env)
+    through_override = run_gym("+h=true", cwd=empty_env, command="ng_aggregate_rollouts")
     assert through_override.returncode == 0
     assert through_override.stdout == through_flag.stdout
 
@@ -143,7 +128,7 @@ def test_legacy_plus_h_prints_the_same_help(empty_env):
     ],
 )
 def test_command_line_mistakes_are_one_line_with_a_hint(args, expected, empty_env):
-    result = run(*args, cwd=empty_env)
+    result = run_gym(*args, cwd=empty_env)
     line = one_line_error(result)
     assert line.startswith("Error: ") and expected in line, line
     assert "sk-typo-secret" not in line
@@ -158,10 +143,10 @@ def test_resolve_resolves_interpolations_set_in_env_yaml(tmp_path):
     (tmp_path / "env.yaml").write_text(
         "policy_base_url: http://127.0.0.1:9/v1\npolicy_api_key: sk-env-yaml-secret\npolicy_model_name: from-env\n"
     )
-    result = run(
+    result = run_gym(
         "+config_paths=[configs/policy_model.yaml]",
         cwd=tmp_path,
-        executable="ng_dump_config",
+        command="ng_dump_config",
     )
     assert result.returncode == 0, result.stderr
     assert "${" not in result.stdout and "sk-env-yaml-secret" not in result.stdout
@@ -170,27 +155,27 @@ def test_resolve_resolves_interpolations_set_in_env_yaml(tmp_path):
 
 
 def test_version_plain_json_and_legacy(empty_env):
-    plain = run("--version", cwd=empty_env)
+    plain = run_gym("--version", cwd=empty_env)
     assert plain.returncode == 0 and plain.stdout.startswith("gym ")
-    as_json = json.loads(run("--version", "--json", cwd=empty_env).stdout)
+    as_json = json.loads(run_gym("--version", "--json", cwd=empty_env).stdout)
     assert {"gym", "python"} <= as_json.keys()
     assert plain.stdout.split()[1] == as_json["gym"]
-    assert run("--version", cwd=empty_env, executable="ng_version").stdout == plain.stdout
+    assert run_gym("--version", cwd=empty_env, command="ng_version").stdout == plain.stdout
 
 
 def test_list_shows_environments_agents_models_and_benchmarks(tmp_path):
-    environments = json.loads(run("list", "environments", "--json", cwd=tmp_path).stdout)
+    environments = json.loads(run_gym("list", "environments", "--json", cwd=tmp_path).stdout)
     shipped = {path.parent.parent.name for path in REPO_ROOT.glob("resources_servers/*/configs/*.yaml")}
     assert {entry["name"] for entry in environments} == shipped
     mcqa = next(entry for entry in environments if entry["name"] == "mcqa")
     assert mcqa["configs"] == ["mcqa"] and mcqa["description"]
-    agents = json.loads(run("list", "agents", "--json", cwd=tmp_path).stdout)
+    agents = json.loads(run_gym("list", "agents", "--json", cwd=tmp_path).stdout)
     shipped_agents = sorted(path.parent.name for path in REPO_ROOT.glob("responses_api_agents/*/app.py"))
     assert [entry["name"] for entry in agents] == shipped_agents
     assert {"gymnasium_agent", "non_executing_simple_agent", "proof_refinement_agent", "simple_agent"} <= set(
         shipped_agents
     )
-    assert "vllm_model" in run("list", "models", cwd=tmp_path).stdout
+    assert "vllm_model" in run_gym("list", "models", cwd=tmp_path).stdout
     versions = [  # a folder without a config of its own holds versions, listed as <name>/<version>
         f"{path.parent.parent.name}/{path.parent.name}"
         for path in REPO_ROOT.glob("benchmarks/*/*/config.yaml")
@@ -211,7 +196,7 @@ def test_list_shows_environments_agents_models_and_benchmarks(tmp_path):
             ),
         ]
     ]
-    listed = json.loads(run("list", "benchmarks", "--json", cwd=tmp_path).stdout)
+    listed = json.loads(run_gym("list", "benchmarks", "--json", cwd=tmp_path).stdout)
     assert [entry["name"] for entry in listed] == with_flavors and "aime25" in shipped_benchmarks
     assert {"mrcr/config_n3_128k", "hle/config_vision"} <= set(with_flavors)
     entries = {entry["name"]: entry for entry in listed}
@@ -241,7 +226,7 @@ def test_list_shows_environments_agents_models_and_benchmarks(tmp_path):
     (benchmark / "manifest.yaml").write_text(
         "environment: mcqa\nmeasures: tiny things\nsource: me/tiny\nsplit: test\nrows: 7\n"
     )
-    listed = run("list", "benchmarks", "tiny_bench", "--search-dir", "elsewhere", cwd=tmp_path)
+    listed = run_gym("list", "benchmarks", "tiny_bench", "--search-dir", "elsewhere", cwd=tmp_path)
     assert listed.stdout.splitlines()[1].split() == ["tiny_bench", "mcqa", "7", "3", "CC0", "tiny", "things"]
     for flavor in ("big", "small"):
         (benchmark / f"config_{flavor}.yaml").write_text(
@@ -253,23 +238,23 @@ def test_list_shows_environments_agents_models_and_benchmarks(tmp_path):
         "environment: mcqa\nmeasures: tiny things\nsource: me/tiny\nsplit: test\nrows: 7\n"
         "flavors:\n  config_small: {rows: 2, measures: fewer things}\n"
     )
-    listed = run("list", "benchmarks", "tiny_bench", "--search-dir", "elsewhere", cwd=tmp_path)
+    listed = run_gym("list", "benchmarks", "tiny_bench", "--search-dir", "elsewhere", cwd=tmp_path)
     assert [line.split() for line in listed.stdout.splitlines()[1:]] == [
         ["tiny_bench", "mcqa", "7", "3", "CC0", "tiny", "things"],
         ["tiny_bench/config_big", "mcqa", "?", "1", "CC0", "tiny", "things"],
         ["tiny_bench/config_small", "mcqa", "2", "1", "CC0", "fewer", "things"],
     ]
-    one = run("list", "benchmarks", "tiny_bench/config_small", "--search-dir", "elsewhere", cwd=tmp_path)
+    one = run_gym("list", "benchmarks", "tiny_bench/config_small", "--search-dir", "elsewhere", cwd=tmp_path)
     assert [line.split()[0] for line in one.stdout.splitlines()[1:]] == ["tiny_bench/config_small"]
     (benchmark / "manifest.yaml").write_text("environment: mcqa\nrows: none\n")
-    broken = run("list", "benchmarks", "--search-dir", "elsewhere", cwd=tmp_path)
+    broken = run_gym("list", "benchmarks", "--search-dir", "elsewhere", cwd=tmp_path)
     assert "tiny_bench/manifest.yaml: measures: Field required" in one_line_error(broken)
-    legacy = run(cwd=tmp_path, executable="ng_list_benchmarks")
-    assert legacy.stdout == run("list", "benchmarks", cwd=tmp_path).stdout
+    legacy = run_gym(cwd=tmp_path, command="ng_list_benchmarks")
+    assert legacy.stdout == run_gym("list", "benchmarks", cwd=tmp_path).stdout
 
 
 def test_validate_legacy_script_and_config_flag(empty_env):
-    result = run("--config", "configs/demo.yaml", cwd=empty_env, executable="ng_validate")
+    result = run_gym("--config", "configs/demo.yaml", cwd=empty_env, command="ng_validate")
     assert (result.returncode, result.stdout.strip()) == (0, "Config is valid: 3 server instance(s)."), (
         result.stderr
     )
@@ -294,11 +279,11 @@ def test_eval_prepare_runs_a_benchmark_prepare_script(tmp_path):
         "           prepare_script: benchmarks/tiny_bench/prepare.py, prompt_config: null}\n"
     )
     args = ["--benchmark", "tiny_bench", "--resources-server", "mcqa", "--model-type", "replay_model"]
-    result = run("eval", "prepare", *args, cwd=tmp_path)
+    result = run_gym("eval", "prepare", *args, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert json.loads((bench / "data/tiny.jsonl").read_text())["expected_answer"] == "A"
-    cached = run(
-        *args, "+use_cached_prepared_benchmarks=true", cwd=tmp_path, executable="ng_prepare_benchmark"
+    cached = run_gym(
+        *args, "+use_cached_prepared_benchmarks=true", cwd=tmp_path, command="ng_prepare_benchmark"
     )
     assert cached.returncode == 0 and "already prepared" in cached.stdout
 
