@@ -14,8 +14,8 @@ import yaml
 from nemo_gym.testing import read_jsonl
 from resources_servers.gdpval.deliverables import Limits, read_deliverable
 from resources_servers.gdpval.rubric import load_prompt, rubric_text
-from tests.benchmark_checks import check_benchmark, gym, hub_files_from_rows
-from tests.helpers import REPO_ROOT, one_line_error
+from tests.benchmark_checks import check_benchmark, hub_files_from_rows
+from tests.helpers import REPO_ROOT, one_line_error, run_gym
 
 SERVER_FOLDER = REPO_ROOT / "resources_servers" / "gdpval"
 JUDGE_PROMPT = load_prompt(SERVER_FOLDER, "prompts/judge_prompt.txt")
@@ -166,6 +166,6 @@ def test_the_files_of_a_deliverables_folder_are_judged(tmp_path: Path) -> None:
 
 def test_a_deliverables_folder_that_is_missing_is_one_line(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere"
-    failed = gym("eval", "prepare", "--benchmark", "gdpval", f"+prepare_script_args.deliverables_dir={missing}",
-                 cwd=tmp_path, env={"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_OFFLINE": "1"})  # fmt: skip
+    failed = run_gym("eval", "prepare", "--benchmark", "gdpval", f"+prepare_script_args.deliverables_dir={missing}",
+                     cwd=tmp_path, env={"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_OFFLINE": "1"})  # fmt: skip
     assert f"deliverables_dir: {missing} is not a folder" in one_line_error(failed)

@@ -10,8 +10,8 @@ import pytest
 
 from nemo_gym.benchmarks import load_folder_module
 from nemo_gym.config.errors import ConfigError
-from tests.benchmark_checks import check_benchmark, gym, word_tokenizer_json
-from tests.helpers import REPO_ROOT
+from tests.benchmark_checks import check_benchmark, word_tokenizer_json
+from tests.helpers import REPO_ROOT, run_gym
 
 FOLDER = REPO_ROOT / "benchmarks" / "ruler"
 SOURCES = load_folder_module(FOLDER / "sources.py")
@@ -98,7 +98,7 @@ def test_without_a_tokenizer_and_length_it_says_what_to_add(tmp_path: Path) -> N
 
 
 def test_a_prepare_argument_the_script_does_not_take_is_one_line(tmp_path: Path) -> None:
-    result = gym(
+    result = run_gym(
         "eval", "prepare", "--benchmark", "ruler", "+prepare_script_args.depth=3", cwd=tmp_path, env={}
     )
     assert result.returncode == 1

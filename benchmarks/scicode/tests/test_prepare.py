@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from benchmarks.scicode.prepare import GIVEN_STEP_URL, TEST_DATA_ENV
-from tests.benchmark_checks import check_benchmark, gym, hub_files_from_rows
+from tests.benchmark_checks import check_benchmark, hub_files_from_rows
+from tests.helpers import run_gym
 
 
 def step(number: str, header: str, tests: list[str], background: str = "") -> dict:
@@ -74,6 +75,6 @@ def test_prepares_the_problems_and_scores_them_offline(
 
 
 def test_without_the_test_data_the_prepare_names_the_manual_step(tmp_path: Path) -> None:
-    prepared = gym("eval", "prepare", "--benchmark", "scicode", cwd=tmp_path, env={TEST_DATA_ENV: ""})
+    prepared = run_gym("eval", "prepare", "--benchmark", "scicode", cwd=tmp_path, env={TEST_DATA_ENV: ""})
     assert prepared.returncode != 0
     assert f"set {TEST_DATA_ENV}=" in prepared.stderr and "Traceback" not in prepared.stderr

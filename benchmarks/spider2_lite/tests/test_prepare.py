@@ -14,7 +14,8 @@ import requests
 from benchmarks.spider2_lite.prepare import DATABASES_URL, DATABASES_ZIP_ENV, REPOSITORY_URL
 from nemo_gym.benchmarks import MIRROR_ENV
 from nemo_gym.testing import run_server
-from tests.benchmark_checks import check_benchmark, gym
+from tests.benchmark_checks import check_benchmark
+from tests.helpers import run_gym
 
 TOP = "Spider2-main/spider2-lite/"
 TASKS = [
@@ -106,7 +107,7 @@ def test_a_drive_page_instead_of_the_zip_names_the_manual_step(tmp_path: Path) -
         drive = DATABASES_URL.split("://")[1].split("?")[0]
         page = b"<html>Google Drive can't scan this file for viruses</html>"
         requests.put(f"{host.url}/_files", params={"path": drive}, data=page, timeout=30).raise_for_status()
-        prepared = gym(
+        prepared = run_gym(
             "eval", "prepare", "--benchmark", "spider2_lite", cwd=tmp_path, env={MIRROR_ENV: host.url}
         )
     assert prepared.returncode != 0

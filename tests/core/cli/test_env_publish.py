@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.cli.test_main import run
-from tests.helpers import one_line_error
+from tests.helpers import one_line_error, run_gym
 
 CHECKS = ["configs", "readme", "example rows", "example data", "tests", "config resolves", "catalog"]
 CONFIG = "{name}:\n  resources_servers:\n    {name}:\n      entrypoint: app.py\n      domain: other\n"
@@ -40,7 +39,7 @@ def check_lines(stdout: str) -> dict[str, str]:
 
 
 def test_a_shipped_resources_server_passes_and_shows_its_catalog_entry(workdir):
-    result = run("env", "publish", "mcqa", cwd=workdir)
+    result = run_gym("env", "publish", "mcqa", cwd=workdir)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = check_lines(result.stdout)
     assert list(lines) == CHECKS
@@ -53,7 +52,7 @@ def test_a_shipped_resources_server_passes_and_shows_its_catalog_entry(workdir):
 
 def test_an_unfinished_folder_fails_naming_each_file_and_its_fix(workdir):
     half_done_folder(workdir / "more")
-    result = run("env", "publish", "halfdone", "--search-dir", str(workdir / "more"), cwd=workdir)
+    result = run_gym("env", "publish", "halfdone", "--search-dir", str(workdir / "more"), cwd=workdir)
     assert result.returncode == 1, result.stdout + result.stderr
     lines = check_lines(result.stdout)
     shown = "resources_servers/halfdone"
@@ -70,7 +69,7 @@ def test_an_unfinished_folder_fails_naming_each_file_and_its_fix(workdir):
     assert lines["catalog"].startswith("PASS") and "only with --search-dir" in lines["catalog"]
     assert "Not ready: 4 check(s) failed." in result.stdout
 
-    every = run("env", "publish", "--search-dir", str(workdir / "more"), cwd=workdir)
+    every = run_gym("env", "publish", "--search-dir", str(workdir / "more"), cwd=workdir)
     assert every.returncode == 1 and check_lines(every.stdout) == lines
 
 
@@ -78,7 +77,9 @@ def test_json_before_the_command_is_one_document(workdir):
     folder = half_done_folder(workdir / "more")
     (folder / "README.md").write_text("# halfdone\n\nAdds two numbers; " + "the reward is exact match. " * 5)
     (folder / "data" / "example.jsonl").write_text(REQUEST_ROW)
-    result = run("--json", "env", "publish", "halfdone", "--search-dir", str(workdir / "more"), cwd=workdir)
+    result = run_gym(
+        "--json", "env", "publish", "halfdone", "--search-dir", str(workdir / "more"), cwd=workdir
+    )
     assert result.returncode == 1, result.stderr
     document = json.loads(result.stdout)
     assert set(document) == {"name", "kind", "path", "checks", "catalog_entry", "discoverable_by_default"}
@@ -91,24 +92,24 @@ def test_json_before_the_command_is_one_document(workdir):
     assert document["catalog_entry"]["description"].startswith("Adds two numbers")
     assert document["discoverable_by_default"] is False
 
-    agent = run("env", "publish", "simple_agent", "--kind", "agent", "--json", cwd=workdir)
+    agent = run_gym("env", "publish", "simple_agent", "--kind", "agent", "--json", cwd=workdir)
     shipped = json.loads(agent.stdout)
     assert shipped["kind"] == "agent" and shipped["discoverable_by_default"] is True
     assert all(check["ok"] for check in shipped["checks"]), shipped["checks"]
 
 
 def test_bad_names_are_one_line(workdir):
-    unknown = run("env", "publish", "mcqq", cwd=workdir)
+    unknown = run_gym("env", "publish", "mcqq", cwd=workdir)
     assert unknown.returncode == 1 and "did you mean mcqa?" in one_line_error(unknown)
 
-    nothing = run("env", "publish", cwd=workdir)
+    nothing = run_gym("env", "publish", cwd=workdir)
     assert nothing.returncode == 2 and "--search-dir DIR" in one_line_error(nothing)
 
     search = workdir / "more"
     half_done_folder(search, "twice")
     (search / "responses_api_agents" / "twice").mkdir(parents=True)
-    both = one_line_error(run("env", "publish", "twice", "--search-dir", str(search), cwd=workdir))
+    both = one_line_error(run_gym("env", "publish", "twice", "--search-dir", str(search), cwd=workdir))
     assert "--kind resources-server" in both and "--kind agent" in both
 
-    wrong_kind = run("env", "publish", "mcqa", "--kind", "agent", cwd=workdir)
+    wrong_kind = run_gym("env", "publish", "mcqa", "--kind", "agent", cwd=workdir)
     assert wrong_kind.returncode == 1 and "no responses_api_agents/mcqa" in one_line_error(wrong_kind)
