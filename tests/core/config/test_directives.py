@@ -10,12 +10,7 @@ from omegaconf import OmegaConf
 
 from nemo_gym.config.discovery import find_server_instances
 from nemo_gym.config.errors import ConfigError, ConfigMissingValuesError, InheritPathNotFoundError
-from tests.config_pipeline import agent, inner, parse, resources, scratch_project, write
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    return scratch_project(tmp_path)
+from tests.config_pipeline import agent, inner, parse, resources, write
 
 
 def test_every_unset_value_is_listed(workdir: Path) -> None:

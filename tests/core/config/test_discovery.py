@@ -30,14 +30,8 @@ from tests.config_pipeline import (
     inner,
     parse,
     resources,
-    scratch_project,
     write,
 )
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    return scratch_project(tmp_path)
 
 
 def test_no_server_instances_is_raised_for_callers_that_start_servers(workdir: Path) -> None:

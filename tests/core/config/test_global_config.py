@@ -27,13 +27,7 @@ from nemo_gym.global_config import (
     reset_global_config_dict_cache,
     set_global_config_dict,
 )
-from tests.config_pipeline import inner, parse, resources, scratch_project, write
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    return scratch_project(tmp_path)
-
+from tests.config_pipeline import inner, parse, resources, write
 
 # ---------------------------------------------------------------------------------------------------------
 # Overrides and precedence

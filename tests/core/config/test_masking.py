@@ -5,18 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import yaml
 from omegaconf import OmegaConf
 
 from nemo_gym.config.defaults import DEFAULT_HOST
 from nemo_gym.config.masking import mask_secrets, to_resolved_yaml, to_yaml
-from tests.config_pipeline import POLICY_MODEL, inner, parse, scratch_project, write
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    return scratch_project(tmp_path)
+from tests.config_pipeline import POLICY_MODEL, inner, parse, write
 
 
 def test_mask_secrets_hides_values_under_key_and_token_keys() -> None:

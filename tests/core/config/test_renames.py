@@ -12,10 +12,8 @@ from nemo_gym.config.renames import AmbiguousAgentRenameError
 from nemo_gym.config_types import ConfigPathNotFoundError
 from nemo_gym.global_config import get_first_server_config_dict, parse_global_config_dict
 from tests.config_pipeline import write
-from tests.core.config import test_global_config
 
 MODEL = {"responses_api_models": {"vllm_model": {"entrypoint": "app.py", "base_url": "x", "model": "m"}}}
-workdir = test_global_config.workdir  # the fixture: a current directory beside a stand-in install root
 RESOURCES = {"resources_servers": {"example_single_tool_call": {"entrypoint": "app.py", "domain": "agent"}}}
 
 

@@ -10,12 +10,7 @@ import pytest
 
 from nemo_gym.config.errors import ConfigError, ConfigPathNotFoundError, MalformedConfigPathsError
 from nemo_gym.config.sources import install_root
-from tests.config_pipeline import parse, scratch_project, write
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    return scratch_project(tmp_path)
+from tests.config_pipeline import parse, write
 
 
 def test_later_files_override_earlier_ones(workdir: Path) -> None:
